@@ -1,0 +1,77 @@
+"""The ``pario`` command line.
+
+Each command group lives in its own module under :mod:`pario.cli` and exposes
+``register(subparsers)``; :data:`COMMAND_MODULES` lists them in the order they appear in
+``pario --help``.  Every :class:`pario.ParioError` (and any bad input) ends as one line on
+stderr and exit status 2; an unexpected exception also ends as one line (exit 1) unless
+``PARIO_DEBUG=1`` is set, which shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from .. import ParioError, __version__
+
+COMMAND_MODULES = (
+    "demo",
+    "trace_cmd",
+    "workload_cmd",
+    "system_cmd",
+    "layout_cmd",
+    "model_cmd",
+    "advise_cmd",
+    "simulate_cmd",
+    "store_cmd",
+    "replicate_cmd",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse's convention)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="pario", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"pario {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{name}":
+                continue  # command group not built yet
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rc = args.func(args)
+    except ParioError as exc:
+        print(f"pario: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pario: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - last resort: still one line
+        if os.environ.get("PARIO_DEBUG"):
+            raise
+        print(f"pario: internal error: {type(exc).__name__}: {exc} (set PARIO_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return 1
+    return int(rc or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Helpers shared by the CLI command modules: loading inputs, printing JSON and tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+
+from .. import ParioError
+from ..units import parse_size
+
+console = Console(highlight=False)
+
+
+def size_arg(text: str) -> int:
+    """argparse ``type=`` for sizes with IOR suffixes (``64k``, ``4m``)."""
+    try:
+        return parse_size(text)
+    except ParioError as exc:
+        import argparse
+
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _default(o: Any):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.bool_):
+        return bool(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=_default, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=_default)
+
+
+def load_trace_arg(path: str):
+    from ..trace import load
+
+    return load(path)

@@ -1,0 +1,93 @@
+"""Trace files: Parquet (the native format) and CSV.
+
+CSV header: ``rank,file,op,offset,length`` and optionally ``start,end,collective,order``.
+``op`` is ``read`` or ``write``; ``offset``/``length`` are byte counts and may use size
+suffixes (``64k``).  Parquet files hold the same columns with ``file`` dictionary-encoded.
+:func:`load` and :func:`save` pick the format from the file name (``.parquet``/``.pq`` or
+``.csv``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import ParioError
+from ..units import parse_size
+from .core import Trace
+
+
+def _fmt(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix in (".csv", ".txt"):
+        return "csv"
+    raise ParioError(f"{path}: unknown trace format (use .parquet or .csv; import Darshan logs with 'pario trace import')")
+
+
+def save(trace: Trace, path: str | os.PathLike) -> Path:
+    """Write ``trace`` to ``path`` atomically (temporary file + rename)."""
+    path = Path(path)
+    fmt = _fmt(path)
+    df = trace.to_frame()
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        if fmt == "parquet":
+            df.to_parquet(tmp, index=False, engine="pyarrow")
+        else:
+            df.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ParioError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def _size_column(series: pd.Series, name: str) -> np.ndarray:
+    if series.isna().any():
+        raise ParioError(f"column {name!r} has empty values")
+    if series.dtype.kind in "iu":
+        return series.to_numpy(dtype=np.int64)
+    if series.dtype.kind == "f":
+        if (series != series.round()).any():
+            raise ParioError(f"column {name!r} has non-integer byte counts")
+        return series.to_numpy(dtype=np.int64)
+    return np.array([parse_size(str(v), name) for v in series], dtype=np.int64)
+
+
+def load(path: str | os.PathLike) -> Trace:
+    """Read a trace from Parquet or CSV; raise :class:`ParioError` with one line on bad input."""
+    path = Path(path)
+    fmt = _fmt(path)
+    if not path.exists():
+        raise ParioError(f"{path}: no such file")
+    try:
+        if fmt == "parquet":
+            df = pd.read_parquet(path, engine="pyarrow")
+        else:
+            df = pd.read_csv(path, skipinitialspace=True, dtype={"file": str})
+    except ParioError:
+        raise
+    except Exception as exc:  # pyarrow / pandas raise many types for corrupt input
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ParioError(f"{path}: not a readable {fmt} trace ({msg})") from None
+    df.columns = [str(c).strip().lower() for c in df.columns]
+    missing = [c for c in ("rank", "file", "op", "offset", "length") if c not in df.columns]
+    if missing:
+        raise ParioError(f"{path}: missing column(s) {', '.join(missing)} (need rank,file,op,offset,length)")
+    try:
+        df["offset"] = _size_column(df["offset"], "offset")
+        df["length"] = _size_column(df["length"], "length")
+        if df["rank"].isna().any() or df["rank"].dtype.kind not in "iu":
+            raise ParioError("column 'rank' must hold non-negative integers")
+        if "collective" in df.columns and df["collective"].dtype == object:
+            df["collective"] = df["collective"].astype(str).str.strip().str.lower().isin(["1", "true", "yes", "y", "t"])
+        return Trace.from_frame(df)
+    except ParioError as exc:
+        raise ParioError(f"{path}: {exc}") from None
