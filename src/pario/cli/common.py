@@ -12,7 +12,10 @@ from rich.console import Console
 from .. import ParioError
 from ..units import parse_size
 
-console = Console(highlight=False)
+import os as _os
+
+# Wide enough for per-server tables when output is not a terminal (pipes, CI logs).
+console = Console(highlight=False, width=None if sys.stdout.isatty() or _os.environ.get("COLUMNS") else 132)
 
 
 def size_arg(text: str) -> int:

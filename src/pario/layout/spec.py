@@ -1,0 +1,212 @@
+"""Layout spec strings and the JSON layout format.
+
+Spec strings (``--layout`` on the CLI)::
+
+    fixed:64K               fixed 64 KiB stripes over all servers of the system
+    fixed:64K@H0,H1,S0      ... over the named servers, in that order
+    var:hdd=28K,ssd=100K    varied stripes by server kind (kinds not named get 0: left out)
+    var:H0=28K,S0=100K      varied stripes by server name (servers not named are left out)
+    2d:2:64K                CI-LAYOUT 2-D: servers (in system order) split into 2 equal groups,
+                            64 KiB stripe inside a group
+    PATH.json               anything else: a JSON layout file (below)
+
+JSON layouts name servers, and sizes may be integers or size strings::
+
+    {"type": "striped", "servers": ["H0", "S0"], "stripes": ["28k", "100k"]}
+    {"type": "fixed", "stripe": "64k", "servers": ["H0", "H1"]}     # servers optional: all
+    {"type": "grouped", "groups": [["H0", "H1"], ["H2", "H3"]], "stripe": "64k"}
+    {"type": "regions", "regions": [{"start": 0, "end": "1g", "layout": {...}},
+                                    {"start": "1g", "end": null, "layout": {...}}]}
+    {"type": "extents", "extents": [[offset, length, "H0", local, datafile], ...],
+     "default": {...} | null}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import ParioError
+from ..units import format_size, parse_size
+from .types import ExtentMap, Grouped, Layout, Region, Regions, Striped
+
+
+def _servers(system, names: list[str] | None) -> tuple[int, ...]:
+    if names is None:
+        return tuple(range(system.n))
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ParioError("layout: 'servers' must be a list of server names")
+    return tuple(system.index(n) for n in names)
+
+
+def parse_layout(spec: str | Layout | dict, system) -> Layout:
+    """Parse a spec string, a JSON layout file path, or a layout dict, against ``system``."""
+    if isinstance(spec, Layout):
+        return spec
+    if isinstance(spec, dict):
+        return layout_from_dict(spec, system)
+    text = str(spec).strip()
+    head, _, rest = text.partition(":")
+    head = head.lower()
+    if head == "fixed" and rest:
+        size, _, names = rest.partition("@")
+        servers = _servers(system, [n.strip() for n in names.split(",")] if names else None)
+        return Striped.fixed(_size(size, text), servers)
+    if head == "var" and rest:
+        pairs = {}
+        for item in rest.split(","):
+            key, eq, val = item.partition("=")
+            if not eq or not key.strip():
+                raise ParioError(f"bad layout {text!r}: expected var:KIND=SIZE,... or var:NAME=SIZE,...")
+            pairs[key.strip()] = _size(val, text)
+        kinds = {k.lower() for k in pairs} <= {"hdd", "ssd"}
+        if kinds:
+            lower = {k.lower(): v for k, v in pairs.items()}
+            stripes = [lower.get(s.kind, 0) for s in system.servers]
+            servers = tuple(range(system.n))
+        else:
+            idx = {system.index(k): v for k, v in pairs.items()}
+            servers = tuple(sorted(idx))
+            stripes = [idx[i] for i in servers]
+        if sum(stripes) == 0:
+            raise ParioError(f"bad layout {text!r}: every stripe size is 0")
+        return Striped(servers, tuple(stripes))
+    if head == "2d" and rest:
+        parts = rest.split(":")
+        if len(parts) != 2:
+            raise ParioError(f"bad layout {text!r}: expected 2d:GROUPS:STRIPE")
+        try:
+            g = int(parts[0])
+        except ValueError:
+            raise ParioError(f"bad layout {text!r}: group count must be an integer") from None
+        if g < 1 or system.n % g:
+            raise ParioError(f"bad layout {text!r}: {system.n} servers cannot be split into {g} equal groups")
+        size = system.n // g
+        groups = tuple(tuple(range(k * size, (k + 1) * size)) for k in range(g))
+        return Grouped(groups, _size(parts[1], text))
+    path = Path(text)
+    if path.suffix.lower() == ".json" or path.exists():
+        if not path.exists():
+            raise ParioError(f"layout file {text!r} does not exist")
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ParioError(f"{text}: not a JSON layout ({exc})") from None
+        if isinstance(data, dict) and "layout" in data and "type" not in data:
+            data = data["layout"]
+        return layout_from_dict(data, system)
+    raise ParioError(f"bad layout {text!r}: expected fixed:SIZE[@S,..], var:KIND=SIZE,..., 2d:G:SIZE or a JSON file")
+
+
+def _size(value: Any, ctx: str) -> int:
+    try:
+        return parse_size(value if isinstance(value, int) else str(value).strip(), "stripe size")
+    except ParioError as exc:
+        raise ParioError(f"bad layout {ctx!r}: {exc}") from None
+
+
+def _check_in_system(layout: Layout, system) -> Layout:
+    bad = [s for s in layout.servers_used() if s >= system.n]
+    if bad:
+        raise ParioError(f"layout uses server index {bad[0]} but system {system.name!r} has {system.n} servers")
+    return layout
+
+
+def layout_from_dict(d: dict, system) -> Layout:
+    """Build a layout from its JSON form (server names resolved against ``system``)."""
+    if not isinstance(d, dict) or "type" not in d:
+        raise ParioError("layout JSON must be an object with a 'type' key")
+    kind = d["type"]
+    try:
+        if kind == "fixed":
+            return _check_in_system(Striped.fixed(_size(d["stripe"], "fixed"), _servers(system, d.get("servers"))), system)
+        if kind in ("striped", "varied"):
+            servers = _servers(system, d.get("servers"))
+            stripes = d["stripes"]
+            if not isinstance(stripes, list):
+                raise ParioError("layout: 'stripes' must be a list")
+            return Striped(servers, tuple(_size(s, kind) for s in stripes))
+        if kind == "grouped":
+            groups = d["groups"]
+            if not isinstance(groups, list) or not groups:
+                raise ParioError("layout: 'groups' must be a non-empty list of server-name lists")
+            return Grouped(tuple(_servers(system, g) for g in groups), _size(d["stripe"], kind))
+        if kind == "regions":
+            regs = []
+            for r in d["regions"]:
+                end = r.get("end")
+                regs.append(Region(_size(r["start"], "region"), None if end is None else _size(end, "region"),
+                                   layout_from_dict(r["layout"], system)))
+            return Regions(tuple(regs))
+        if kind == "extents":
+            rows = d["extents"]
+            if not isinstance(rows, list):
+                raise ParioError("layout: 'extents' must be a list of [offset, length, server, local, datafile]")
+            if rows:
+                off, ln, srv, loc, df = zip(*[(r[0], r[1], r[2], r[3], r[4] if len(r) > 4 else 1) for r in rows])
+                srv = [system.index(s) if isinstance(s, str) else int(s) for s in srv]
+            else:
+                off = ln = srv = loc = df = []
+            default = d.get("default")
+            return ExtentMap(np.array(off, dtype=np.int64), np.array(ln, dtype=np.int64), np.array(srv, dtype=np.int64),
+                             np.array(loc, dtype=np.int64), np.array(df, dtype=np.int64),
+                             None if default is None else layout_from_dict(default, system))
+    except KeyError as exc:
+        raise ParioError(f"layout JSON of type {kind!r} is missing key {exc.args[0]!r}") from None
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ParioError(f"layout JSON of type {kind!r} is malformed ({exc})") from None
+    raise ParioError(f"unknown layout type {kind!r} (striped, fixed, grouped, regions, extents)")
+
+
+def layout_to_dict(layout: Layout, system) -> dict:
+    """JSON form of a layout, with server names from ``system``."""
+    names = system.names
+    if isinstance(layout, Striped):
+        return {"type": "striped", "servers": [names[s] for s in layout.servers], "stripes": list(layout.stripes)}
+    if isinstance(layout, Grouped):
+        return {"type": "grouped", "groups": [[names[s] for s in g] for g in layout.groups], "stripe": layout.stripe}
+    if isinstance(layout, Regions):
+        return {"type": "regions", "regions": [
+            {"start": r.start, "end": r.end, "layout": layout_to_dict(r.layout, system)} for r in layout.regions]}
+    if isinstance(layout, ExtentMap):
+        rows = [[int(o), int(n), names[int(s)], int(l), int(f)] for o, n, s, l, f in
+                zip(layout.offset, layout.length, layout.server, layout.local, layout.datafile)]
+        return {"type": "extents", "extents": rows,
+                "default": None if layout.default is None else layout_to_dict(layout.default, system)}
+    raise TypeError(f"not a layout: {type(layout).__name__}")
+
+
+def _fs(n: int) -> str:
+    return format_size(n).replace(" ", "").replace("iB", "")
+
+
+def describe(layout: Layout, system) -> str:
+    """A short human description, e.g. ``fixed 64K × 8`` or ``⟨28K, 100K⟩ (H×4, S×4)``."""
+    names = system.names
+    if isinstance(layout, Striped):
+        if layout.is_fixed:
+            n = len(layout.servers)
+            return f"fixed {_fs(layout.stripes[0])} × {n}" + ("" if n == system.n else f" ({','.join(names[s] for s in layout.servers)})")
+        kinds = {}
+        for s, w in zip(layout.servers, layout.stripes):
+            kinds.setdefault(system.servers[s].kind, set()).add(w)
+        if all(len(v) == 1 for v in kinds.values()) and set(kinds) <= {"hdd", "ssd"}:
+            h = next(iter(kinds.get("hdd", {0})))
+            s_ = next(iter(kinds.get("ssd", {0})))
+            return f"⟨{_fs(h)}, {_fs(s_)}⟩"
+        return "var " + ",".join(f"{names[s]}={_fs(w)}" for s, w in zip(layout.servers, layout.stripes))
+    if isinstance(layout, Grouped):
+        return f"2-D {len(layout.groups)} groups × {_fs(layout.stripe)}"
+    if isinstance(layout, Regions):
+        parts = []
+        for r in layout.regions:
+            end = "end" if r.end is None else _fs(r.end)
+            parts.append(f"[{_fs(r.start)}, {end}): {describe(r.layout, system)}")
+        return "; ".join(parts)
+    if isinstance(layout, ExtentMap):
+        base = "" if layout.default is None else f" over {describe(layout.default, system)}"
+        return f"{len(layout)} replica extents ({_fs(int(layout.length.sum()))}){base}"
+    return type(layout).__name__

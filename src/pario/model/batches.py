@@ -1,0 +1,104 @@
+"""How a trace becomes *batches* of concurrent requests.
+
+Every cost model of the papers prices a set of requests that are served *concurrently*
+(p processes each issuing one request: CI-LAYOUT seed 002 §3, PADP seed 003 §3.2, PSA
+seed 001 §3.2; all requests of a phase: CEDA seed 000 §3).  A trace is therefore cut into
+batches that run one after another; a model prices each batch and sums.
+
+Batching rules (``by``):
+
+``"time"``  (needs a start time on every request)
+    Requests are sorted by ``start`` (ties by row).  Each request occupies the half-open
+    interval ``[start, end)`` (``end`` missing or < ``start`` is taken as ``start``).
+    A request opens a new batch iff its ``start`` is ``>=`` the largest ``end`` of all
+    requests before it in that order **and** its ``start`` differs from the previous
+    request's ``start`` (requests that start at the same instant are always concurrent).
+    So a batch is a maximal run of requests whose intervals overlap transitively
+    (a connected component of the interval-overlap graph); back-to-back requests
+    (``end == next start``) are not concurrent.
+
+``"order"``
+    The k-th request of every rank (k = its position within the rank, the trace's
+    ``order`` column made dense 0, 1, 2, … per rank) forms batch k: ranks proceed in
+    lock-step, as in IOR / the papers' benchmarks.
+
+``"auto"`` (default)
+    ``"time"`` when every request has a start time, else ``"order"``.
+
+``"all"``  one batch holding every request;  ``"request"``  one batch per request.
+
+Batch ids are dense (0 … B−1) and increase with time (``"time"``) or with k (``"order"``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ParioError
+
+BATCHINGS = ("auto", "time", "order", "all", "request")
+
+
+def batch_ids(trace, by: str = "auto") -> np.ndarray:
+    """One batch id (int64, dense from 0) per trace row; see the module docstring."""
+    n = len(trace)
+    if by not in BATCHINGS:
+        raise ParioError(f"unknown batching {by!r} (expected one of {', '.join(BATCHINGS)})")
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if by == "auto":
+        by = "time" if trace.has_times else "order"
+    if by == "all":
+        return np.zeros(n, dtype=np.int64)
+    if by == "request":
+        return np.arange(n, dtype=np.int64)
+    if by == "time":
+        return _by_time(trace.start, trace.end)
+    return _by_order(trace.rank, trace.order)
+
+
+def _by_time(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    start = np.asarray(start, dtype=np.float64)
+    if np.isnan(start).any():
+        raise ParioError("batching by time needs a start time on every request (use by='order')")
+    end = np.asarray(end, dtype=np.float64)
+    end = np.where(np.isnan(end) | (end < start), start, end)
+    idx = np.lexsort((np.arange(len(start)), start))
+    s, e = start[idx], end[idx]
+    prev_max = np.maximum.accumulate(e)[:-1]
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = (s[1:] >= prev_max) & (s[1:] != s[:-1])
+    out = np.empty(len(s), dtype=np.int64)
+    out[idx] = np.cumsum(new) - 1
+    return out
+
+
+def _by_order(rank: np.ndarray, order: np.ndarray) -> np.ndarray:
+    n = len(rank)
+    idx = np.lexsort((np.arange(n), order, rank))
+    r = rank[idx]
+    first = np.r_[0, np.flatnonzero(np.diff(r)) + 1]
+    pos = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n]))
+    out = np.empty(n, dtype=np.int64)
+    out[idx] = pos
+    return out
+
+
+def ranks_per_batch(rank: np.ndarray, bid: np.ndarray, n_batches: int | None = None) -> np.ndarray:
+    """p_b: number of distinct ranks in each batch."""
+    nb = int(bid.max()) + 1 if n_batches is None and len(bid) else (n_batches or 0)
+    if len(bid) == 0:
+        return np.zeros(nb, dtype=np.int64)
+    key = np.unique(bid.astype(np.int64) * (int(rank.max()) + 1) + rank)
+    return np.bincount(key // (int(rank.max()) + 1), minlength=nb).astype(np.int64)
+
+
+def split(trace, by: str = "auto") -> list:
+    """The batches of a trace as a list of traces (for inspection and tests; models use ids)."""
+    bid = batch_ids(trace, by)
+    if len(bid) == 0:
+        return []
+    order = np.argsort(bid, kind="stable")
+    cuts = np.flatnonzero(np.diff(bid[order])) + 1
+    return [trace.take(rows) for rows in np.split(order, cuts)]
