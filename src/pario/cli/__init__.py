@@ -27,6 +27,11 @@ COMMAND_MODULES = (
     "simulate_cmd",
     "store_cmd",
     "replicate_cmd",
+    "run_cmd",
+    "calibrate_cmd",
+    "testbed_cmd",
+    "bench_cmd",
+    "reproduce_cmd",
 )
 
 

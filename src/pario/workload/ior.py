@@ -54,7 +54,7 @@ the same order, ``order`` continuing.  ``collective`` only sets the flag (``-c``
 ``seed`` is the value IOR hands to ``srandom()``: to reproduce a run with the default
 seed, pass the run's ``time(NULL)`` (the tests recover 1795239449 for
 ``ior-mpiio-random-16r-64k.darshan`` from the job start time).  The glibc ``random()``
-emulation and the swap loop are sequential Python (about 1 µs per transfer of one
+emulation and the swap loop are sequential Python (about 1.5 µs per transfer of one
 segment); everything else is vectorised.
 """
 
