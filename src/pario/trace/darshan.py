@@ -16,6 +16,9 @@ Rules (see ``docs/traces.md``):
   collective iff ``MPIIO_COLL_<OP>S + MPIIO_SPLIT_<OP>S > 0`` and
   ``MPIIO_INDEP_<OP>S + MPIIO_NB_<OP>S == 0``.  A file with both kinds of calls cannot be
   split per segment and is marked independent; ``DXT_POSIX`` segments are never collective.
+* **Old logs.** Darshan before 3.2 wrote ``offset = -1`` into every ``DXT_MPIIO``
+  segment; such a module is skipped (with a :class:`ParioWarning`) in favour of
+  ``DXT_POSIX``, and forcing it is an error.
 * **Partial logs.** When DXT ran out of its per-rank buffer Darshan sets the module's
   ``partial_flag``; the import keeps the surviving segments and warns with a
   :class:`ParioWarning` saying how many survived.
@@ -76,7 +79,11 @@ def _captured_fd2(sink: list[str]):
         sys.stderr.flush()
     except Exception:  # pragma: no cover - closed/odd stderr
         pass
-    saved = os.dup(2)
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 at all: nothing to silence
+        yield
+        return
     tmp = tempfile.TemporaryFile()
     try:
         os.dup2(tmp.fileno(), 2)
@@ -224,6 +231,7 @@ def read_darshan(path: str | os.PathLike, module: str | None = None) -> DarshanI
             raise ParioError(f"{path}: the log has no {module} data (it has {', '.join(present)})")
         candidates = [module] if module else present
         chosen, seg = None, None
+        skipped: list[str] = []
         for mod in candidates:
             with _captured_fd2(errs):
                 report.mod_read_all_dxt_records(mod, dtype="pandas", warnings=False)
@@ -231,6 +239,13 @@ def read_darshan(path: str | os.PathLike, module: str | None = None) -> DarshanI
             if why:
                 raise ParioError(f"{path}: corrupt Darshan log ({why})")
             frame = _segments_frame(report.records.get(mod, []), mod)
+            if len(frame) and (frame["offset"] < 0).any():
+                # Darshan < 3.2 DXT_MPIIO (module version 1) stored offset -1: unusable
+                if module:
+                    raise ParioError(f"{path}: its {mod} segments carry no file offsets (old Darshan log "
+                                     "format); import DXT_POSIX instead")
+                skipped.append(mod)
+                continue
             if len(frame) or module:
                 chosen, seg = mod, frame
                 break
@@ -271,6 +286,11 @@ def read_darshan(path: str | os.PathLike, module: str | None = None) -> DarshanI
         files=files, start=start[idx], end=seg["end_time"].to_numpy(dtype=np.float64)[idx],
         collective=collective[idx], order=order,
     )
+    if skipped:
+        warnings.warn(
+            f"{path.name}: {skipped[0]} segments carry no file offsets (old Darshan log format); "
+            f"imported {chosen} instead", ParioWarning, stacklevel=3,
+        )
     if partial:
         warnings.warn(
             f"{path.name}: the {chosen} trace is partial (DXT ran out of its per-process buffer); "

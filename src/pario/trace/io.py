@@ -9,6 +9,7 @@ suffixes (``64k``).  Parquet files hold the same columns with ``file`` dictionar
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 
@@ -39,7 +40,10 @@ def save(trace: Trace, path: str | os.PathLike) -> Path:
         if fmt == "parquet":
             df.to_parquet(tmp, index=False, engine="pyarrow")
         else:
-            df.to_csv(tmp, index=False)
+            # strings quoted so that file names keep leading blanks and names like "NA"
+            with open(tmp, "w", newline="") as fh:
+                fh.write(",".join(df.columns) + "\n")
+                df.to_csv(fh, index=False, header=False, quoting=csv.QUOTE_NONNUMERIC)
         os.replace(tmp, path)
     except OSError as exc:
         raise ParioError(f"cannot write {path}: {exc.strerror or exc}") from None
@@ -71,13 +75,17 @@ def load(path: str | os.PathLike) -> Trace:
         if fmt == "parquet":
             df = pd.read_parquet(path, engine="pyarrow")
         else:
-            df = pd.read_csv(path, skipinitialspace=True, dtype={"file": str})
+            # file names are kept verbatim ("NA", leading blanks); only numeric columns may be empty
+            df = pd.read_csv(path, dtype={"file": str, "op": str}, keep_default_na=False, skipinitialspace=True,
+                             na_values={c: [""] for c in ("rank", "offset", "length", "start", "end", "order")})
     except ParioError:
         raise
     except Exception as exc:  # pyarrow / pandas raise many types for corrupt input
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ParioError(f"{path}: not a readable {fmt} trace ({msg})") from None
     df.columns = [str(c).strip().lower() for c in df.columns]
+    if len(df) == 0:
+        df = df.astype({c: "int64" for c in ("rank", "offset", "length") if c in df.columns})
     missing = [c for c in ("rank", "file", "op", "offset", "length") if c not in df.columns]
     if missing:
         raise ParioError(f"{path}: missing column(s) {', '.join(missing)} (need rank,file,op,offset,length)")
@@ -86,8 +94,12 @@ def load(path: str | os.PathLike) -> Trace:
         df["length"] = _size_column(df["length"], "length")
         if df["rank"].isna().any() or df["rank"].dtype.kind not in "iu":
             raise ParioError("column 'rank' must hold non-negative integers")
-        if "collective" in df.columns and df["collective"].dtype == object:
-            df["collective"] = df["collective"].astype(str).str.strip().str.lower().isin(["1", "true", "yes", "y", "t"])
+        if "collective" in df.columns and df["collective"].dtype != bool:
+            words = df["collective"].astype(str).str.strip().str.lower()
+            known = words.isin(["1", "true", "yes", "y", "t", "0", "false", "no", "n", "f", ""])
+            if not known.all():
+                raise ParioError(f"column 'collective' has value {words[~known].iloc[0]!r} (expected true/false)")
+            df["collective"] = words.isin(["1", "true", "yes", "y", "t"])
         return Trace.from_frame(df)
     except ParioError as exc:
         raise ParioError(f"{path}: {exc}") from None

@@ -1,0 +1,188 @@
+"""``pario trace``: import Darshan DXT logs and show traces.
+
+* ``pario trace import LOG.darshan -o OUT.parquet [--module DXT_MPIIO|DXT_POSIX]``
+* ``pario trace show TRACE [--json] [--module ...]`` — TRACE is ``.parquet``, ``.csv`` or a
+  ``.darshan`` log (imported on the fly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+from .. import ParioError
+from ..units import format_size
+
+_MODULE_CHOICES = ("DXT_MPIIO", "DXT_POSIX")
+
+
+@contextmanager
+def _warnings_as_lines():
+    """Show every warning raised inside as one ``pario: warning: …`` line on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for w in caught:
+                msg = " ".join(str(w.message).split())
+                print(f"pario: warning: {msg}", file=sys.stderr)
+
+
+def _module_arg(text: str) -> str:
+    t = text.strip().upper().replace("-", "_")
+    if t in ("MPIIO", "MPI_IO"):
+        t = "DXT_MPIIO"
+    if t == "POSIX":
+        t = "DXT_POSIX"
+    if t not in _MODULE_CHOICES:
+        raise argparse.ArgumentTypeError(f"invalid module {text!r} (choose DXT_MPIIO or DXT_POSIX)")
+    return t
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("trace", help="import Darshan logs, show traces",
+                              description="Import Darshan DXT logs and show request traces.")
+    sub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    imp = sub.add_parser("import", help="convert a Darshan DXT log to a trace file",
+                         description="Convert a Darshan DXT log (.darshan) to a Parquet or CSV trace.")
+    imp.add_argument("log", metavar="LOG.darshan", help="Darshan log recorded with DXT_ENABLE_IO_TRACE=1")
+    imp.add_argument("-o", "--output", required=True, metavar="OUT",
+                     help="output trace (.parquet or .csv)")
+    imp.add_argument("--module", type=_module_arg, default=None, metavar="DXT_MPIIO|DXT_POSIX",
+                     help="DXT module to import (default: DXT_MPIIO when it has data, else DXT_POSIX)")
+    imp.set_defaults(func=_cmd_import)
+
+    show = sub.add_parser("show", help="summarise a trace: totals, request sizes, access patterns",
+                          description="Summarise a trace (.parquet, .csv or a .darshan log).")
+    show.add_argument("trace", metavar="TRACE", help="trace file (.parquet, .csv) or Darshan log (.darshan)")
+    show.add_argument("--json", action="store_true", help="print the summary as JSON")
+    show.add_argument("--module", type=_module_arg, default=None, metavar="DXT_MPIIO|DXT_POSIX",
+                      help="for a .darshan TRACE: DXT module to import")
+    show.set_defaults(func=_cmd_show)
+
+
+def _load_any(path: str, module: str | None):
+    from ..trace import load
+    from ..trace.darshan import import_darshan
+
+    if Path(path).suffix.lower() == ".darshan":
+        return import_darshan(path, module=module)
+    if module is not None:
+        raise ParioError("--module applies only to .darshan logs")
+    return load(path)
+
+
+def _cmd_import(args) -> int:
+    from ..trace import save
+    from ..trace.darshan import read_darshan
+    from ..trace.io import _fmt
+
+    _fmt(Path(args.output))  # fail on a bad output name before reading the log
+    with _warnings_as_lines():
+        res = read_darshan(args.log, module=args.module)
+    tr = res.trace
+    out = save(tr, args.output)
+    nfiles = len(tr.files)
+    print(f"{Path(args.log).name}: {len(tr)} requests ({res.module}) from {tr.nranks} ranks on "
+          f"{nfiles} file{'s' if nfiles != 1 else ''}, {format_size(tr.bytes_written)} written, "
+          f"{format_size(tr.bytes_read)} read{' (partial)' if res.partial else ''} -> {out}")
+    return 0
+
+
+def _rank_ranges(ranks: list[int]) -> str:
+    ranks = sorted(set(ranks))
+    parts, i = [], 0
+    while i < len(ranks):  # over distinct ranks of one table row, not requests
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def _cmd_show(args) -> int:
+    from ..trace.summary import summarize
+    from .common import console, print_json
+
+    with _warnings_as_lines():
+        trace = _load_any(args.trace, args.module)
+    if args.json:
+        print_json(summarize(trace))
+        return 0
+    show_summary(trace, str(args.trace))
+    return 0
+
+
+def show_summary(trace, title: str = "trace") -> None:
+    """Print the summary tables of a trace (totals, files, request sizes, patterns)."""
+    from ..trace.summary import summarize
+    from .common import console
+
+    s = summarize(trace)
+    from rich.markup import escape
+    from rich.table import Table
+
+    tot = Table(title=escape(title), show_header=False, title_justify="left")
+    tot.add_column("what")
+    tot.add_column("value", justify="right")
+    tot.add_row("ranks", f"{s['ranks']} ({s['ranks_with_io']} with I/O)")
+    tot.add_row("files", str(len(s["files"])))
+    tot.add_row("requests", f"{s['requests']} ({s['writes']} writes, {s['reads']} reads)")
+    tot.add_row("bytes written", format_size(s["bytes_written"]))
+    tot.add_row("bytes read", format_size(s["bytes_read"]))
+    tot.add_row("collective requests", str(s["collective"]))
+    if s["time"]:
+        tot.add_row("time span", f"{s['time']['start']:.6f} .. {s['time']['end']:.6f} s")
+    console.print(tot)
+
+    files = s["files"]
+    if len(files) > 1:
+        ft = Table(title="files", title_justify="left")
+        for col, just in (("file", "left"), ("ranks", "right"), ("requests", "right"),
+                          ("written", "right"), ("read", "right")):
+            ft.add_column(col, justify=just)
+        shown = sorted(files, key=lambda f: -(f["bytes_read"] + f["bytes_written"]))
+        for f in shown[:20]:
+            ft.add_row(escape(f["name"]), str(f["ranks"]), str(f["requests"]),
+                       format_size(f["bytes_written"]), format_size(f["bytes_read"]))
+        if len(shown) > 20:
+            ft.caption = f"{len(shown) - 20} more files not shown (see --json)"
+        console.print(ft)
+
+    if s["size_histogram"]:
+        ht = Table(title="request sizes", title_justify="left")
+        for col in ("size", "requests", "writes", "reads", "bytes"):
+            ht.add_column(col, justify="left" if col == "size" else "right")
+        for b in s["size_histogram"]:
+            ht.add_row(b["bin"], str(b["count"]), str(b["writes"]), str(b["reads"]), format_size(b["bytes"]))
+        console.print(ht)
+
+    # patterns, condensed: one row per (file, kind, stride) with the ranks that share it
+    groups: dict[tuple, dict] = {}
+    for r, per_file in s["patterns"].items():
+        for fname, p in per_file.items():
+            key = (fname, p["kind"], p["stride"])
+            g = groups.setdefault(key, {"ranks": [], "requests": 0, "bytes": 0})
+            g["ranks"].append(int(r))
+            g["requests"] += p["requests"]
+            g["bytes"] += p["bytes"]
+    if groups:
+        pt = Table(title="access patterns per rank and file (CEDA §4.2)", title_justify="left")
+        for col, just in (("ranks", "left"), ("file", "left"), ("pattern", "left"), ("stride", "right"),
+                          ("requests", "right"), ("bytes", "right")):
+            pt.add_column(col, justify=just)
+        rows = sorted(groups.items(), key=lambda kv: (kv[0][0], min(kv[1]["ranks"])))
+        for (fname, kind, stride), g in rows[:50]:
+            pt.add_row(_rank_ranges(g["ranks"]), escape(fname), kind,
+                       "" if stride is None else format_size(stride) if stride >= 0 else f"-{format_size(-stride)}",
+                       str(g["requests"]), format_size(g["bytes"]))
+        if len(rows) > 50:
+            pt.caption = f"{len(rows) - 50} more rows not shown (see --json)"
+        console.print(pt)

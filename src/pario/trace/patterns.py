@@ -1,0 +1,301 @@
+"""Spatial access-pattern identifier (CEDA seed 000 §4.2, first form).
+
+CEDA's *identifier* "separates the trace entries by MPI rank … scans the I/O traces
+chronologically and attempts to derive the access patterns by utilizing a template matching
+approach" (IOSIG, the paper's ref. [31]).  This module implements that step for the spatial
+pattern, vectorised over the whole trace.
+
+**Streams.**  A stream is the chronological sequence (trace column ``order``) of the
+requests of one (rank, file, op) — IOSIG's I/O signature keeps the operation as one of its
+dimensions, and IOR-style "write everything, then read it back" would otherwise look like a
+pattern change.  ``by_op=False`` makes one stream per (rank, file).
+
+**Transitions and templates.**  Between successive requests *i* and *i+1* of a stream,
+with offsets ``o`` and lengths ``l``, the *gap* is ``o[i+1] − (o[i] + l[i])`` and the
+*distance* is ``o[i+1] − o[i]``.  The transition's template is ``contiguous`` when the gap
+is 0, else ``strided(distance)``.
+
+**Runs** (the segmentation a planner can build on, e.g. for repeated patterns).  A *block*
+is a maximal sequence of consecutive transitions of one stream with the same template.  A
+block is *regular* when it has at least :data:`MIN_RUN_TRANSITIONS` (= 2) transitions (the
+template was seen to repeat, i.e. ≥ 3 requests) or when it covers the whole stream.  Each
+request joins the regular block of its incoming transition, else that of its outgoing
+transition (so a request at a boundary stays with the run it ends), else it is
+*irregular*.  The requests of one regular block form a run of kind ``contiguous`` or
+``strided`` (``stride`` = the constant distance); each maximal sequence of irregular
+requests forms a run of kind ``random``.  Runs partition every stream.
+
+**Stream kind.**
+
+* ``contiguous`` — every request starts where the previous one ended (also: a stream of
+  one request);
+* ``strided`` — not contiguous, and the distance between successive offsets is one
+  constant, the ``stride`` (it may be negative: a backward scan; two non-adjacent
+  requests are strided);
+* ``mixed`` — neither, but at least :data:`MIXED_MIN_REGULAR` (= 50 %) of the requests
+  lie in contiguous or strided runs (a stream that is mostly made of regular pieces, with
+  changes between them); ``main_kind`` / ``main_stride`` name the template that covers
+  the most requests;
+* ``random`` — everything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .core import OP_NAMES, Trace
+
+KINDS = ("contiguous", "strided", "mixed", "random")
+RUN_KINDS = ("contiguous", "strided", "random")
+MIN_RUN_TRANSITIONS = 2
+MIXED_MIN_REGULAR = 0.5
+
+_CONTIG, _STRIDED, _MIXED, _RANDOM = range(4)
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """The identifier's full result.
+
+    ``rows``: trace row indices in stream order (stream by stream, each chronological);
+    ``stream`` / ``run``: for each position of ``rows``, its stream id and (global) run id;
+    ``streams``: one row per stream (see :func:`identify`); ``runs``: one row per run (see
+    :func:`runs`).
+    """
+
+    rows: np.ndarray
+    stream: np.ndarray
+    run: np.ndarray
+    streams: pd.DataFrame
+    runs: pd.DataFrame
+
+    def run_of_row(self, n: int) -> np.ndarray:
+        """Run id of every trace row (index = trace row)."""
+        out = np.empty(n, dtype=np.int64)
+        out[self.rows] = self.run
+        return out
+
+
+def int_bincount(index: np.ndarray, weights: np.ndarray, minlength: int = 0) -> np.ndarray:
+    """Exact int64 ``np.bincount(index, weights)`` (float weights lose bytes above 2**53)."""
+    out = np.zeros(max(minlength, int(index.max()) + 1 if len(index) else 0), dtype=np.int64)
+    np.add.at(out, index, np.asarray(weights, dtype=np.int64))
+    return out
+
+
+def _starts(key_change: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(key_change)
+
+
+def segment(trace: Trace, *, by_op: bool = True) -> Segmentation:
+    """Split ``trace`` into streams and runs and classify them (CEDA seed 000 §4.2).
+
+    See the module docstring for the definitions.  Fully vectorised: one sort, then
+    ``diff``/``cumsum``/``bincount`` over the whole trace.
+    """
+    c = trace.cols
+    n = len(trace)
+    keys = [c["order"], c["op"], c["file"], c["rank"]] if by_op else [c["order"], c["file"], c["rank"]]
+    rows = np.lexsort(keys) if n else np.zeros(0, dtype=np.int64)
+    rank, file, op = c["rank"][rows], c["file"][rows], c["op"][rows]
+    off, length = c["offset"][rows], c["length"][rows]
+
+    # ---- streams
+    new_stream = np.ones(n, dtype=bool)
+    if n > 1:
+        same = (rank[1:] == rank[:-1]) & (file[1:] == file[:-1])
+        if by_op:
+            same &= op[1:] == op[:-1]
+        new_stream[1:] = ~same
+    stream = np.cumsum(new_stream) - 1
+    nstreams = int(stream[-1]) + 1 if n else 0
+    s_first = _starts(new_stream)
+    s_count = np.diff(np.r_[s_first, n]).astype(np.int64)
+
+    # ---- transitions t = 0..n-2 between positions t and t+1 (valid inside a stream)
+    nt = max(n - 1, 0)
+    valid = ~new_stream[1:] if n else np.zeros(0, dtype=bool)
+    dist = off[1:] - off[:-1]
+    contig = (off[1:] - (off[:-1] + length[:-1])) == 0
+    tdist = np.where(contig, 0, dist)
+    # blocks of equal template
+    new_block = valid.copy()
+    if nt > 1:
+        same_t = valid[1:] & valid[:-1] & (contig[1:] == contig[:-1]) & (tdist[1:] == tdist[:-1])
+        new_block[1:] &= ~same_t
+    block = np.cumsum(new_block) - 1  # meaningful only where valid
+    nblocks = int(block[-1]) + 1 if nt and new_block.any() else 0
+    b_first = _starts(new_block)
+    b_len = np.bincount(block[valid], minlength=nblocks).astype(np.int64) if nblocks else np.zeros(0, np.int64)
+    b_stream = stream[b_first] if nblocks else np.zeros(0, dtype=np.int64)
+    whole = b_len == (s_count[b_stream] - 1)
+    b_regular = (b_len >= MIN_RUN_TRANSITIONS) | whole
+    b_contig = contig[b_first] if nblocks else np.zeros(0, dtype=bool)
+    b_stride = tdist[b_first] if nblocks else np.zeros(0, dtype=np.int64)
+
+    # ---- assign each position to a regular block (incoming first, then outgoing) or -1
+    label = np.full(n, -1, dtype=np.int64)
+    if nblocks:
+        inc = np.full(n, -1, dtype=np.int64)
+        out = np.full(n, -1, dtype=np.int64)
+        vb = np.where(valid, block, -1)
+        inc[1:] = vb
+        out[:-1] = vb
+        inc_ok = (inc >= 0) & b_regular[np.maximum(inc, 0)]
+        out_ok = (out >= 0) & b_regular[np.maximum(out, 0)]
+        label = np.where(inc_ok, inc, np.where(out_ok, out, -1))
+
+    # ---- runs: change of label or of stream
+    new_run = new_stream.copy()
+    if n > 1:
+        new_run[1:] |= label[1:] != label[:-1]
+    run = np.cumsum(new_run) - 1
+    nruns = int(run[-1]) + 1 if n else 0
+    r_first = _starts(new_run)
+    r_label = label[r_first]
+    r_kind = np.full(nruns, 2, dtype=np.int8)  # index into RUN_KINDS; random by default
+    r_stride = np.zeros(nruns, dtype=np.int64)
+    has = r_label >= 0
+    r_kind[has] = np.where(b_contig[r_label[has]], 0, 1)
+    r_stride[has] = np.where(b_contig[r_label[has]], 0, b_stride[r_label[has]])
+    single = s_count[stream[r_first]] == 1  # a one-request stream is contiguous
+    r_kind[single] = 0
+    r_req = np.bincount(run, minlength=nruns).astype(np.int64)
+    r_bytes = int_bincount(run, length, nruns)
+    r_stream = stream[r_first]
+    r_index = np.arange(nruns) - np.searchsorted(r_first, s_first)[r_stream] if nruns else np.zeros(0, np.int64)
+
+    runs_df = pd.DataFrame({
+        "stream": r_stream,
+        "rank": rank[r_first].astype(np.int64),
+        "file": file[r_first].astype(np.int64),
+        "op": op[r_first].astype(np.int64) if by_op else np.full(nruns, -1, dtype=np.int64),
+        "run": r_index.astype(np.int64),
+        "kind": pd.Categorical.from_codes(r_kind, categories=list(RUN_KINDS)),
+        "stride": pd.array(np.where(r_kind == 1, r_stride, 0), dtype="Int64"),
+        "first": (r_first - s_first[r_stream]).astype(np.int64),
+        "requests": r_req,
+        "bytes": r_bytes,
+        "offset": off[r_first].astype(np.int64),
+    })
+    runs_df.loc[r_kind != 1, "stride"] = pd.NA
+
+    # ---- stream classification
+    s_nblocks = np.bincount(b_stream, minlength=nstreams) if nblocks else np.zeros(nstreams, np.int64)
+    s_block0 = np.full(nstreams, -1, dtype=np.int64)
+    if nblocks:
+        first_block_pos = _starts(np.r_[True, b_stream[1:] != b_stream[:-1]])
+        s_block0[b_stream[first_block_pos]] = first_block_pos
+    one_block = s_nblocks == 1
+    regular_req = np.bincount(stream[label >= 0], minlength=nstreams).astype(np.int64)
+    frac = np.where(s_count > 0, regular_req / np.maximum(s_count, 1), 0.0)
+    s_kind = np.where(frac >= MIXED_MIN_REGULAR, _MIXED, _RANDOM).astype(np.int8)
+    s_stride = np.zeros(nstreams, dtype=np.int64)
+    if nblocks:  # (without blocks every stream has one request)
+        b0 = np.maximum(s_block0, 0)
+        s_kind[one_block & b_contig[b0]] = _CONTIG
+        s_kind[one_block & ~b_contig[b0]] = _STRIDED
+        s_stride = np.where(s_kind == _STRIDED, b_stride[b0], 0)
+    s_kind[s_count == 1] = _CONTIG
+    frac = np.where(s_count == 1, 1.0, frac)
+
+    s_bytes = int_bincount(stream, length, nstreams)
+    lmin = np.minimum.reduceat(length, s_first) if n else np.zeros(0, np.int64)
+    lmax = np.maximum.reduceat(length, s_first) if n else np.zeros(0, np.int64)
+    s_nruns = np.bincount(r_stream, minlength=nstreams).astype(np.int64)
+
+    # dominant template: the (kind, stride) of the regular runs covering most requests
+    main_kind = np.array([KINDS[k] for k in s_kind], dtype=object)
+    main_stride = np.where(s_kind == _STRIDED, s_stride, 0).astype(np.int64)
+    main_has_stride = s_kind == _STRIDED
+    mixed_ids = np.flatnonzero(s_kind == _MIXED)
+    if len(mixed_ids):
+        reg = runs_df[(runs_df["kind"] != "random") & np.isin(r_stream, mixed_ids)]
+        tmpl = (reg.assign(stride0=reg["stride"].fillna(0).astype(np.int64))
+                .groupby(["stream", "kind", "stride0"], observed=True)["requests"].sum().reset_index()
+                .sort_values(["stream", "requests"], ascending=[True, False], kind="stable")
+                .drop_duplicates("stream"))
+        sid = tmpl["stream"].to_numpy()
+        main_kind[sid] = tmpl["kind"].astype(str).to_numpy()
+        main_stride[sid] = tmpl["stride0"].to_numpy()
+        main_has_stride[sid] = tmpl["kind"].astype(str).to_numpy() == "strided"
+
+    streams_df = pd.DataFrame({
+        "rank": rank[s_first].astype(np.int64),
+        "file": file[s_first].astype(np.int64),
+        "op": op[s_first].astype(np.int64) if by_op else np.full(nstreams, -1, dtype=np.int64),
+        "kind": pd.Categorical.from_codes(s_kind, categories=list(KINDS)),
+        "stride": pd.array(s_stride, dtype="Int64"),
+        "requests": s_count,
+        "bytes": s_bytes,
+        "size": pd.array(lmin, dtype="Int64"),
+        "runs": s_nruns,
+        "regular": frac.astype(np.float64),
+        "main_kind": main_kind,
+        "main_stride": pd.array(main_stride, dtype="Int64"),
+    })
+    streams_df.loc[s_kind != _STRIDED, "stride"] = pd.NA
+    streams_df.loc[lmin != lmax, "size"] = pd.NA
+    streams_df.loc[~main_has_stride, "main_stride"] = pd.NA
+    return Segmentation(rows=rows, stream=stream, run=run, streams=streams_df, runs=runs_df)
+
+
+def identify(trace: Trace, *, by_op: bool = True) -> pd.DataFrame:
+    """Classify every stream of ``trace`` (CEDA seed 000 §4.2).
+
+    One row per stream (rank, file, op — ``op`` is -1 when ``by_op=False``) with ``kind``
+    (contiguous / strided / mixed / random), ``stride`` (bytes; ``<NA>`` unless strided),
+    ``requests``, ``bytes``, ``size`` (the request length if constant, else ``<NA>``),
+    ``runs`` (number of runs), ``regular`` (fraction of requests in contiguous/strided
+    runs), ``main_kind`` / ``main_stride`` (the dominant template of a mixed stream).
+    """
+    return segment(trace, by_op=by_op).streams
+
+
+def runs(trace: Trace, *, by_op: bool = True) -> pd.DataFrame:
+    """The runs of every stream (CEDA seed 000 §4.2 template matching, see module doc).
+
+    One row per run: ``stream``, ``rank``, ``file``, ``op``, ``run`` (index within the
+    stream), ``kind`` (contiguous / strided / random), ``stride``, ``first`` (position of
+    its first request within the stream), ``requests``, ``bytes``, ``offset`` (of its first
+    request).
+    """
+    return segment(trace, by_op=by_op).runs
+
+
+def pattern_map(trace: Trace, *, by_op: bool = True) -> dict[int, dict[str, dict]]:
+    """rank → file name → ``{kind, stride, requests, bytes}``.
+
+    With ``by_op=True`` the read and write streams of a (rank, file) are classified
+    separately and combined: the common kind (and stride) when they agree, else ``mixed``.
+    """
+    st = identify(trace, by_op=by_op)
+    out: dict[int, dict[str, dict]] = {}
+    if st.empty:
+        return out
+    df = pd.DataFrame({"rank": st["rank"], "file": st["file"], "kind": st["kind"].astype(str),
+                       "stride": st["stride"].fillna(0).astype(np.int64),
+                       "requests": st["requests"], "bytes": st["bytes"]})
+    g = df.groupby(["rank", "file"], sort=True)
+    agg = g.agg(requests=("requests", "sum"), bytes=("bytes", "sum"), kind=("kind", "first"),
+                stride=("stride", "first"), nkind=("kind", "nunique"), nstride=("stride", "nunique"))
+    agree = (agg["nkind"] == 1) & (agg["nstride"] == 1)
+    kind = np.where(agree, agg["kind"], "mixed")
+    stride = np.where(agree & (agg["kind"] == "strided"), agg["stride"], 0)
+    ranks = agg.index.get_level_values("rank").to_numpy()
+    files = agg.index.get_level_values("file").to_numpy()
+    for r, f, k, sd, nreq, nb in zip(ranks.tolist(), files.tolist(), kind.tolist(), stride.tolist(),
+                                     agg["requests"].tolist(), agg["bytes"].tolist()):
+        # one iteration per (rank, file), not per request
+        out.setdefault(r, {})[trace.files[f]] = {
+            "kind": k, "stride": int(sd) if k == "strided" else None, "requests": int(nreq), "bytes": int(nb),
+        }
+    return out
+
+
+def op_name(op: int) -> str:
+    """``read``/``write`` for an op code, ``any`` for -1 (streams with ``by_op=False``)."""
+    return OP_NAMES[op] if op >= 0 else "any"
