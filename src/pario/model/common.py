@@ -1,0 +1,105 @@
+"""Helpers shared by the cost models: per-request context (p, c, op, sequential), kind
+parameters, per-server attribution of sub-requests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ParioError
+from ..layout import ExtentMap, Grouped, Layout, Regions, Striped, layout_for_files, map_trace
+from .batches import batch_ids, ranks_per_batch
+
+PATTERNS = ("auto", "random", "sequential")
+
+
+def sequential_mask(trace) -> np.ndarray:
+    """True where a request starts exactly where the same rank's previous request on the
+    same file ended (rank-level sequential access)."""
+    n = len(trace)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    idx = np.lexsort((np.arange(n), trace.order, trace.file, trace.rank))
+    r, f = trace.rank[idx], trace.file[idx]
+    off, end = trace.offset[idx], trace.offset[idx] + trace.length[idx]
+    seq = np.zeros(n, dtype=bool)
+    seq[1:] = (r[1:] == r[:-1]) & (f[1:] == f[:-1]) & (off[1:] == end[:-1])
+    out = np.empty(n, dtype=bool)
+    out[idx] = seq
+    return out
+
+
+def pattern_mask(trace, pattern: str) -> np.ndarray:
+    """Per request: use the sequential α? (``auto`` = :func:`sequential_mask`)."""
+    if pattern not in PATTERNS:
+        raise ParioError(f"unknown access pattern {pattern!r} (expected {', '.join(PATTERNS)})")
+    if pattern == "random":
+        return np.zeros(len(trace), dtype=bool)
+    if pattern == "sequential":
+        return np.ones(len(trace), dtype=bool)
+    return sequential_mask(trace)
+
+
+def batch_context(trace, system, by: str = "auto", batches=None):
+    """(batch id, p_b per request, c per request = min(procs_per_node, p_b), number of batches)."""
+    bid = batch_ids(trace, by) if batches is None else np.asarray(batches, dtype=np.int64)
+    nb = int(bid.max()) + 1 if len(bid) else 0
+    p_b = ranks_per_batch(trace.rank, bid, nb)
+    p = p_b[bid] if len(bid) else np.zeros(0, dtype=np.int64)
+    c = np.minimum(system.procs_per_node, p)
+    return bid, p, c, nb
+
+
+def kind_params(system, servers) -> tuple[np.ndarray, np.ndarray]:
+    """α[op, seq] and β[op] of the slowest of ``servers`` (max over them, per entry)."""
+    if len(servers) == 0:
+        return np.zeros((2, 2)), np.zeros(2)
+    servers = list(servers)
+    return system.alpha_table()[servers].max(axis=0), system.beta_table()[servers].max(axis=0)
+
+
+def per_server_busy(trace, layout, system, seq: np.ndarray) -> np.ndarray:
+    """Per-server storage busy time: every sub-request costs α_j(op, seq) + length·β_j(op).
+    (How the closed-form models attribute time to servers; exact mapping.)"""
+    sub = map_trace(trace, layout)
+    if len(sub) == 0:
+        return np.zeros(system.n)
+    at, bt = system.alpha_table(), system.beta_table()
+    op = trace.op[sub.req].astype(np.int64)
+    sq = seq[sub.req].astype(np.int64)
+    w = at[sub.server, op, sq] + sub.length * bt[sub.server, op]
+    return np.bincount(sub.server, weights=w, minlength=system.n)
+
+
+def region_of(layout: Layout, offset: np.ndarray) -> tuple[list[Layout], np.ndarray]:
+    """For region layouts: (region layouts, index of the region holding each offset);
+    other layouts are one region."""
+    if isinstance(layout, Regions):
+        starts = np.array([r.start for r in layout.regions], dtype=np.int64)
+        return [r.layout for r in layout.regions], np.searchsorted(starts, offset, side="right") - 1
+    if isinstance(layout, ExtentMap):
+        raise ParioError("closed-form models cannot price an extent map (replica) layout: use --model distribution")
+    return [layout], np.zeros(len(offset), dtype=np.int64)
+
+
+def per_request_layouts(trace, layout):
+    """Resolve per-file layouts and regions: (list of distinct leaf layouts, index per request)."""
+    per_file = layout_for_files(layout, trace.files)
+    leaves: list[Layout] = []
+    ids: dict[int, int] = {}
+    out = np.zeros(len(trace), dtype=np.int64)
+    for fi, lay in enumerate(per_file):
+        rows = np.flatnonzero(trace.file == fi)
+        if len(rows) == 0:
+            continue
+        regs, which = region_of(lay, trace.offset[rows])
+        for k, leaf in enumerate(regs):
+            if id(leaf) not in ids:
+                ids[id(leaf)] = len(leaves)
+                leaves.append(leaf)
+            out[rows[which == k]] = ids[id(leaf)]
+    return leaves, out
+
+
+def leaf_check(leaf: Layout) -> None:
+    if not isinstance(leaf, (Striped, Grouped)):
+        raise ParioError(f"closed-form models cannot price a {type(leaf).__name__} layout")

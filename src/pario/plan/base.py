@@ -1,0 +1,202 @@
+"""The planner interface and the plan file.
+
+A *planner* turns a trace and a system into a :class:`Plan` (scikit-learn style: the
+constructor takes the planner's parameters, :meth:`Planner.plan` does the work)::
+
+    plan = PADPPlanner(granularity=4096).plan(trace, system)
+    plan.save("plan.json")
+    plan = Plan.load("plan.json", system)
+
+Plan file (JSON, ``"pario_plan": 1``)::
+
+    {
+      "pario_plan": 1,
+      "scheme": "padp",                      # planner name (PLANNERS key)
+      "system": "padp-6h2s",                 # system profile name (informational)
+      "params": {...},                       # the planner's parameters
+      "layouts": {"FILE": LAYOUT, "*": LAYOUT},  # per file (key "*" = every other file);
+                                             # per-region layouts are a "regions" LAYOUT
+      "replicas": {"FILE": [{"name": "r1", "layout": LAYOUT, ...}, ...]},
+                                             # replica layouts (an "extents" LAYOUT is a
+                                             # replica extent map: CEDA's RMT content)
+      "routing": [{"file": "*", "op": "read", "rule": "cheapest"}, ...],
+                                             # routing rules, first match wins; rule is
+                                             # "original" | "cheapest" | "replica" (+ "replica": name)
+      "collective_order": null | "romcio" | "cacio" | "hacio",
+      "predicted_s": 1.23,                   # modelled time of the trace under the plan
+      "baselines": {"DEF": 2.5, ...},        # modelled time under the baselines
+      "details": {...}                       # scheme-specific (e.g. LP cases, search table)
+    }
+
+``LAYOUT`` is the JSON layout format of :mod:`pario.layout.spec` (server names).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import ParioError
+from ..layout import Layout, layout_from_dict, layout_to_dict
+
+PLAN_VERSION = 1
+ROUTING_RULES = ("original", "cheapest", "replica")
+COLLECTIVE_ORDERS = ("romcio", "cacio", "hacio")
+
+
+@dataclass
+class Plan:
+    """A plan: layouts per file (and region), replicas, routing, collective order, costs."""
+
+    scheme: str
+    layouts: dict[str, Layout] = field(default_factory=dict)
+    replicas: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    routing: list[dict[str, Any]] = field(default_factory=list)
+    collective_order: str | None = None
+    predicted_s: float | None = None
+    baselines: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    system_name: str = ""
+
+    # ------------------------------------------------------------------ queries
+    def layout_for(self, file: str) -> Layout | None:
+        """The layout of ``file`` (or of ``"*"``), None when the plan leaves it unchanged."""
+        return self.layouts.get(file, self.layouts.get("*"))
+
+    def gain_over(self, baseline: str) -> float:
+        """Relative speed-up over a baseline: T_baseline / T_plan − 1."""
+        if self.predicted_s is None or baseline not in self.baselines:
+            raise ParioError(f"plan has no cost for baseline {baseline!r}")
+        if self.predicted_s <= 0:
+            return math.inf
+        return self.baselines[baseline] / self.predicted_s - 1.0
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self, system) -> dict[str, Any]:
+        replicas = {}
+        for f, reps in self.replicas.items():
+            out = []
+            for r in reps:
+                d = {k: _plain(v) for k, v in r.items() if k != "layout"}
+                d["layout"] = layout_to_dict(r["layout"], system)
+                out.append(d)
+            replicas[f] = out
+        return {
+            "pario_plan": PLAN_VERSION,
+            "scheme": self.scheme,
+            "system": self.system_name or system.name,
+            "params": _plain(self.params),
+            "layouts": {f: layout_to_dict(l, system) for f, l in self.layouts.items()},
+            "replicas": replicas,
+            "routing": _plain(self.routing),
+            "collective_order": self.collective_order,
+            "predicted_s": None if self.predicted_s is None else float(self.predicted_s),
+            "baselines": {k: float(v) for k, v in self.baselines.items()},
+            "details": _plain(self.details),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], system) -> "Plan":
+        if not isinstance(d, dict) or d.get("pario_plan") != PLAN_VERSION:
+            raise ParioError(f"not a pario plan (expected key 'pario_plan': {PLAN_VERSION})")
+        try:
+            replicas = {}
+            for f, reps in (d.get("replicas") or {}).items():
+                replicas[f] = [{**{k: v for k, v in r.items() if k != "layout"},
+                                "layout": layout_from_dict(r["layout"], system)} for r in reps]
+            routing = list(d.get("routing") or [])
+            for rule in routing:
+                if rule.get("rule") not in ROUTING_RULES:
+                    raise ParioError(f"plan: unknown routing rule {rule.get('rule')!r} ({', '.join(ROUTING_RULES)})")
+            order = d.get("collective_order")
+            if order is not None and order not in COLLECTIVE_ORDERS:
+                raise ParioError(f"plan: unknown collective order {order!r} ({', '.join(COLLECTIVE_ORDERS)})")
+            return cls(
+                scheme=str(d["scheme"]),
+                layouts={f: layout_from_dict(l, system) for f, l in (d.get("layouts") or {}).items()},
+                replicas=replicas,
+                routing=routing,
+                collective_order=order,
+                predicted_s=d.get("predicted_s"),
+                baselines={k: float(v) for k, v in (d.get("baselines") or {}).items()},
+                details=dict(d.get("details") or {}),
+                params=dict(d.get("params") or {}),
+                system_name=str(d.get("system", "")),
+            )
+        except KeyError as exc:
+            raise ParioError(f"plan is missing key {exc.args[0]!r}") from None
+        except (TypeError, AttributeError) as exc:
+            raise ParioError(f"plan is malformed ({exc})") from None
+
+    def save(self, path, system) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(system), indent=2, allow_nan=False) + "\n")
+
+    @classmethod
+    def load(cls, path, system) -> "Plan":
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise ParioError(f"plan file {str(p)!r} does not exist") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ParioError(f"{p}: not a JSON plan ({exc})") from None
+        return cls.from_dict(data, system)
+
+
+def _plain(obj):
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _plain(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Layout):
+        raise TypeError("put layouts in Plan.layouts / Plan.replicas, not in details")
+    return obj
+
+
+class Planner:
+    """Base class of the planners (scikit-learn style).
+
+    ``Planner(**params)`` stores the parameters; :meth:`plan` computes a :class:`Plan`
+    for a trace on a system.  ``budget`` is a space budget in bytes for schemes that add
+    data (replicas); layout planners ignore it.  Subclasses set ``name`` and
+    ``defaults`` (parameter → default value) and implement :meth:`plan`.
+    """
+
+    name = "base"
+    defaults: dict[str, Any] = {}
+
+    def __init__(self, **params):
+        unknown = set(params) - set(self.defaults)
+        if unknown:
+            raise ParioError(f"planner {self.name!r}: unknown parameter {sorted(unknown)[0]!r} "
+                             f"(known: {', '.join(sorted(self.defaults)) or 'none'})")
+        self.params = {**self.defaults, **params}
+
+    def get_params(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    def set_params(self, **params) -> "Planner":
+        unknown = set(params) - set(self.defaults)
+        if unknown:
+            raise ParioError(f"planner {self.name!r}: unknown parameter {sorted(unknown)[0]!r}")
+        self.params.update(params)
+        return self
+
+    def plan(self, trace, system, budget: float | None = None) -> Plan:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({args})"

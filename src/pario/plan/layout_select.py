@@ -1,0 +1,144 @@
+"""CI-LAYOUT §4 layout selection, and a stripe size × stripe count search beyond it.
+
+Paper (seed 002 §4): price the whole trace under 1-DH, 1-DV and 2-D and keep the layout
+with the least overall cost TC = Σ_i T_i (``TC_optimal = MIN{TC_1-DH, TC_1-DV, TC_2-D}``).
+For a shared file the three become a small / large / medium stripe (§4): here, with s the
+file's dominant request size (most bytes) and n servers, 1-DH = fixed stripe s/n over all
+servers, 1-DV = fixed stripe s, 2-D = :class:`~pario.layout.Grouped` with g groups
+(default: the divisor of n nearest √n) and stripe s·g/n
+(:func:`pario.model.ci_layout.classic_layouts`).
+
+Beyond the paper (``search=True``, default): a grid over stripe size (powers of two from
+``min_stripe`` to ``max_stripe``) × stripe count (1, 2, 4, … n servers, the first k in
+system order), priced by the same model, per file; and with ``regions > 1`` per file
+region (the file's extent cut into ``regions`` equal byte ranges, each picking its own
+best candidate; a :class:`~pario.layout.Regions` layout results).  The report gives the
+gain of the best searched layout over the best classic one.
+
+The pricing model is a parameter (``model`` = ``ci-layout`` | ``distribution`` |
+``hybrid``); the default ``distribution`` uses the exact sub-requests and so handles any
+alignment; ``ci-layout`` is the paper's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ParioError
+from ..layout import Region, Regions, Striped, describe
+from ..model import get_model
+from ..model.batches import batch_ids
+from ..model.ci_layout import classic_layouts
+from .base import Plan, Planner
+
+
+def dominant_size(lengths: np.ndarray) -> int:
+    sizes, inv = np.unique(lengths, return_inverse=True)
+    return int(sizes[np.argmax(np.bincount(inv.ravel(), weights=lengths.astype(float)))])
+
+
+def stripe_grid(min_stripe: int, max_stripe: int) -> list[int]:
+    out, s = [], int(min_stripe)
+    while s <= max_stripe:
+        out.append(s)
+        s *= 2
+    return out
+
+
+def count_grid(n: int) -> list[int]:
+    out, k = [], 1
+    while k < n:
+        out.append(k)
+        k *= 2
+    return out + [n]
+
+
+class LayoutSelectPlanner(Planner):
+    """CI-LAYOUT §4 (see module docstring).  Parameters: ``model``, ``groups`` (2-D group
+    count, None = automatic), ``search`` (stripe size × count grid), ``min_stripe``,
+    ``max_stripe``, ``regions`` (per-region search when > 1), ``by`` (batching)."""
+
+    name = "layout-select"
+    defaults = {"model": "distribution", "groups": None, "search": True, "min_stripe": 4096,
+                "max_stripe": 16 << 20, "regions": 1, "by": "auto"}
+
+    def plan(self, trace, system, budget=None) -> Plan:
+        if len(trace) == 0:
+            raise ParioError("layout selection: the trace has no requests")
+        prm = self.params
+        model = get_model(prm["model"])
+        bid = batch_ids(trace, prm["by"])
+        layouts, classic_pick, per_file = {}, {}, {}
+        for fi, fname in enumerate(trace.files):
+            rows = np.flatnonzero(trace.file == fi)
+            if len(rows) == 0:
+                continue
+            sub, sb = trace.take(rows), bid[rows]
+            s = dominant_size(sub.length)
+            classic = classic_layouts(system, s, prm["groups"])
+            ccost = {k: model.trace_cost(sub, lay, system, batches=sb).predicted_s for k, lay in classic.items()}
+            best_c = min(ccost, key=ccost.get)
+            classic_pick[fname] = classic[best_c]
+            info = {"request_size": s, "classic": ccost, "classic_choice": best_c}
+            chosen, chosen_cost = classic[best_c], ccost[best_c]
+            if prm["search"]:
+                cands = {(w, k): Striped.fixed(w, range(k)) for w in stripe_grid(prm["min_stripe"], prm["max_stripe"])
+                         for k in count_grid(system.n)}
+                scost = {key: model.trace_cost(sub, lay, system, batches=sb).predicted_s for key, lay in cands.items()}
+                (w, k) = min(scost, key=scost.get)
+                info["search_best"] = {"stripe": w, "count": k, "cost_s": scost[(w, k)]}
+                info["search"] = [{"stripe": a, "count": b, "cost_s": v} for (a, b), v in scost.items()]
+                if scost[(w, k)] < chosen_cost:
+                    chosen, chosen_cost = cands[(w, k)], scost[(w, k)]
+                if prm["regions"] > 1:
+                    reg = self._regions(sub, sb, system, model, {**{("classic", k): v for k, v in classic.items()},
+                                                                 **cands}, prm["regions"])
+                    if reg is not None:
+                        rl, rc, rinfo = reg
+                        info["regions"] = rinfo
+                        if rc < chosen_cost - 1e-15:
+                            chosen, chosen_cost = rl, rc
+            info["chosen"] = describe(chosen, system)
+            info["cost_s"] = chosen_cost
+            info["gain_over_classic"] = ccost[best_c] / chosen_cost - 1 if chosen_cost > 0 else 0.0
+            layouts[fname] = chosen
+            per_file[fname] = info
+        predicted = model.trace_cost(trace, layouts, system, batches=bid).predicted_s
+        baselines = {}
+        for name in ("1-DH", "1-DV", "2-D"):
+            per = {}
+            for fi, fname in enumerate(trace.files):
+                rows = np.flatnonzero(trace.file == fi)
+                if len(rows):
+                    per[fname] = classic_layouts(system, dominant_size(trace.length[rows]), prm["groups"])[name]
+            baselines[name] = model.trace_cost(trace, per, system, batches=bid).predicted_s
+        baselines["classic-best"] = model.trace_cost(trace, classic_pick, system, batches=bid).predicted_s
+        return Plan(scheme=self.name, layouts=layouts, predicted_s=predicted, baselines=baselines,
+                    details={"model": model.name, "files": per_file}, params=self.get_params(),
+                    system_name=system.name)
+
+    @staticmethod
+    def _regions(sub, sb, system, model, cands, nreg):
+        """Per-region choice: cut [0, extent) into nreg equal ranges (rounded to 1 MiB) and
+        pick, per range, the candidate with the least cost on the requests starting there."""
+        extent = int((sub.offset + sub.length).max())
+        step = max(1 << 20, -(-(-(-extent // nreg)) // (1 << 20)) * (1 << 20))  # ⌈extent/nreg⌉ up to MiB
+        bounds = list(range(0, extent, step))
+        if len(bounds) < 2:
+            return None
+        regions, picks = [], []
+        for a_i, a in enumerate(bounds):
+            b = bounds[a_i + 1] if a_i + 1 < len(bounds) else None
+            mask = (sub.offset >= a) & ((sub.offset < b) if b is not None else True)
+            if not mask.any():
+                key = next(iter(cands))
+            else:
+                part = sub.take(mask)
+                costs = {key: model.trace_cost(part, lay, system, batches=sb[mask]).predicted_s
+                         for key, lay in cands.items()}
+                key = min(costs, key=costs.get)
+            picks.append(str(key))
+            regions.append(Region(a, b, cands[key]))
+        layout = Regions(tuple(regions))
+        cost = model.trace_cost(sub, layout, system, batches=sb).predicted_s
+        return layout, cost, {"bounds": bounds, "picks": picks, "cost_s": cost}

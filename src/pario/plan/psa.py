@@ -1,0 +1,215 @@
+"""PSA: performance- and space-aware stripe sizes for hybrid systems with small SSDs
+(seed 001 §3.3, Algorithm 1 as corrected in SPEC §2.2).
+
+Each SServer holds C_s bytes.  For a stripe pair ⟨h, s⟩ (m·h + n·s = S, the request size)
+the first j = ⌊C_s / s⌋ rounds of the file — the requests whose offset is below
+B = j·(m·h + n·s) — are *heterogeneous* (all m + n servers, Table 3), the rest are
+*homogeneous* (HServers only, stripe S/m, Table 4).  Algorithm 1 (corrected: line 2 is
+h ← S/m, line 6 is j ← C_s/s_s):
+
+    for h from S/(m+n) to S/m step 4 KB:  s = (S − m·h)/n;  j = ⌊C_s/s⌋;
+        total = Σ_i T_i (Table 3 for the first j requests in file order, Table 4 after);
+    keep the pair with the least total
+
+``search="paper"`` runs exactly that loop (plus the end point h = S/m the paper says it
+considers); ``search="exact"`` prices *every* feasible pair on the ``granularity`` grid
+(h and s both multiples of it, m·h + n·s = S, h from 0 to S/m — including PA's side s > h;
+``granularity=1`` is every byte-exact pair) plus the end point h = S/m.  ``exact`` is the
+planner's default: a superset of the paper's loop, so never worse under the model.  Both
+are vectorised over candidates.
+
+The output layout is a :class:`~pario.layout.Regions`: ``[0, B)`` striped over all servers
+with ⟨h, s⟩, ``[B, ∞)`` over the HServers only with stripe S/m.  With several files, the
+SServer capacity is used by the files in trace order (each takes what it needs from what
+is left).  The request size S of a file is its dominant size (most bytes); requests of
+other sizes are priced with the scaled per-server sizes (h·r/W, s·r/W), like
+:class:`~pario.model.hybrid.HybridModel`.  Totals are Σ_i T_i / p_b (the same batch
+accounting as the models; the paper's Σ T_i differs by the constant factor p and has the
+same minimiser).
+
+Baselines (PSA §4): DEF (fixed 64 KiB on all servers), PA (PADP's performance-only
+stripes, :mod:`pario.plan.padp`), RANDOM1/2 (⟨32K, 96K⟩, ⟨96K, 32K⟩), each priced with the
+same SServer capacity rule.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ParioError
+from ..layout import Region, Regions, Striped
+from ..model.common import batch_context, pattern_mask
+from ..model.hybrid import HybridModel, hybrid_request_cost
+from .base import Plan, Planner
+from .padp import solve_padp, system_kinds, trace_classes
+
+SEARCHES = ("paper", "exact")
+
+
+def candidate_pairs(S: int, m: int, n: int, granularity: int = 4096, search: str = "exact") -> tuple[np.ndarray, np.ndarray]:
+    """Candidate stripe pairs (h, s) for request size S (see module docstring)."""
+    g = int(granularity)
+    if search not in SEARCHES:
+        raise ParioError(f"unknown PSA search {search!r} (paper | exact)")
+    if m <= 0:
+        raise ParioError("PSA needs at least one HServer")
+    if n <= 0:
+        return np.array([S / m]), np.array([0.0])
+    if search == "paper":
+        start = S / (m + n)
+        H = np.arange(start, S / m + 1e-9, g, dtype=float)
+        if len(H) == 0 or not math.isclose(H[-1], S / m):
+            H = np.append(H, S / m)
+        Sx = np.floor((S - m * H) / n)
+        return H, np.maximum(Sx, 0.0)
+    H = np.arange(0, S // m + 1, g, dtype=np.int64)
+    rest = S - m * H
+    ok = (rest >= 0) & (rest % (n * g) == 0)
+    H, Sx = H[ok].astype(float), (rest[ok] // n).astype(float)
+    if not np.any(Sx == 0):  # the all-HServer end point (h = S/m), on the grid or not
+        H, Sx = np.append(H, S / m), np.append(Sx, 0.0)
+    if len(H) == 0:
+        raise ParioError(f"PSA: no stripe pair on a {g}-byte grid sums to {S} bytes; use a finer granularity")
+    return H, Sx
+
+
+def heterogeneous_bytes(capacity: float, s: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """B = ⌊C_s / s⌋ · W: file bytes that fit while every SServer has room (∞ if s = 0)."""
+    s = np.asarray(s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        j = np.where(s > 0, np.floor(capacity / np.where(s > 0, s, 1)), np.inf)
+    return np.where(np.isinf(j), np.inf, j * W)
+
+
+def totals(offsets_by_class: list[np.ndarray], t_het: np.ndarray, t_hom: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Total cost per candidate: Σ over classes u of (#requests of u with offset < B)·t_het[:, u]
+    + (the rest)·t_hom[u].  ``offsets_by_class[u]`` sorted; t_het (candidates × classes)."""
+    tot = np.zeros(len(B))
+    for u, offs in enumerate(offsets_by_class):
+        nhet = np.searchsorted(offs, B, side="left").astype(float) if len(offs) else np.zeros(len(B))
+        nhet = np.where(np.isinf(B), len(offs), nhet)
+        tot += nhet * t_het[:, u] + (len(offs) - nhet) * t_hom[u]
+    return tot
+
+
+def psa_layout(system, h: int, s: int, B: float, S: int) -> Striped | Regions:
+    """[0, B) on all servers with ⟨h, s⟩, then HServers only with stripe S/m."""
+    hs = system.of_kind("hdd")
+    tail = Striped.fixed(max(1, int(round(S / len(hs)))), hs)
+    stripes = tuple(h if srv.kind == "hdd" else s for srv in system.servers)
+    if sum(stripes) == 0 or B == 0:
+        return tail
+    head = Striped(tuple(range(system.n)), stripes)
+    if math.isinf(B) or s == 0:
+        return head
+    return Regions((Region(0, int(B), head), Region(int(B), None, tail)))
+
+
+class PSAPlanner(Planner):
+    """PSA seed 001 §3.3 (see module docstring).  Parameters: ``granularity`` (step, bytes;
+    the paper's 4 KiB), ``search`` (paper | exact), ``three_term``, ``pattern``, ``by``,
+    ``capacity`` (bytes per SServer; default: the profile's smallest SServer capacity)."""
+
+    name = "psa"
+    defaults = {"granularity": 4096, "search": "exact", "three_term": True, "pattern": "auto", "by": "auto",
+                "capacity": None}
+
+    def _file_costs(self, trace, rows, system, bid, p, c, seq, H, Sx, S):
+        """(t_het[cand, class], t_hom[class], sorted offsets per class, classes)."""
+        hs, ss, (ah, bh), (as_, bs) = system_kinds(system)
+        m, n = len(hs), len(ss)
+        e, t = system.network.e, system.network.t
+        three = self.params["three_term"]
+        op, L, off = trace.op[rows], trace.length[rows], trace.offset[rows]
+        key = np.stack([op.astype(np.int64), L, p[rows], c[rows], seq[rows].astype(np.int64)], axis=1)
+        uniq, inv = np.unique(key, axis=0, return_inverse=True)
+        inv = inv.ravel()
+        W = m * H + n * Sx
+        t_het = np.zeros((len(H), len(uniq)))
+        t_hom = np.zeros(len(uniq))
+        offsets = []
+        for u, (o, r, pp, cc, sq) in enumerate(uniq):
+            scale = r / W
+            t_het[:, u] = hybrid_request_cost(pp, cc, m, n, H * scale, Sx * scale, r, e, t, ah[o, sq], bh[o],
+                                              as_[o, sq], bs[o], three_term=three)["T"] / pp
+            t_hom[u] = hybrid_request_cost(pp, cc, m, 0, r / m, 0, r, e, t, ah[o, sq], bh[o], 0.0, 0.0,
+                                           three_term=three)["T"] / pp
+            offsets.append(np.sort(off[inv == u]))
+        return t_het, t_hom, offsets
+
+    def plan(self, trace, system, budget=None) -> Plan:
+        if len(trace) == 0:
+            raise ParioError("PSA: the trace has no requests")
+        prm = self.params
+        hs, ss, (ah, bh), (as_, bs) = system_kinds(system)
+        m, n = len(hs), len(ss)
+        if m == 0:
+            raise ParioError(f"PSA needs HServers; system {system.name!r} has none")
+        cap = prm["capacity"]
+        if cap is None:
+            cap = float(min((system.servers[j].capacity for j in ss), default=math.inf))
+        bid, p, c, _ = batch_context(trace, system, prm["by"])
+        seq = pattern_mask(trace, prm["pattern"])
+        model = HybridModel(pattern=prm["pattern"], three_term=prm["three_term"])
+        remaining = {"PSA": cap, "DEF": cap, "PA": cap, "RANDOM1": cap, "RANDOM2": cap}
+        layouts: dict[str, dict] = {k: {} for k in remaining}
+        per_file = {}
+        g = prm["granularity"]
+        for fi, fname in enumerate(trace.files):
+            rows = np.flatnonzero(trace.file == fi)
+            if len(rows) == 0:
+                continue
+            L = trace.length[rows]
+            sizes, inv = np.unique(L, return_inverse=True)
+            S = int(sizes[np.argmax(np.bincount(inv.ravel(), weights=L))])
+            if S <= 0:
+                continue
+            extent = int((trace.offset[rows] + L).max())
+            H, Sx = candidate_pairs(S, m, n, g, prm["search"])
+            # baselines as extra candidates (priced by the same rule)
+            extra = {"DEF": (64 * 1024, 64 * 1024 if n else 0)}
+            if n:
+                extra["RANDOM1"] = (32 * 1024, 96 * 1024)
+                extra["RANDOM2"] = (96 * 1024, 32 * 1024)
+                cls = max(trace_classes(trace, system, rows, bid, p, c, seq), key=lambda d: d["bytes"])
+                o, sq = cl_o, cl_sq = cls["op"], int(cls["sequential"])
+                pa = solve_padp(p=cls["p"], c=cls["c"], m=m, n=n, r=cls["size"], e=system.network.e,
+                                t=system.network.t, alpha_h=ah[o, sq], beta_h=bh[o], alpha_s=as_[o, sq], beta_s=bs[o],
+                                three_term=prm["three_term"], granularity=g)
+                extra["PA"] = (pa["h_round"], pa["s_round"])
+            names = list(extra)
+            Hall = np.concatenate([H, [extra[k][0] for k in names]])
+            Sall = np.concatenate([Sx, [extra[k][1] for k in names]])
+            t_het, t_hom, offsets = self._file_costs(trace, rows, system, bid, p, c, seq, Hall, Sall, S)
+            W = m * Hall + n * Sall
+            rem = np.array([remaining["PSA"]] * len(H) + [remaining[k] for k in names])
+            B = heterogeneous_bytes(rem, Sall, W)
+            tot = totals(offsets, t_het, t_hom, B)
+            k = int(np.argmin(tot[:len(H)]))
+            h, s = int(round(Hall[k])), int(round(Sall[k]))
+            chosen = {"PSA": (k, h, s)}
+            for i, nm in enumerate(names):
+                chosen[nm] = (len(H) + i, int(extra[nm][0]), int(extra[nm][1]))
+            for nm, (idx, hh, sv) in chosen.items():
+                layouts[nm][fname] = psa_layout(system, hh, sv, B[idx], S)
+                used = 0.0 if sv == 0 else min(B[idx], extent) / W[idx] * sv
+                remaining[nm] = max(0.0, remaining[nm] - math.ceil(used))
+            per_file[fname] = {
+                "S": S, "h": h, "s": s,
+                "heterogeneous_bytes": None if math.isinf(B[k]) else int(B[k]),
+                "heterogeneous_requests": int(sum(np.searchsorted(o_, B[k]) if not math.isinf(B[k]) else len(o_)
+                                                  for o_ in offsets)),
+                "requests": int(len(rows)), "cost_s": float(tot[k]),
+                "baselines": {nm: {"h": chosen[nm][1], "s": chosen[nm][2], "cost_s": float(tot[chosen[nm][0]])}
+                              for nm in names},
+                "search": [{"h": float(a), "s": float(b), "cost_s": float(v)} for a, b, v in zip(H, Sx, tot[:len(H)])],
+            }
+        predicted = model.trace_cost(trace, layouts["PSA"], system, batches=bid).predicted_s
+        baselines = {nm: model.trace_cost(trace, layouts[nm], system, batches=bid).predicted_s
+                     for nm in layouts if nm != "PSA" and layouts[nm]}
+        return Plan(scheme=self.name, layouts=layouts["PSA"], predicted_s=predicted, baselines=baselines,
+                    details={"model": model.name, "m": m, "n": n, "capacity": None if math.isinf(cap) else cap,
+                             "files": per_file},
+                    params=self.get_params(), system_name=system.name)
