@@ -1,0 +1,51 @@
+"""``pario replicate PLAN.json --store DIR [--space SIZE] [--chunk SIZE]``, or ``--resume``:
+copy a plan's replicas into a store (CEDA replicator, resumable; see docs/store.md)."""
+
+from __future__ import annotations
+
+from .. import ParioError
+from ..units import format_size
+from .common import console, print_json, size_arg
+
+
+def register(sub) -> None:
+    p = sub.add_parser("replicate", help="copy a plan's replicas into a store (resumable)")
+    p.add_argument("plan", nargs="?", metavar="PLAN.json", help="plan with a 'replicas' section")
+    p.add_argument("--store", required=True, metavar="DIR")
+    p.add_argument("--space", type=size_arg, default=None, metavar="SIZE",
+                   help="replica space budget (total replica bytes in the store); default: server free space")
+    p.add_argument("--chunk", type=size_arg, default=4 << 20, metavar="SIZE", help="copy chunk (default 4m)")
+    p.add_argument("--resume", action="store_true", help="finish unfinished replicator jobs (no plan needed)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_replicate)
+
+
+def _replicate(args) -> int:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    from ..store import Store
+    from ..store.replicator import Replicator, resume_specs, specs_from_plan
+
+    if not args.plan and not args.resume:
+        raise ParioError("give PLAN.json or --resume")
+    with Store(args.store) as st:
+        specs = resume_specs(st) if args.resume and not args.plan else specs_from_plan(args.plan, st)
+        rep = Replicator(st, specs, space=args.space, chunk=args.chunk)
+        with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                      TransferSpeedColumn(), TimeRemainingColumn(), console=console,
+                      disable=args.json or not console.is_terminal) as prog:
+            task = prog.add_task("replicating", total=max(rep.total, 1))
+            rep.progress = lambda done, total: prog.update(task, completed=done)
+            rep.run()
+        out = {"replicas": [{"file": s.original, "name": s.name, "mode": s.mode, "copied": sum(n for _, n in t)}
+                            for s, t in rep.work],
+               "skipped": [{"file": s.original, "name": s.name, "why": why} for s, why in rep.skipped],
+               "copied_bytes": rep.done}
+        if args.json:
+            print_json(out)
+        else:
+            for r in out["replicas"]:
+                console.print(f"{r['file']} → {r['name']} ({r['mode']}): {format_size(r['copied'])} copied")
+            for r in out["skipped"]:
+                console.print(f"skipped {r['file']} → {r['name']}: {r['why']}")
+    return 0

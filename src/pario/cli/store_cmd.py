@@ -1,0 +1,162 @@
+"""``pario store …``: the embedded striped store (see docs/store.md).
+
+    pario store init DIR --system P [--server NAME=PATH ...]
+    pario store put SRC DST --store DIR --layout SPEC
+    pario store get SRC DST --store DIR
+    pario store ls --store DIR [--json]
+    pario store rm NAME --store DIR
+    pario store flush --store DIR
+    pario store fsck --store DIR [--no-checksums] [--json]
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from .. import ParioError
+from ..units import format_size
+from .common import console, print_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("store", help="embedded striped store: init, put, get, ls, flush, fsck")
+    s = p.add_subparsers(dest="store_cmd", metavar="ACTION")
+    s.required = True
+
+    i = s.add_parser("init", help="create a store for a system profile")
+    i.add_argument("dir", metavar="DIR")
+    i.add_argument("--system", required=True, metavar="P", help="built-in profile name or TOML file")
+    i.add_argument("--server", action="append", default=[], metavar="NAME=PATH",
+                   help="put server NAME's directory at PATH (another mount); repeatable")
+    i.set_defaults(func=_init)
+
+    def store_arg(q):
+        q.add_argument("--store", required=True, metavar="DIR", help="store directory")
+        q.add_argument("--direct", action="store_true", help="use O_DIRECT for data files")
+
+    pu = s.add_parser("put", help="copy a local file into the store with a layout")
+    pu.add_argument("src", metavar="SRC")
+    pu.add_argument("dst", metavar="DST", help="name in the store")
+    pu.add_argument("--layout", required=True, metavar="SPEC",
+                    help="fixed:64K[@H0,..] | var:hdd=28K,ssd=100K | 2d:G:SIZE | FILE.json")
+    store_arg(pu)
+    pu.set_defaults(func=_put)
+
+    g = s.add_parser("get", help="copy a store file out to a local file")
+    g.add_argument("src", metavar="SRC", help="name in the store")
+    g.add_argument("dst", metavar="DST")
+    store_arg(g)
+    g.set_defaults(func=_get)
+
+    ls = s.add_parser("ls", help="files: layout, size, per-server bytes, replicas")
+    store_arg(ls)
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=_ls)
+
+    rm = s.add_parser("rm", help="delete a file and its replicas")
+    rm.add_argument("name", metavar="NAME")
+    store_arg(rm)
+    rm.set_defaults(func=_rm)
+
+    fl = s.add_parser("flush", help="write dirty replica data back and refresh stale replicas")
+    store_arg(fl)
+    fl.set_defaults(func=_flush)
+
+    fk = s.add_parser("fsck", help="check metadata, RMT and replica checksums")
+    store_arg(fk)
+    fk.add_argument("--no-checksums", action="store_true", help="skip comparing replica bytes")
+    fk.add_argument("--json", action="store_true")
+    fk.set_defaults(func=_fsck)
+
+
+def _open(args):
+    from ..store import Store
+
+    return Store(args.store, direct=getattr(args, "direct", False))
+
+
+def _init(args) -> int:
+    from ..store import init_store
+
+    servers = {}
+    for item in args.server:
+        name, eq, path = item.partition("=")
+        if not eq or not name or not path:
+            raise ParioError(f"--server {item!r}: expected NAME=PATH")
+        servers[name] = path
+    root = init_store(args.dir, args.system, servers)
+    console.print(f"store {root} created")
+    return 0
+
+
+def _put(args) -> int:
+    with _open(args) as st:
+        n = st.put(args.src, args.dst, args.layout)
+        from ..layout import describe
+
+        console.print(f"{args.dst}: {format_size(n)} stored as {describe(st.stat(args.dst).layout, st.system)}")
+    return 0
+
+
+def _get(args) -> int:
+    with _open(args) as st:
+        n = st.get(args.src, args.dst)
+    console.print(f"{args.dst}: {format_size(n)}")
+    return 0
+
+
+def _ls(args) -> int:
+    from ..layout import describe
+
+    with _open(args) as st:
+        rows = []
+        for name in st.files():
+            s = st.stat(name)
+            reps = st.rmt.replicas(name)
+            rows.append({"name": name, "size": s.size, "layout": describe(s.layout, st.system),
+                         "servers": {st.system.names[j]: int(b) for j, b in enumerate(s.server_bytes) if b},
+                         "replicas": [{"name": r["name"], "mode": r["mode"], "route": r["route"],
+                                       "layout": describe(st.stat(r["r_file"]).layout, st.system),
+                                       "bytes": sum(n for _, n in st.rmt.covered(r["r_file"]))} for r in reps]})
+        usage, free = st.backend.usage(), st.backend.free_space()
+        if args.json:
+            print_json({"store": str(st.root), "system": st.system.name, "files": rows,
+                        "usage": dict(zip(st.system.names, usage.tolist())),
+                        "free": dict(zip(st.system.names, free.tolist()))})
+            return 0
+        tab = Table("file", "size", "layout", "per-server bytes", "replicas")
+        for r in rows:
+            per = " ".join(f"{k}:{format_size(v)}" for k, v in r["servers"].items())
+            rep = ", ".join(f"{x['name']} ({x['mode']}, {format_size(x['bytes'])})" for x in r["replicas"]) or "-"
+            tab.add_row(r["name"], format_size(r["size"]), r["layout"], per, rep)
+        console.print(tab)
+        console.print("allocated: " + " ".join(f"{n}:{format_size(int(u))}" for n, u in zip(st.system.names, usage)))
+    return 0
+
+
+def _rm(args) -> int:
+    with _open(args) as st:
+        st.delete(args.name)
+    return 0
+
+
+def _flush(args) -> int:
+    with _open(args) as st:
+        names = st.flush()
+    console.print(f"flushed {len(names)} file(s)")
+    return 0
+
+
+def _fsck(args) -> int:
+    from ..store.fsck import fsck
+
+    with _open(args) as st:
+        rep = fsck(st, checksums=not args.no_checksums)
+    if args.json:
+        print_json(rep)
+    else:
+        for p in rep["problems"]:
+            console.print(f"[red]problem[/red]: {p}")
+        console.print(f"{'clean' if rep['ok'] else 'NOT clean'}: {rep['files']} files, {rep['entries']} RMT entries "
+                      f"({rep['unclean']} pending sync), {format_size(rep['checked_bytes'])} of replicas checked")
+    return 0 if rep["ok"] else 1

@@ -1,0 +1,443 @@
+"""The ``local`` backend: every server is a directory, every logical file one data file per server.
+
+As OrangeFS keeps a *datafile* per server, logical file ``F`` (metadata id ``i``) stores
+the bytes that its layout puts on server ``j`` in ``<server j dir>/<i:08d>.<d>`` at the
+server-local offsets of :func:`pario.layout.map_requests` (``d`` = data file number: 0 for
+the file's own data, ≥ 1 for the replica data files of an extent map).  Server directories
+may live on different mounts (HDD vs SSD).  Holes stay holes: nothing is preallocated, and
+bytes a data file does not have read as 0.
+
+I/O: a request is cut into single-server pieces (:mod:`pario.store.pieces`), pieces of one
+data file that are contiguous on the server become one ``os.preadv``/``os.pwritev`` whose
+buffers are memoryview slices of the caller's buffer (no copies).  ``direct=True`` opens the
+data files with ``O_DIRECT`` and goes through page-aligned ``mmap`` buffers; pieces must then
+be 4 KiB aligned, and a file system that refuses ``O_DIRECT`` (tmpfs) is a clear error.
+
+Size: kept in memory while a file is open; the first extending write marks the file
+``dirty`` in the metadata, close/fsync commit the size; after a crash the next open
+recovers the size from the data-file sizes (exact for striped, 2-D and region layouts).
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .. import ParioError
+from ..layout import ExtentMap, Layout, layout_from_dict, layout_to_dict
+from .base import Backend, FileStat, Handle
+from .meta import Meta
+from .pieces import fast_pieces, pieces
+
+ALIGN = 4096
+IOV_MAX = 1024
+_DIRECT = getattr(os, "O_DIRECT", 0)
+
+
+def probe_direct(directory: Path) -> None:
+    """ParioError if the file system of ``directory`` refuses O_DIRECT."""
+    p = Path(directory) / ".pario-direct-probe"
+    try:
+        fd = os.open(p, os.O_RDWR | os.O_CREAT | _DIRECT, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            raise ParioError(f"{directory}: the file system refuses O_DIRECT (older tmpfs does); "
+                             "open the store without direct I/O") from None
+        raise ParioError(f"{directory}: cannot probe O_DIRECT ({exc.strerror})") from None
+    os.close(fd)
+    p.unlink(missing_ok=True)
+
+
+class LocalHandle(Handle):
+    def __init__(self, backend: "LocalBackend", name: str, fid: int, layout: Layout, size: int):
+        self.backend, self.name, self.id, self.layout, self.size = backend, name, fid, layout, size
+        self.fds: dict[tuple[int, int], int] = {}
+        self.size_dirty = False
+        self.refs = 1
+        self.lock = threading.RLock()
+
+    def fd(self, server: int, datafile: int) -> int:
+        key = (server, datafile)
+        fd = self.fds.get(key)
+        if fd is None:
+            fd = self.backend._open_datafile(self.id, server, datafile)
+            self.fds[key] = fd
+        return fd
+
+
+class LocalBackend(Backend):
+    """Logical files over server directories (``servers[j]`` = directory of server j)."""
+
+    kind = "local"
+
+    def __init__(self, root: Path, system, server_dirs: list[Path], *, direct: bool = False):
+        self.root = Path(root)
+        self.system = system
+        self.server_dirs = [Path(p) for p in server_dirs]
+        for s, d in zip(system.servers, self.server_dirs):
+            if not d.is_dir():
+                raise ParioError(f"server {s.name} directory {d} is missing (is its mount there?)")
+        self.direct = bool(direct)
+        if self.direct and not _DIRECT:
+            raise ParioError("O_DIRECT is not available on this platform")
+        if self.direct:
+            for d in self.server_dirs:
+                probe_direct(d)
+        self.meta = Meta(self.root / "meta.db")
+        self._lock = threading.RLock()
+        self._handles: dict[str, LocalHandle] = {}
+
+    # ------------------------------------------------------------------ data files
+    def datafile_path(self, fid: int, server: int, datafile: int) -> Path:
+        return self.server_dirs[server] / f"{fid:08d}.{datafile}"
+
+    def _open_datafile(self, fid: int, server: int, datafile: int) -> int:
+        if server >= len(self.server_dirs):
+            raise ParioError(f"layout uses server index {server} but the store has {len(self.server_dirs)} servers")
+        path = self.datafile_path(fid, server, datafile)
+        flags = os.O_RDWR | os.O_CREAT | (_DIRECT if self.direct else 0)
+        try:
+            return os.open(path, flags, 0o644)
+        except OSError as exc:
+            if self.direct and exc.errno == errno.EINVAL:
+                raise ParioError(f"{path.parent}: the file system refuses O_DIRECT (tmpfs does); "
+                                 "open the store without direct I/O") from None
+            raise ParioError(f"cannot open data file {path}: {exc.strerror}") from None
+
+    # ------------------------------------------------------------------ namespace
+    def create(self, name: str, layout: Layout, *, exist_ok: bool = False) -> None:
+        bad = [s for s in layout.servers_used() if s >= self.system.n]
+        if bad:
+            raise ParioError(f"layout uses server index {bad[0]} but system {self.system.name!r} has {self.system.n} servers")
+        with self._lock:
+            if self.meta.get(name) is not None:
+                if exist_ok:
+                    return
+                raise ParioError(f"file {name!r} already exists in the store")
+            self.meta.create(name, layout_to_dict(layout, self.system))
+
+    def exists(self, name: str) -> bool:
+        return self.meta.get(name) is not None
+
+    def list(self) -> list[str]:
+        return self.meta.names()
+
+    def open(self, name: str) -> LocalHandle:
+        with self._lock:
+            h = self._handles.get(name)
+            if h is not None:
+                h.refs += 1
+                return h
+            rec = self.meta.get(name)
+            if rec is None:
+                raise ParioError(f"no file {name!r} in the store")
+            fid, lay, size, dirty = rec
+            layout = layout_from_dict(lay, self.system)
+            h = LocalHandle(self, name, fid, layout, size)
+            if dirty:
+                h.size = self._recover_size(h, size)
+                self.meta.set_size(name, h.size, 0)
+            self._handles[name] = h
+            return h
+
+    def close(self, h: LocalHandle) -> None:
+        with self._lock:
+            h.refs -= 1
+            if h.refs > 0:
+                return
+            if h.size_dirty:
+                self._sync_fds(h)
+                self.meta.set_size(h.name, h.size, 0)
+                h.size_dirty = False
+            for fd in h.fds.values():
+                os.close(fd)
+            h.fds.clear()
+            self._handles.pop(h.name, None)
+
+    def delete(self, name: str) -> None:
+        with self._lock:
+            rec = self.meta.get(name)
+            if rec is None:
+                raise ParioError(f"no file {name!r} in the store")
+            if name in self._handles:
+                raise ParioError(f"file {name!r} is open")
+            self.meta.delete(name)  # committed first: a crash leaves orphan data (fsck), not a broken file
+            for d in self.server_dirs:
+                for p in d.glob(f"{rec[0]:08d}.*"):
+                    p.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ size
+    def _local_sizes(self, h: LocalHandle) -> dict[int, int]:
+        out = {}
+        for j in h.layout.servers_used():
+            p = self.datafile_path(h.id, j, 0)
+            out[j] = p.stat().st_size if p.exists() else 0
+        return out
+
+    def _recover_size(self, h: LocalHandle, committed: int) -> int:
+        """Logical size from data-file sizes: max over servers j of min{x : C_j(x) ≥ size_j}."""
+        lay = h.layout
+        if isinstance(lay, ExtentMap):
+            return committed  # extent-map files commit their size on every extending write
+        sizes = self._local_sizes(h)
+        servers, _ = lay.counts(np.zeros(1, dtype=np.int64))
+        target = np.array([sizes.get(int(s), 0) for s in servers], dtype=np.int64)
+        lo = np.zeros(len(servers), dtype=np.int64)
+        hi = np.full(len(servers), 1 << 61, dtype=np.int64)
+        while (lo < hi).any():
+            mid = (lo + hi) // 2
+            _, c = lay.counts(mid)
+            ok = np.diag(c) >= target
+            hi = np.where(ok, mid, hi)
+            lo = np.where(ok, lo, mid + 1)
+        return int(lo.max()) if len(lo) else 0
+
+    def _extend(self, h: LocalHandle, end: int) -> None:
+        if end <= h.size:
+            return
+        if isinstance(h.layout, ExtentMap):
+            h.size = end
+            self.meta.set_size(h.name, end, 0)
+            return
+        if not h.size_dirty:
+            self.meta.set_dirty(h.name, 1)
+            h.size_dirty = True
+        h.size = end
+
+    def truncate(self, h: LocalHandle, size: int) -> None:
+        size = int(size)
+        if size < 0:
+            raise ParioError("truncate: size must be >= 0")
+        with h.lock:
+            lay = h.layout
+            if isinstance(lay, ExtentMap):
+                h.size = size
+                self.meta.set_size(h.name, size, 0)
+                return
+            servers, c = lay.counts(np.array([size], dtype=np.int64))
+            # data files first, then the committed size: a crash in between recovers the new size
+            for s, n in zip(servers.tolist(), c[:, 0].tolist()):
+                os.ftruncate(h.fd(s, 0), n)
+                os.fsync(h.fd(s, 0))
+            h.size = size
+            self.meta.set_size(h.name, size, 0)
+            h.size_dirty = False
+
+    # ------------------------------------------------------------------ I/O
+    def _io(self, h: LocalHandle, srv, df, loc, ln, bo, mv: memoryview, write: bool) -> None:
+        n = len(srv)
+        if n == 0:
+            return
+        if self.direct:
+            if any((v % ALIGN) for arr in (loc, ln, bo) for v in (arr.tolist() if hasattr(arr, "tolist") else arr)):
+                raise ParioError(f"O_DIRECT needs {ALIGN}-byte aligned offsets, lengths and stripes")
+        if isinstance(srv, list):  # scalar fast path: pieces in logical order
+            if n == 1:
+                fd = h.fd(srv[0], df[0])
+                self._one(fd, mv[bo[0]:bo[0] + ln[0]], loc[0], write)
+                return
+            srv, df, loc, ln, bo = (np.array(v, dtype=np.int64) for v in (srv, df, loc, ln, bo))
+        if n == 1:
+            runs = [(0, 1)]
+            srv_l, df_l, loc_l, ln_l, bo_l = srv.tolist(), df.tolist(), loc.tolist(), ln.tolist(), bo.tolist()
+        else:
+            order = np.lexsort((loc, df, srv))
+            srv, df, loc, ln, bo = srv[order], df[order], loc[order], ln[order], bo[order]
+            brk = np.flatnonzero((srv[1:] != srv[:-1]) | (df[1:] != df[:-1]) | (loc[1:] != loc[:-1] + ln[:-1])) + 1
+            starts = [0, *brk.tolist()]
+            runs = list(zip(starts, [*brk.tolist(), n]))
+            srv_l, df_l, loc_l, ln_l, bo_l = srv.tolist(), df.tolist(), loc.tolist(), ln.tolist(), bo.tolist()
+        for a, b in runs:
+            fd = h.fd(srv_l[a], df_l[a])
+            pos = loc_l[a]
+            for c in range(a, b, IOV_MAX):
+                d = min(b, c + IOV_MAX)
+                bufs = [mv[bo_l[k]:bo_l[k] + ln_l[k]] for k in range(c, d)]
+                want = sum(ln_l[c:d])
+                if write:
+                    done = os.pwritev(fd, bufs, pos)
+                    if done < want:  # rare partial write: finish piece by piece
+                        self._finish_write(fd, bufs, pos, done)
+                else:
+                    done = os.preadv(fd, bufs, pos)
+                    if done < want:  # past the data file's end: a hole, reads as 0
+                        self._finish_read(fd, bufs, pos, done)
+                pos += want
+
+    def _one(self, fd: int, view: memoryview, pos: int, write: bool) -> None:
+        want = len(view)
+        if write:
+            done = os.pwritev(fd, [view], pos)
+            if done < want:
+                self._finish_write(fd, [view], pos, done)
+        else:
+            done = os.preadv(fd, [view], pos)
+            if done < want:
+                self._finish_read(fd, [view], pos, done)
+
+    @staticmethod
+    def _finish_write(fd, bufs, pos, done):
+        for b in bufs:
+            n = len(b)
+            if done >= n:
+                done -= n
+                pos += n
+                continue
+            view = b[done:]
+            p = pos + done
+            while len(view):
+                w = os.pwrite(fd, view, p)
+                view, p = view[w:], p + w
+            pos += n
+            done = 0
+
+    @staticmethod
+    def _finish_read(fd, bufs, pos, done):
+        for b in bufs:
+            n = len(b)
+            if done >= n:
+                done -= n
+                pos += n
+                continue
+            view = b[done:]
+            p = pos + done
+            while len(view):
+                r = os.preadv(fd, [view], p)
+                if r <= 0:
+                    view[:] = bytes(len(view))
+                    break
+                view, p = view[r:], p + r
+            pos += n
+            done = 0
+
+    def _aligned(self, n: int) -> mmap.mmap:
+        return mmap.mmap(-1, max(ALIGN, -(-n // ALIGN) * ALIGN))
+
+    def _pieces(self, h, offsets, lengths, buf_offsets):
+        if len(offsets) == 1:
+            fp = fast_pieces(h.layout, int(offsets[0]), int(lengths[0]), int(buf_offsets[0]))
+            if fp is not None:
+                return fp
+        return pieces(h.layout, offsets, lengths, buf_offsets)
+
+    def readv(self, h: LocalHandle, offsets, lengths, buf, buf_offsets) -> None:
+        mv = memoryview(buf).cast("B")
+        if self.direct:
+            tmp = self._aligned(len(mv))
+            self._io(h, *self._pieces(h, offsets, lengths, buf_offsets), memoryview(tmp), False)
+            lengths = np.asarray(lengths, dtype=np.int64)
+            for b, n in zip(np.asarray(buf_offsets).tolist(), lengths.tolist()):
+                mv[b:b + n] = tmp[b:b + n]
+            tmp.close()
+            return
+        self._io(h, *self._pieces(h, offsets, lengths, buf_offsets), mv, False)
+
+    def writev(self, h: LocalHandle, offsets, lengths, buf, buf_offsets) -> None:
+        mv = memoryview(buf).cast("B")
+        if len(offsets) == 0:
+            return
+        with h.lock:
+            if self.direct:
+                tmp = self._aligned(len(mv))
+                tmp[:len(mv)] = mv
+                self._io(h, *self._pieces(h, offsets, lengths, buf_offsets), memoryview(tmp), True)
+                tmp.close()
+            else:
+                self._io(h, *self._pieces(h, offsets, lengths, buf_offsets), mv, True)
+            if len(offsets) == 1:
+                self._extend(h, int(offsets[0]) + int(lengths[0]))
+            else:
+                self._extend(h, int((np.asarray(offsets, dtype=np.int64) + np.asarray(lengths, dtype=np.int64)).max()))
+
+    def readinto(self, h: LocalHandle, offset: int, buf) -> int:
+        mv = memoryview(buf).cast("B")
+        n = len(mv)
+        inside = max(0, min(n, h.size - int(offset)))
+        if inside < n:
+            mv[inside:] = bytes(n - inside)
+        if inside:
+            self.readv(h, [int(offset)], [inside], mv, [0])
+        return inside
+
+    def write_at(self, h: LocalHandle, offset: int, data) -> int:
+        mv = memoryview(data).cast("B")
+        if len(mv):
+            self.writev(h, (int(offset),), (len(mv),), mv, (0,))
+        return len(mv)
+
+    def _sync_fds(self, h: LocalHandle) -> None:
+        for fd in h.fds.values():
+            os.fsync(fd)
+
+    def fsync(self, h: LocalHandle) -> None:
+        with h.lock:
+            self._sync_fds(h)
+            if h.size_dirty:
+                self.meta.set_size(h.name, h.size, 0)
+                h.size_dirty = False
+
+    # ------------------------------------------------------------------ stat / usage
+    def server_bytes(self, layout: Layout, size: int) -> np.ndarray:
+        """Logical bytes of ``[0, size)`` per server under ``layout``."""
+        out = np.zeros(self.system.n, dtype=np.int64)
+        if size <= 0:
+            return out
+        if isinstance(layout, ExtentMap):
+            np.add.at(out, layout.server, layout.length)
+            return out
+        servers, c = layout.counts(np.array([size], dtype=np.int64))
+        out[servers] += c[:, 0]
+        return out
+
+    def stat(self, name: str) -> FileStat:
+        with self._lock:
+            h = self._handles.get(name)
+            if h is not None:
+                return FileStat(name, h.size, h.layout, self.server_bytes(h.layout, h.size))
+            rec = self.meta.get(name)
+            if rec is None:
+                raise ParioError(f"no file {name!r} in the store")
+            h = self.open(name)
+            try:
+                return FileStat(name, h.size, h.layout, self.server_bytes(h.layout, h.size))
+            finally:
+                self.close(h)
+
+    def usage(self) -> np.ndarray:
+        out = np.zeros(self.system.n, dtype=np.int64)
+        for j, d in enumerate(self.server_dirs):
+            for p in d.iterdir():
+                if p.is_file():
+                    out[j] += p.stat().st_blocks * 512
+        return out
+
+    def free_space(self) -> np.ndarray:
+        out = np.zeros(self.system.n, dtype=np.int64)
+        for j, d in enumerate(self.server_dirs):
+            st = os.statvfs(d)
+            out[j] = st.f_bavail * st.f_frsize
+        return out
+
+    def datafiles(self) -> list[tuple[int, Path, int, int]]:
+        """All data files: (server, path, file id, datafile number); unparsable names get id -1."""
+        out = []
+        for j, d in enumerate(self.server_dirs):
+            for p in d.iterdir():
+                stem, _, suf = p.name.partition(".")
+                try:
+                    out.append((j, p, int(stem), int(suf)))
+                except ValueError:
+                    out.append((j, p, -1, -1))
+        return out
+
+    def shutdown(self) -> None:
+        with self._lock:
+            for h in list(self._handles.values()):
+                h.refs = 1
+                self.close(h)
+            self.meta.close()

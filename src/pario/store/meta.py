@@ -1,0 +1,94 @@
+"""Crash-safe file metadata of the local backend: name → (id, layout JSON, size, dirty).
+
+SQLite (standard library) in WAL mode with ``synchronous=FULL``: a committed create,
+truncate or size update survives a crash (process kill or power loss).  ``dirty`` = 1
+means the file was extended by writes whose final size is not committed yet; the next
+open recovers the size from the data files (:meth:`LocalBackend._recover_size`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+from .. import ParioError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS files(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  layout TEXT NOT NULL,
+  size INTEGER NOT NULL DEFAULT 0,
+  dirty INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+
+def connect(path: Path, what: str) -> sqlite3.Connection:
+    """Open an SQLite database (WAL, synchronous=FULL); a corrupt file is a one-line ParioError."""
+    try:
+        con = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")
+        row = con.execute("PRAGMA quick_check").fetchone()
+        if row is None or row[0] != "ok":
+            raise sqlite3.DatabaseError(row[0] if row else "quick_check failed")
+    except sqlite3.DatabaseError as exc:
+        raise ParioError(f"{what} {path} is corrupt ({exc}); restore it from a backup or re-create the store") from None
+    return con
+
+
+class Meta:
+    """The files table (one per store)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.con = connect(self.path, "metadata database")
+        self.lock = threading.RLock()
+        try:
+            self.con.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise ParioError(f"metadata database {self.path} is corrupt ({exc})") from None
+
+    def create(self, name: str, layout: dict, size: int = 0) -> int:
+        with self.lock:
+            try:
+                cur = self.con.execute("INSERT INTO files(name, layout, size) VALUES (?, ?, ?)",
+                                       (name, json.dumps(layout), int(size)))
+            except sqlite3.IntegrityError:
+                raise ParioError(f"file {name!r} already exists in the store") from None
+            return int(cur.lastrowid)
+
+    def get(self, name: str):
+        """(id, layout dict, size, dirty) or None."""
+        with self.lock:
+            row = self.con.execute("SELECT id, layout, size, dirty FROM files WHERE name=?", (name,)).fetchone()
+        if row is None:
+            return None
+        return int(row[0]), json.loads(row[1]), int(row[2]), int(row[3])
+
+    def set_size(self, name: str, size: int, dirty: int = 0) -> None:
+        with self.lock:
+            self.con.execute("UPDATE files SET size=?, dirty=? WHERE name=?", (int(size), int(dirty), name))
+
+    def set_dirty(self, name: str, dirty: int = 1) -> None:
+        with self.lock:
+            self.con.execute("UPDATE files SET dirty=? WHERE name=?", (int(dirty), name))
+
+    def delete(self, name: str) -> None:
+        with self.lock:
+            self.con.execute("DELETE FROM files WHERE name=?", (name,))
+
+    def names(self) -> list[str]:
+        with self.lock:
+            return [r[0] for r in self.con.execute("SELECT name FROM files ORDER BY name")]
+
+    def ids(self) -> dict[int, str]:
+        with self.lock:
+            return {int(i): n for i, n in self.con.execute("SELECT id, name FROM files")}
+
+    def close(self) -> None:
+        with self.lock:
+            self.con.close()

@@ -1,0 +1,154 @@
+"""Cut logical ranges into single-server pieces, placed by :func:`pario.layout.map_requests`.
+
+``map_requests`` gives one sub-request per (request, server): the server-local range is
+contiguous, but its bytes are scattered over the request (one stripe per round).  To move
+real bytes the store needs each stripe's logical position too, so it first cuts every range
+at the layout's *cut points* (the offsets where the serving server may change: stripe
+boundaries for striped and 2-D layouts, region starts, extent ends) and then maps all
+pieces at once with ``map_requests``.  Each piece must map to exactly one sub-request:
+that is checked, so the placement of every byte is the foundation mapping's (SPEC §1).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+import numpy as np
+
+from ..layout import ExtentMap, Grouped, Layout, Regions, Striped, map_requests
+
+
+def cut_points(layout: Layout, x: int, e: int) -> np.ndarray:
+    """Sorted offsets in ``(x, e)`` where the server of a byte may change (may include extras)."""
+    if e - x <= 1:
+        return np.zeros(0, dtype=np.int64)
+    if isinstance(layout, Striped):
+        stripes = np.array(layout.stripes, dtype=np.int64)
+        W = int(stripes.sum())
+        pref = np.concatenate(([0], np.cumsum(stripes)[:-1]))[stripes > 0]
+        r = np.arange(x // W, (e - 1) // W + 1, dtype=np.int64)
+        pts = (r[:, None] * W + pref[None, :]).ravel()
+    elif isinstance(layout, Grouped):
+        s = layout.stripe
+        pts = np.arange((x // s + 1) * s, e, s, dtype=np.int64)
+    elif isinstance(layout, Regions):
+        parts = []
+        for r in layout.regions:
+            end = e if r.end is None else r.end
+            a, b = max(x, r.start), min(e, end)
+            if a >= b:
+                continue
+            parts.append(np.array([r.start], dtype=np.int64))
+            parts.append(cut_points(r.layout, a - r.start, b - r.start) + r.start)
+        pts = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    elif isinstance(layout, ExtentMap):
+        ends = np.concatenate((layout.offset, layout.offset + layout.length))
+        parts = [ends]
+        if layout.default is not None:
+            parts.append(cut_points(layout.default, x, e))
+        pts = np.concatenate(parts)
+    else:  # unknown layout: every byte (correct, slow); only for tiny ranges
+        pts = np.arange(x + 1, e, dtype=np.int64)
+    pts = pts[(pts > x) & (pts < e)]
+    if isinstance(layout, (Regions, ExtentMap)):
+        pts = np.unique(pts)
+    return pts
+
+
+FAST_MAX = 32
+
+
+def fast_pieces(layout: Layout, x: int, L: int, b: int):
+    """Scalar fast path of :func:`pieces` for one range of a striped or 2-D layout.
+
+    Pure integer arithmetic of the same byte-count functions (SPEC §1: round ``r = x div W``,
+    position ``q = x mod W``, local ``r·w_i + (q − prefix_i)``); returns lists
+    ``(server, datafile, local, length, buf_offset)`` or None when the range has more than
+    ``FAST_MAX`` pieces or the layout has no fast path.  Tested equal to :func:`pieces`
+    (which uses ``map_requests``) in tests/test_store.py.
+    """
+    e = x + L
+    srv, loc, ln, bo = [], [], [], []
+    if type(layout) is Striped:
+        fp = getattr(layout, "_pario_fast", None)
+        if fp is None:
+            kept = [(s, w) for s, w in zip(layout.servers, layout.stripes) if w > 0]
+            pref, acc = [], 0
+            for _, w in kept:
+                pref.append(acc)
+                acc += w
+            fp = ([s for s, _ in kept], [w for _, w in kept], pref, acc)
+            object.__setattr__(layout, "_pario_fast", fp)
+        servers, widths, pref, W = fp
+        p = x
+        while p < e:
+            if len(srv) >= FAST_MAX:
+                return None
+            r, q = divmod(p, W)
+            i = bisect_right(pref, q) - 1
+            end = min(e, r * W + pref[i] + widths[i])
+            srv.append(servers[i]); loc.append(r * widths[i] + q - pref[i]); ln.append(end - p); bo.append(b + p - x)
+            p = end
+    elif type(layout) is Grouped:
+        s = layout.stripe
+        fp = getattr(layout, "_pario_fast", None)
+        if fp is None:
+            gpref, acc = [], 0
+            for g in layout.groups:
+                gpref.append(acc)
+                acc += s * len(g)
+            fp = (gpref, acc)
+            object.__setattr__(layout, "_pario_fast", fp)
+        gpref, G = fp
+        p = x
+        while p < e:
+            if len(srv) >= FAST_MAX:
+                return None
+            R, q = divmod(p, G)
+            k = bisect_right(gpref, q) - 1
+            g = layout.groups[k]
+            m = len(g)
+            v = R * s * m + q - gpref[k]          # offset in group k's virtual file
+            r2, q2 = divmod(v, s * m)
+            j, within = divmod(q2, s)
+            end = min(e, p + s - within)
+            srv.append(g[j]); loc.append(r2 * s + within); ln.append(end - p); bo.append(b + p - x)
+            p = end
+    else:
+        return None
+    return srv, [0] * len(srv), loc, ln, bo
+
+
+def pieces(layout: Layout, offsets, lengths, buf_offsets):
+    """Single-server pieces of ranges ``[offsets[k], +lengths[k])`` whose bytes go to
+    ``buf_offsets[k]`` of a buffer.
+
+    Returns ``(server, datafile, local, length, buf_offset)`` numpy arrays, one row per piece.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    buf_offsets = np.asarray(buf_offsets, dtype=np.int64)
+    keep = lengths > 0
+    offsets, lengths, buf_offsets = offsets[keep], lengths[keep], buf_offsets[keep]
+    if len(offsets) == 1:
+        x = int(offsets[0])
+        pts = cut_points(layout, x, x + int(lengths[0]))
+        starts = np.concatenate(([x], pts))
+        ends = np.concatenate((pts, [x + int(lengths[0])]))
+        bo = starts - x + buf_offsets[0]
+    else:
+        cs, ce, cb = [], [], []
+        for x, L, b in zip(offsets.tolist(), lengths.tolist(), buf_offsets.tolist()):
+            pts = cut_points(layout, x, x + L)
+            s = np.concatenate(([x], pts))
+            cs.append(s)
+            ce.append(np.concatenate((pts, [x + L])))
+            cb.append(s - x + b)
+        if not cs:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z, z, z
+        starts, ends, bo = np.concatenate(cs), np.concatenate(ce), np.concatenate(cb)
+    sub = map_requests(layout, starts, ends - starts)
+    if len(sub) != len(starts) or (len(sub) and (np.diff(sub.req) != 1).any()):
+        raise RuntimeError("store: a piece of a request maps to more than one server (cut points incomplete)")
+    return (sub.server.astype(np.int64), sub.datafile.astype(np.int64), sub.local, sub.length, bo)

@@ -1,0 +1,250 @@
+"""The redirector (CEDA seed 000 §4.6, §5.2) and hybrid routing (CI-LAYOUT seed 002 §5).
+
+:class:`File` is an open logical file of a :class:`~pario.store.root.Store`.  Every read and
+write consults the RMT (:mod:`pario.store.rmt`):
+
+* no entry overlaps the request (the common case, one ``bisect``): the request goes to the
+  original file unchanged;
+* otherwise the request is cut at the entries' ends into segments; each segment is served by
+  an *up-to-date* copy: the DIRTY replica if there is one, else the original or a CLEAN
+  replica.  Route ``replica`` (CEDA) prefers a clean replica; route ``cheapest`` (hybrid)
+  picks the copy of least ``cost(layout, offset, length)``.  Stale copies are never read.
+* a write of a segment goes to the chosen up-to-date copy; the RMT is updated *first*
+  (target → DIRTY if it is a replica, all other copies → STALE; committed with
+  ``synchronous=FULL``), then the bytes are written.  A crash in between leaves a copy
+  marked newer that holds the old (identical) bytes, which the flush copies harmlessly.
+
+:meth:`File.flush` (and close, and the next open after a crash) writes DIRTY replica ranges
+back to the original and refreshes STALE replicas from the original, chunk by chunk, each
+chunk's flag cleared only after its bytes are fsync'ed (:meth:`File.sync_step`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import ParioError
+from .rmt import CLEAN, DIRTY, STALE
+
+SYNC_CHUNK = 4 << 20
+
+
+class File:
+    """An open file of a store, with RMT redirection and hybrid routing."""
+
+    def __init__(self, store, name: str):
+        self.store = store
+        self.name = name
+        self.backend = store.backend
+        self.rmt = store.rmt
+        self.h = self.backend.open(name)
+        self.lock = self.h.lock
+        self.closed = False
+        self.refs = 1
+        self._reps: dict[str, object] = {}
+        self.reload_replicas()
+
+    # ------------------------------------------------------------------ replicas
+    def reload_replicas(self) -> None:
+        reps = self.rmt.replicas(self.name)
+        self.route = "cheapest" if any(r["route"] == "cheapest" for r in reps) else "replica"
+        self.full = [r["r_file"] for r in reps if r["mode"] == "full"]
+
+    def _rh(self, r_file: str):
+        h = self._reps.get(r_file)
+        if h is None:
+            h = self.backend.open(r_file)
+            self._reps[r_file] = h
+        return h
+
+    @property
+    def size(self) -> int:
+        return self.h.size
+
+    @property
+    def layout(self):
+        return self.h.layout
+
+    # ------------------------------------------------------------------ routing
+    def _segments(self, x: int, e: int, write: bool):
+        """Segments of ``[x, e)`` with uniform coverage and the copy serving each.
+
+        Returns a list of (start, end, entry index or -1 for the original).
+        """
+        ent = self.rmt.entries(self.name)
+        idx = ent.overlapping(x, e)
+        pts = np.unique(np.clip(np.concatenate(([x, e], ent.o_off[idx], ent.end[idx])), x, e))
+        s, t = pts[:-1], pts[1:]
+        lo, hi, fl = ent.o_off[idx], ent.end[idx], ent.flag[idx]
+        cover = (lo[None, :] <= s[:, None]) & (hi[None, :] >= t[:, None])
+        out = []
+        cost = self.store.cost
+        for k in range(len(s)):
+            sk, tk = int(s[k]), int(t[k])
+            cov = np.flatnonzero(cover[k])
+            dirty = cov[fl[cov] == DIRTY]
+            if len(dirty):
+                out.append((sk, tk, int(idx[dirty[0]])))
+                continue
+            clean = [int(idx[j]) for j in cov[fl[cov] == CLEAN]]
+            if not clean:
+                out.append((sk, tk, -1))
+            elif self.route == "replica":
+                out.append((sk, tk, clean[0]))
+            else:
+                best, best_c = -1, cost(self.h.layout, sk, tk - sk)
+                for j in clean:
+                    rf = ent.r_file[j]
+                    c = cost(self._rh(rf).layout, int(ent.r_off[j]) + sk - int(ent.o_off[j]), tk - sk)
+                    if c < best_c:
+                        best, best_c = j, c
+                out.append((sk, tk, best))
+        return ent, out
+
+    def _dispatch(self, ent, segs, x: int, mv: memoryview, write: bool) -> None:
+        groups: dict[int, list] = {}
+        for s, t, j in segs:
+            groups.setdefault(j, []).append((s, t))
+        for j, parts in groups.items():
+            a = np.array(parts, dtype=np.int64)
+            s, ln = a[:, 0], a[:, 1] - a[:, 0]
+            bo = s - x
+            if j < 0:
+                h, offs = self.h, s
+            else:
+                h, offs = self._rh(ent.r_file[j]), s - int(ent.o_off[j]) + int(ent.r_off[j])
+            (self.backend.writev if write else self.backend.readv)(h, offs, ln, mv, bo)
+
+    # ------------------------------------------------------------------ I/O
+    def readinto(self, offset: int, buf) -> int:
+        """Read ``len(buf)`` bytes at ``offset``; bytes past the end read as 0; returns bytes inside the file."""
+        mv = memoryview(buf).cast("B")
+        offset = int(offset)
+        with self.lock:
+            self.store.fg_last = time.monotonic()
+            n = len(mv)
+            inside = max(0, min(n, self.h.size - offset))
+            if inside < n:
+                mv[inside:] = bytes(n - inside)
+            if inside <= 0:
+                return 0
+            e = offset + inside
+            ent = self.rmt.entries(self.name)
+            if ent.n == 0 or not ent.hits(offset, e):
+                self.backend.readv(self.h, (offset,), (inside,), mv, (0,))
+                return inside
+            ent, segs = self._segments(offset, e, write=False)
+            self._dispatch(ent, segs, offset, mv, write=False)
+            return inside
+
+    def read(self, offset: int, length: int) -> bytes:
+        n = max(0, min(int(length), self.h.size - int(offset)))
+        buf = bytearray(n)
+        if n:
+            self.readinto(offset, buf)
+        return bytes(buf)
+
+    def write(self, offset: int, data) -> int:
+        """Write ``data`` at ``offset`` (redirected to replicas where the RMT says so)."""
+        mv = memoryview(data).cast("B")
+        n = len(mv)
+        offset = int(offset)
+        if offset < 0:
+            raise ParioError("write: offset must be >= 0")
+        if n == 0:
+            return 0
+        with self.lock:
+            self.store.fg_last = time.monotonic()
+            e = offset + n
+            old = self.h.size
+            ent = self.rmt.entries(self.name)
+            if ent.n == 0 or not ent.hits(offset, e):
+                self.backend.writev(self.h, (offset,), (n,), mv, (0,))
+            else:
+                ent, segs = self._segments(offset, e, write=True)
+                # RMT first (durable), then the bytes (see module docstring)
+                for s, t, j in segs:
+                    self.rmt.mark_write(self.name, None if j < 0 else ent.r_file[j], s, t)
+                self._dispatch(ent, segs, offset, mv, write=True)
+            if e > old and self.full:
+                # hybrid full replicas grow with the file: the new range is stale there until synced
+                for rf in self.full:
+                    self.rmt.add(self.name, rf, [old], [old], [e - old], flag=STALE)
+            if self.route == "cheapest" and self.rmt.entries(self.name).any_unclean:
+                self.store.lazy_sync(self)
+            return n
+
+    def truncate(self, size: int) -> None:
+        with self.lock:
+            size = int(size)
+            if size < self.h.size:
+                self.rmt.trim(self.name, size)
+            self.backend.truncate(self.h, size)
+
+    # ------------------------------------------------------------------ synchronisation
+    def sync_step(self, chunk: int = SYNC_CHUNK) -> bool:
+        """Synchronise one chunk: first DIRTY replica ranges → original, then original →
+        STALE replicas.  Each flag is cleared only after the bytes are fsync'ed.  Returns
+        whether unclean entries remain."""
+        with self.lock:
+            if self.closed:
+                return False
+            ent = self.rmt.entries(self.name)
+            if not ent.any_unclean:
+                return False
+            dirty = np.flatnonzero(ent.flag == DIRTY)
+            if len(dirty):
+                j = int(dirty[0])
+                o, r, n = int(ent.o_off[j]), int(ent.r_off[j]), min(int(ent.length[j]), chunk)
+                rh = self._rh(ent.r_file[j])
+                buf = bytearray(n)
+                self.backend.readv(rh, (r,), (n,), buf, (0,))
+                self.backend.writev(self.h, (o,), (n,), buf, (0,))
+                self.backend.fsync(self.h)
+                self.rmt.set_flag(self.name, ent.r_file[j], o, o + n, DIRTY, CLEAN)
+            else:
+                j = int(np.flatnonzero(ent.flag == STALE)[0])
+                o, r, n = int(ent.o_off[j]), int(ent.r_off[j]), min(int(ent.length[j]), chunk)
+                rh = self._rh(ent.r_file[j])
+                buf = bytearray(n)
+                self.backend.readv(self.h, (o,), (n,), buf, (0,))
+                self.backend.writev(rh, (r,), (n,), buf, (0,))
+                self.backend.fsync(rh)
+                self.rmt.set_flag(self.name, ent.r_file[j], o, o + n, STALE, CLEAN)
+            return self.rmt.entries(self.name).any_unclean
+
+    def flush(self) -> None:
+        """Write dirty replica data back and refresh stale replicas (CEDA: at close)."""
+        with self.lock:
+            while self.sync_step():
+                pass
+            self.rmt.compact(self.name)
+            self.backend.fsync(self.h)
+
+    def fsync(self) -> None:
+        with self.lock:
+            self.backend.fsync(self.h)
+            for h in self._reps.values():
+                self.backend.fsync(h)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.store._release(self)
+
+    def _close_now(self) -> None:
+        self.flush()
+        with self.lock:
+            for h in self._reps.values():
+                self.backend.close(h)
+            self._reps.clear()
+            self.backend.close(self.h)
+            self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

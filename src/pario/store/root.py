@@ -1,0 +1,316 @@
+"""A store root: configuration, opening, recovery and the file namespace.
+
+Directory layout::
+
+    DIR/store.json        {"pario_store": 1, "id": …, "backend": "local", "system": NAME,
+                           "profile": {…system profile…}, "servers": {"H0": "servers/H0", …}}
+    DIR/meta.db           file metadata (SQLite): name → id, layout JSON, size
+    DIR/rmt.db            the replica mapping table (SQLite, see pario.store.rmt)
+    DIR/servers/NAME/     one directory per server (default; ``--server NAME=PATH`` elsewhere)
+    DIR/.lock             flock: one process uses a store at a time
+
+:func:`init_store` creates a store for a system profile; :class:`Store` opens one: it checks
+every server directory, opens the metadata and the RMT (a corrupt database is a one-line
+error) and *recovers*: files with DIRTY or STALE RMT entries left by a crash are flushed.
+Replica files live in the same namespace under ``.replica/<original>/<name>``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+import uuid
+from pathlib import Path
+
+from .. import ParioError
+from ..layout import Layout, parse_layout
+from ..system import System, load_system
+from .hybrid import LazySync, profile_cost
+from .local import LocalBackend
+from .redirect import File
+from .rmt import RMT
+
+CONFIG = "store.json"
+REPLICA_PREFIX = ".replica/"
+
+
+def replica_name(original: str, name: str) -> str:
+    return f"{REPLICA_PREFIX}{original}/{name}"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok: bool = False) -> Path:
+    """Create a store at ``root`` for ``system`` (profile name, file or System).
+
+    ``servers`` maps server names to directories (other mounts); the rest default to
+    ``root/servers/NAME``.  Returns the root path.
+    """
+    root = Path(root)
+    system = load_system(system)
+    servers = dict(servers or {})
+    unknown = [n for n in servers if n not in system.names]
+    if unknown:
+        raise ParioError(f"--server {unknown[0]}: no such server in system {system.name!r} ({', '.join(system.names)})")
+    if (root / CONFIG).exists():
+        if exist_ok:
+            return root
+        raise ParioError(f"{root} is already a store ({CONFIG} exists)")
+    if root.exists() and not root.is_dir():
+        raise ParioError(f"{root} exists and is not a directory")
+    root.mkdir(parents=True, exist_ok=True)
+    mapping = {}
+    for name in system.names:
+        if name in servers:
+            p = Path(servers[name]).expanduser()
+            p = p if p.is_absolute() else Path.cwd() / p
+            mapping[name] = str(p)
+        else:
+            p = root / "servers" / name
+            mapping[name] = f"servers/{name}"
+        p.mkdir(parents=True, exist_ok=True)
+    cfg = {"pario_store": 1, "id": uuid.uuid4().hex, "backend": "local", "system": system.name,
+           "profile": system.to_dict(), "servers": mapping}
+    _atomic_write(root / CONFIG, json.dumps(cfg, indent=2) + "\n")
+    return root
+
+
+def read_config(root) -> dict:
+    root = Path(root)
+    p = root / CONFIG
+    if not p.exists():
+        raise ParioError(f"{root} is not a pario store (no {CONFIG}; create one with 'pario store init')")
+    try:
+        cfg = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ParioError(f"{p}: unreadable store configuration ({exc})") from None
+    if not isinstance(cfg, dict) or cfg.get("pario_store") != 1:
+        raise ParioError(f"{p}: not a pario store configuration")
+    return cfg
+
+
+class Store:
+    """An open store: backend + RMT + open files, with crash recovery at open.
+
+    ``direct=True`` uses O_DIRECT for data files; ``cost`` overrides the hybrid routing
+    cost ``cost(layout, offset, length) -> s`` (default: :func:`profile_cost`).
+    """
+
+    def __init__(self, root, *, direct: bool = False, cost=None, recover: bool = True):
+        self.root = Path(root)
+        cfg = read_config(self.root)
+        self.config = cfg
+        self.id = cfg.get("id", "")
+        self.system = System.from_dict(cfg["profile"], origin=str(self.root / CONFIG))
+        if cfg.get("backend", "local") != "local":
+            raise ParioError(f"store backend {cfg.get('backend')!r} is not available")
+        dirs = []
+        for name in self.system.names:
+            d = cfg["servers"].get(name)
+            if d is None:
+                raise ParioError(f"{CONFIG} has no directory for server {name}")
+            d = Path(d)
+            dirs.append(d if d.is_absolute() else self.root / d)
+        self._lockfd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lockfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lockfd)
+            raise ParioError(f"store {self.root} is in use by another process") from None
+        try:
+            self.backend = LocalBackend(self.root, self.system, dirs, direct=direct)
+            self.rmt = RMT(self.root / "rmt.db")
+        except BaseException:
+            os.close(self._lockfd)
+            raise
+        self.cost = cost or profile_cost(self.system, op=0)
+        self.fg_last = 0.0
+        self._files: dict[str, File] = {}
+        self._lock = threading.RLock()
+        self._lazy: LazySync | None = None
+        self.closed = False
+        if recover:
+            self.recover()
+
+    # ------------------------------------------------------------------ recovery
+    def recover(self) -> list[str]:
+        """Finish the flush of every file with DIRTY/STALE entries (after a crash)."""
+        done = []
+        for name in self.rmt.files_with_unclean():
+            if not self.backend.exists(name):
+                continue
+            f = self.open(name)
+            f.flush()
+            f.close()
+            done.append(name)
+        return done
+
+    # ------------------------------------------------------------------ namespace
+    def _check_name(self, name: str) -> str:
+        if not name or name.startswith(REPLICA_PREFIX) or "\0" in name:
+            raise ParioError(f"bad file name {name!r} (empty, or in the reserved {REPLICA_PREFIX} namespace)")
+        return name
+
+    def layout(self, spec) -> Layout:
+        return parse_layout(spec, self.system)
+
+    def create(self, name: str, layout, *, exist_ok: bool = False) -> None:
+        self.backend.create(self._check_name(name), self.layout(layout), exist_ok=exist_ok)
+
+    def exists(self, name: str) -> bool:
+        return self.backend.exists(name)
+
+    def files(self) -> list[str]:
+        """User files (replica files excluded)."""
+        return [n for n in self.backend.list() if not n.startswith(REPLICA_PREFIX)]
+
+    def open(self, name: str, *, create_layout=None) -> File:
+        """Open a file (``create_layout``: create it with that layout if absent)."""
+        with self._lock:
+            f = self._files.get(name)
+            if f is not None:
+                f.refs += 1
+                return f
+            if create_layout is not None and not self.backend.exists(name):
+                self.create(name, create_layout)
+            f = File(self, name)
+            self._files[name] = f
+            return f
+
+    def _release(self, f: File) -> None:
+        with self._lock:
+            f.refs -= 1
+            if f.refs > 0:
+                return
+            if self._lazy is not None:
+                self._lazy.forget(f)
+            f._close_now()
+            self._files.pop(f.name, None)
+
+    def stat(self, name: str):
+        return self.backend.stat(name)
+
+    def delete(self, name: str) -> None:
+        """Delete a file and its replicas."""
+        if name in self._files:
+            raise ParioError(f"file {name!r} is open")
+        for r in self.rmt.replicas(name):
+            self.rmt.unregister(r["r_file"])
+            if self.backend.exists(r["r_file"]):
+                self.backend.delete(r["r_file"])
+        self.backend.delete(name)
+
+    def delete_replica(self, r_file: str) -> None:
+        """Drop one replica (its data and RMT entries); dirty data is flushed first."""
+        rows = [r for r in self.rmt.replicas() if r["r_file"] == r_file]
+        if rows:
+            f = self.open(rows[0]["o_file"])
+            f.flush()
+            f.close()
+        self.rmt.unregister(r_file)
+        if self.backend.exists(r_file):
+            self.backend.delete(r_file)
+
+    # ------------------------------------------------------------------ whole-file helpers
+    def put(self, src, name: str, layout, *, chunk: int = 16 << 20) -> int:
+        """Copy a local file into the store with ``layout``; returns bytes copied."""
+        src = Path(src)
+        if not src.is_file():
+            raise ParioError(f"{src}: no such file")
+        self.create(name, layout)
+        total = 0
+        f = self.open(name)
+        try:
+            buf = bytearray(chunk)
+            with open(src, "rb", buffering=0) as fh:
+                while True:
+                    n = fh.readinto(buf)
+                    if not n:
+                        break
+                    f.write(total, memoryview(buf)[:n])
+                    total += n
+            f.fsync()
+        finally:
+            f.close()
+        return total
+
+    def get(self, name: str, dst, *, chunk: int = 16 << 20) -> int:
+        """Copy a store file out to a local file; returns bytes copied."""
+        if not self.backend.exists(name):
+            raise ParioError(f"no file {name!r} in the store")
+        f = self.open(name)
+        try:
+            buf = bytearray(chunk)
+            with open(dst, "wb") as out:
+                pos = 0
+                while pos < f.size:
+                    n = f.readinto(pos, buf)
+                    out.write(memoryview(buf)[:n])
+                    pos += n
+            return pos
+        finally:
+            f.close()
+
+    # ------------------------------------------------------------------ lazy sync, flush
+    def lazy_sync(self, f: File) -> None:
+        with self._lock:
+            if self._lazy is None:
+                self._lazy = LazySync()
+                self._lazy.start()
+        self._lazy.enqueue(f)
+
+    def drain(self) -> None:
+        """Wait for pending lazy synchronisation."""
+        if self._lazy is not None:
+            self._lazy.drain()
+
+    def flush(self) -> list[str]:
+        """Flush every file with DIRTY/STALE entries; returns their names."""
+        names = self.rmt.files_with_unclean()
+        for name in names:
+            f = self.open(name)
+            try:
+                f.flush()
+            finally:
+                f.close()
+        return names
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            for f in list(self._files.values()):
+                f.refs = 1
+                f.close()
+            if self._lazy is not None:
+                self._lazy.stop()
+                self._lazy = None
+        finally:
+            self.backend.shutdown()
+            self.rmt.close()
+            os.close(self._lockfd)
+            self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_store(root, **kw) -> Store:
+    return Store(root, **kw)

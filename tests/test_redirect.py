@@ -1,0 +1,129 @@
+"""Redirector: plain, redirected, partly redirected, dirty, flushed paths against a bytearray."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st_
+
+from pario.layout import ExtentMap
+from pario.store import DIRTY, Store, init_store
+from pario.store.fsck import fsck
+from pario.store.replicator import ReplicaSpec, Replicator
+
+N = 300_000
+EXT = ExtentMap(np.array([10_000, 100_000, 200_000]), np.array([30_000, 50_000, 60_000]),
+                np.array([2, 3, 2]), np.array([0, 0, 30_000]), np.array([1, 1, 1]))
+
+
+def _store(path):
+    init_store(path, "ceda-hdd8")
+    st = Store(path)
+    st.create("f", "fixed:16k")
+    init = np.random.default_rng(0).integers(0, 256, N, dtype=np.uint8).tobytes()
+    with st.open("f") as f:
+        f.write(0, init)
+    Replicator(st, [ReplicaSpec("f", "r1", EXT)], chunk=7_000).run()
+    return st, bytearray(init)
+
+
+class Spy:
+    """Counts bytes read from each file through the backend."""
+
+    def __init__(self, st):
+        self.n = {}
+        orig = st.backend.readv
+
+        def readv(h, offs, lens, buf, bo):
+            self.n[h.name] = self.n.get(h.name, 0) + int(np.sum(lens))
+            return orig(h, offs, lens, buf, bo)
+        st.backend.readv = readv
+
+
+def test_reads_are_redirected_to_the_replica(tmp_path):
+    st, ref = _store(tmp_path / "s")
+    spy = Spy(st)
+    f = st.open("f")
+    assert f.read(15_000, 10_000) == ref[15_000:25_000]            # fully inside an extent
+    assert spy.n == {".replica/f/r1": 10_000}
+    assert f.read(0, 50_000) == ref[0:50_000]                      # partly covered
+    assert spy.n == {".replica/f/r1": 40_000, "f": 20_000}
+    assert f.read(270_000, 10_000) == ref[270_000:280_000]         # no replica
+    assert spy.n["f"] == 30_000
+    f.close()
+    st.close()
+
+
+def test_write_to_replica_is_dirty_until_flush(tmp_path):
+    st, ref = _store(tmp_path / "s")
+    f = st.open("f")
+    f.write(105_000, b"\x01" * 1000)
+    ref[105_000:106_000] = b"\x01" * 1000
+    flags = {(o, n): fl for _, _, o, _, _, n, fl in st.rmt.all_rows()}
+    assert flags[(105_000, 1000)] == DIRTY
+    oh = st.backend.open("f")
+    assert st.backend.read_at(oh, 105_000, 1000) != b"\x01" * 1000  # the original is stale
+    assert f.read(104_000, 3000) == ref[104_000:107_000]           # ... but never read
+    f.flush()
+    assert st.backend.read_at(oh, 105_000, 1000) == b"\x01" * 1000
+    st.backend.close(oh)
+    assert fsck(st)["ok"] and fsck(st)["unclean"] == 0
+    f.close()
+    st.close()
+
+
+def test_dirty_flags_survive_a_crash(tmp_path):
+    st, ref = _store(tmp_path / "s")
+    f = st.open("f")
+    f.write(205_000, b"\x07" * 5000)
+    import os
+    os.close(st._lockfd)                       # "crash": no close, no flush
+    st2 = Store(tmp_path / "s")                # the next open finishes the flush
+    assert st2.rmt.files_with_unclean() == []
+    oh = st2.backend.open("f")
+    assert st2.backend.read_at(oh, 205_000, 5000) == b"\x07" * 5000
+    st2.backend.close(oh)
+    assert fsck(st2)["ok"]
+    st2.close()
+
+
+ops = st_.lists(st_.one_of(
+    st_.tuples(st_.just("w"), st_.integers(0, N + 20_000), st_.integers(1, 80_000), st_.integers(0, 255)),
+    st_.tuples(st_.just("r"), st_.integers(0, N + 20_000), st_.integers(0, 120_000), st_.just(0)),
+    st_.tuples(st_.just("flush"), st_.just(0), st_.just(0), st_.just(0)),
+    st_.tuples(st_.just("reopen"), st_.just(0), st_.just(0), st_.just(0)),
+    st_.tuples(st_.just("trunc"), st_.integers(0, N + 20_000), st_.just(0), st_.just(0)),
+), max_size=25)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops)
+def test_random_ops_match_bytearray(tmp_path_factory, seq):
+    path = tmp_path_factory.mktemp("h") / "s"
+    st, ref = _store(path)
+    f = st.open("f")
+    try:
+        for op, a, b, c in seq:
+            if op == "w":
+                d = bytes([c]) * b
+                f.write(a, d)
+                ref.extend(bytes(max(0, a + b - len(ref))))
+                ref[a:a + b] = d
+            elif op == "r":
+                assert f.read(a, b) == bytes(ref[a:a + b])
+            elif op == "flush":
+                f.flush()
+            elif op == "reopen":
+                f.close()
+                st.close()
+                st = Store(path)
+                f = st.open("f")
+            elif op == "trunc":
+                f.truncate(a)
+                ref = ref[:a] + bytearray(max(0, a - len(ref)))
+        assert f.size == len(ref)
+        assert f.read(0, len(ref)) == bytes(ref)
+        f.flush()
+        rep = fsck(st)
+        assert rep["ok"], rep["problems"]
+    finally:
+        f.close()
+        st.close()
