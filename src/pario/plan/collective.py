@@ -1,0 +1,159 @@
+"""Request order inside an aggregator's file domain for two-phase collective I/O.
+
+This is the one implementation of the three orders compared by HACIO (seed 004); the
+simulator (:mod:`pario.simulate`) and the MPI-IO runtime both call it.  Every function is
+pure and works on numpy arrays describing one aggregator's *file-domain pieces*: a piece is
+a contiguous range of the file that lies on one server (in one stripe unit / one extent),
+given by its file ``offset``, its ``server`` index (into ``system.servers``) and that
+server's ``kind`` (0 = HServer/HDD, 1 = SServer/SSD).  Each function returns a permutation
+``order`` (int64 indices into the input arrays): the aggregator issues ``pieces[order]``
+and fills its collective buffer in that sequence (cycle 0 gets the first buffer-full).
+
+- :func:`romcio_order` – ROMIO's conventional order: logical file offset (seed 004 §2.2,
+  Fig. 3).
+- :func:`cacio_order` – the concurrency-aware alternative of seed 004 §2.2 (Fig. 4–5): the
+  offset-ordered sequence rotated so that aggregator ``a`` starts on the ``a``-th server of
+  the layout (in the worked example aggregator A1 issues blocks 5, 6, 7, 4 instead of
+  4, 5, 6, 7).  Generalisation (the paper shows only one block per server and domain):
+  the sequence starts at the first piece on server position ``a mod n``; when the domain
+  has no piece there, the next server position that it has.
+- :func:`hacio_order` – seed 004 §3.2 Algorithm 1: pieces are put into buckets
+  ``T[type][number]`` (type 0 = HServer first, then SServer; ``number`` = the server's
+  number among the servers of its type), walking the requests in process-rank order
+  (``proc``) and, inside one process, in offset order, dropping duplicates (line 7);
+  the buckets are then appended type by type, and within a type starting at server number
+  ``(a + i) mod count`` (lines 15–25).
+
+Note on seed 004 Table 3: Algorithm 1 puts all HServer pieces before all SServer pieces,
+so in the worked example its cycles are H,H,S,S while Table 3 lists them H,S,H,S.  The
+multiset of per-cycle rows, and so the total (12T), is the same; the per-cycle order of
+Table 3 cannot come from Algorithm 1 as printed.  We implement the algorithm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ParioError
+
+ORDERS = ("romcio", "cacio", "hacio")
+
+
+def _arr(x, dtype=np.int64) -> np.ndarray:
+    return np.asarray(x, dtype=dtype).ravel()
+
+
+def romcio_order(offset) -> np.ndarray:
+    """ROMCIO: pieces in logical file-offset order (stable for equal offsets)."""
+    return np.argsort(_arr(offset), kind="stable").astype(np.int64)
+
+
+def _positions(server: np.ndarray, servers) -> tuple[np.ndarray, int]:
+    """Position of each piece's server in ``servers`` (the layout's server order)."""
+    if servers is None:
+        servers = np.unique(server)
+    servers = _arr(servers)
+    if len(servers) == 0:
+        return np.zeros(len(server), dtype=np.int64), 1
+    lookup = {int(s): i for i, s in enumerate(servers)}
+    try:
+        pos = np.array([lookup[int(s)] for s in np.unique(server)], dtype=np.int64)
+    except KeyError as exc:
+        raise ParioError(f"collective order: piece on server {exc.args[0]} which is not in the server list") from None
+    uniq = np.unique(server)
+    return pos[np.searchsorted(uniq, server)], len(servers)
+
+
+def cacio_order(offset, server, aggregator: int, servers=None) -> np.ndarray:
+    """CACIO (seed 004 §2.2, Fig. 4): offset order rotated to start on server position ``aggregator mod n``.
+
+    ``servers`` is the layout's server order (default: the sorted distinct servers of the
+    pieces); every aggregator must use the same list.
+    """
+    offset, server = _arr(offset), _arr(server)
+    base = romcio_order(offset)
+    if len(base) == 0:
+        return base
+    pos, n = _positions(server, servers)
+    pos_sorted = pos[base]
+    present = np.zeros(n, dtype=bool)
+    present[pos_sorted] = True
+    target = int(aggregator) % n
+    for k in range(n):  # first server position at or after the target that the domain has
+        p = (target + k) % n
+        if present[p]:
+            break
+    start = int(np.flatnonzero(pos_sorted == p)[0])
+    return np.concatenate((base[start:], base[:start]))
+
+
+def hacio_order(offset, server, kind, aggregator: int, proc=None, kind_servers=None) -> np.ndarray:
+    """HACIO: seed 004 §3.2 Algorithm 1 (heterogeneity-aware request reordering).
+
+    ``kind``: per piece 0 (HServer) or 1 (SServer).  ``proc``: per piece the rank of the
+    process whose request it belongs to (Algorithm 1 walks ``req[0..p-1]`` in rank order);
+    ``None`` treats all pieces as one process (offset order inside a bucket).
+    ``kind_servers``: ``(hservers, sservers)``, the server indices of each type in server
+    number order (``Server_number``); default: the distinct servers of the pieces of each
+    type, sorted.  Every aggregator must use the same numbering.
+    """
+    offset, server = _arr(offset), _arr(server)
+    kind = _arr(kind)
+    n = len(offset)
+    if len(server) != n or len(kind) != n:
+        raise ValueError("offset, server and kind must have the same length")
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if kind.min() < 0 or kind.max() > 1:
+        raise ParioError("collective order: server kind must be 0 (HDD) or 1 (SSD)")
+    proc = np.zeros(n, dtype=np.int64) if proc is None else _arr(proc)
+    # lines 2-13: walk processes in rank order, each process's requests in offset order
+    walk = np.lexsort((np.arange(n), offset, proc))
+    # line 7: a piece already in T (same offset on the same server) is not appended again
+    key_seen = {}
+    keep = np.ones(n, dtype=bool)
+    if np.unique(np.stack((offset, server)), axis=1).shape[1] != n:  # duplicates present: rare path
+        for i in walk:
+            k = (int(offset[i]), int(server[i]))
+            if k in key_seen:
+                keep[i] = False
+            key_seen[k] = True
+    walk = walk[keep[walk]]
+    # Server_number(): the server's number among the servers of its type
+    number = np.empty(n, dtype=np.int64)
+    counts = [0, 0]
+    for t in (0, 1):
+        sel = kind == t
+        if kind_servers is None:
+            lst = np.unique(server[sel])
+        else:
+            lst = _arr(kind_servers[t])
+        counts[t] = max(len(lst), 1)
+        if sel.any():
+            pos, _ = _positions(server[sel], lst)
+            number[sel] = pos
+    # lines 15-26: type 0 first; inside a type, server number (a + i) mod count for i = 0..count-1
+    rot = np.empty(n, dtype=np.int64)
+    for t in (0, 1):
+        sel = kind == t
+        rot[sel] = (number[sel] - int(aggregator)) % counts[t]
+    # stable sort of the walk by (type, rotated number) keeps the walk order inside a bucket
+    w = walk
+    order = np.lexsort((np.arange(len(w)), rot[w], kind[w]))
+    return w[order].astype(np.int64)
+
+
+def request_order(method: str, offset, server, kind, aggregator: int, *, proc=None,
+                  servers=None, kind_servers=None) -> np.ndarray:
+    """Dispatch to :func:`romcio_order`, :func:`cacio_order` or :func:`hacio_order`."""
+    m = str(method).lower()
+    if m == "romcio":
+        return romcio_order(offset)
+    if m == "cacio":
+        return cacio_order(offset, server, aggregator, servers=servers)
+    if m == "hacio":
+        return hacio_order(offset, server, kind, aggregator, proc=proc, kind_servers=kind_servers)
+    raise ParioError(f"unknown collective order {method!r} (expected {', '.join(ORDERS)})")
+
+
+__all__ = ["ORDERS", "romcio_order", "cacio_order", "hacio_order", "request_order"]

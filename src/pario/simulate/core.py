@@ -1,0 +1,318 @@
+"""The simulator's Python API: build the event core's arrays from a trace, run, report.
+
+>>> res = simulate(trace, system, layout)                         # independent I/O
+>>> res = simulate(trace, system, layout, collective=True, order="hacio", cb_buffer=4 << 20)
+>>> res.makespan_s, res.bandwidth_MBps, res.to_dict(system)
+
+See ``docs/simulator.md`` for the model and :mod:`pario.simulate.engine` for the core.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import ParioError
+from ..layout import Layout
+from ..units import parse_size
+from .engine import simulate_core
+from .routing import OBJ_DATAFILES, Routing, route
+from .twophase import plan_call
+
+MB = float(1 << 20)  # bandwidth unit: MiB/s, as the profiles' β (1/120 MiB/s)
+TIMINGS = ("blocking", "trace")
+
+
+@dataclass
+class SimResult:
+    """What one simulated run reports (all times in seconds)."""
+
+    makespan_s: float
+    bytes: int
+    server_names: list[str]
+    server_busy_s: np.ndarray
+    server_bytes: np.ndarray
+    server_subrequests: np.ndarray
+    server_sequential: np.ndarray
+    client_ranks: np.ndarray
+    client_time_s: np.ndarray  # per rank: completion of its last request
+    link_busy_s: np.ndarray  # client-node links, then server links
+    n_events: int
+    n_subrequests: int
+    wall_s: float
+    collective: bool = False
+    order: str | None = None
+    cycles: np.ndarray | None = None  # [cycle, server] device busy time in each cycle's I/O phase
+    cycle_s: np.ndarray | None = None  # duration of each cycle (exchange + I/O + synchronisation)
+    cost_s: float | None = None  # total time of the collective calls
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bandwidth_MBps(self) -> float:
+        return self.bytes / MB / self.makespan_s if self.makespan_s > 0 else 0.0
+
+    @property
+    def events_per_s(self) -> float:
+        return self.n_events / self.wall_s if self.wall_s > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "makespan_s": float(self.makespan_s),
+            "bandwidth_MBps": float(self.bandwidth_MBps),
+            "bytes": int(self.bytes),
+            "servers": {
+                name: {"busy_s": float(self.server_busy_s[j]), "bytes": int(self.server_bytes[j]),
+                       "subrequests": int(self.server_subrequests[j]),
+                       "sequential": int(self.server_sequential[j]),
+                       "utilisation": float(self.server_busy_s[j] / self.makespan_s) if self.makespan_s > 0 else 0.0}
+                for j, name in enumerate(self.server_names)
+            },
+            "clients": {"ranks": int(len(self.client_ranks)),
+                        "time_s": {str(int(r)): float(t) for r, t in zip(self.client_ranks, self.client_time_s)}},
+            "events": int(self.n_events),
+            "subrequests": int(self.n_subrequests),
+            "wall_s": float(self.wall_s),
+        }
+        if self.collective:
+            d["order"] = self.order
+            d["cycles"] = [{name: float(row[j]) for j, name in enumerate(self.server_names)}
+                           for row in self.cycles]
+            d["cycle_s"] = [float(x) for x in self.cycle_s]
+            d["cost_s"] = float(self.cost_s)
+        if self.details:
+            d["details"] = self.details
+        return d
+
+
+def _as_routing(system, layout, plan, routing) -> Routing:
+    if routing is not None:
+        return routing if isinstance(routing, Routing) else Routing(layouts=routing)
+    if plan is not None:
+        return Routing.from_plan(plan, layout)
+    if layout is None:
+        raise ParioError("simulate needs a layout or a plan")
+    if isinstance(layout, str):
+        from ..layout import parse_layout
+
+        layout = parse_layout(layout, system)
+    return Routing(layouts=layout)
+
+
+def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=None, routing: Routing | None = None,
+             collective: bool = False, aggregators: int | None = None, cb_buffer: int | str = 4 << 20,
+             order: str | None = None, align: int | str | None = None, timing: str = "blocking",
+             elevator: bool = False, jitter: float = 0.0, seed: int = 0) -> SimResult:
+    """Simulate ``trace`` on ``system`` under a layout (or a plan / a :class:`Routing`).
+
+    Independent I/O (default): every rank issues its requests in ``order``, one at a time
+    (``timing="blocking"``), or not before its trace time stamp (``timing="trace"``:
+    request k starts at ``max(start_k − start_min, completion of request k−1)``).
+    ``jitter``: every request waits an extra uniform random ``[0, jitter)`` seconds after
+    its predecessor (client-side noise that breaks lock-step convoys; default 0).
+    ``collective=True``: every request is part of a two-phase collective call (one call per
+    file and op, in trace order), see :mod:`pario.simulate.twophase`; ``order`` defaults to
+    the plan's collective order, else ``romcio``.  ``seed`` only breaks ties between
+    simultaneous events and draws the jitter (see ``docs/simulator.md``).
+    """
+    t0 = time.perf_counter()
+    if timing not in TIMINGS:
+        raise ParioError(f"unknown timing {timing!r} (expected {' or '.join(TIMINGS)})")
+    rt = _as_routing(system, layout, plan, routing)
+    cb = parse_size(cb_buffer, "collective buffer size") if isinstance(cb_buffer, str) else int(cb_buffer)
+    al = None if align is None else (parse_size(align, "alignment") if isinstance(align, str) else int(align))
+    if order is None:
+        order = (getattr(plan, "collective_order", None) if plan is not None else None) or "romcio"
+    if len(trace) == 0:
+        raise ParioError("the trace has no requests")
+    ppn = int(system.procs_per_node)
+    ranks = np.unique(trace.rank)
+    if ranks.min() < 0:
+        raise ParioError("trace has negative ranks")
+    n_nodes = int(ranks.max()) // ppn + 1
+    if collective:
+        arrays, meta = _build_collective(trace, system, rt, n_nodes, aggregators, cb, order, al)
+    else:
+        arrays, meta = _build_independent(trace, system, rt, n_nodes, timing)
+    n_links = n_nodes + system.n
+    n_req = len(arrays[1])
+    if jitter < 0:
+        raise ParioError("jitter must be >= 0")
+    think = np.random.default_rng(seed).uniform(0.0, jitter, n_req) if jitter > 0 else np.zeros(n_req)
+    arrays = arrays[:3] + (think,) + arrays[3:]
+    out = simulate_core(*arrays, system.alpha_table(), system.beta_table(), float(system.network.e),
+                        float(system.network.t), n_links, bool(elevator), int(seed))
+    req_issue, req_done, busy, nbytes, nsub, nseq, link_busy, phase_end, phase_busy, n_events = out
+    makespan = float(np.nanmax(req_done)) if len(req_done) else 0.0
+    if collective:
+        makespan = max(makespan, float(phase_end.max()) if len(phase_end) else 0.0)
+    # per-rank completion time
+    if collective:
+        cr, ct = meta["client_ranks"], meta["client_time_fn"](phase_end)
+    else:
+        rr = meta["req_rank"]
+        cr = np.unique(rr)
+        ct = np.zeros(len(cr))
+        np.maximum.at(ct, np.searchsorted(cr, rr), np.nan_to_num(req_done))
+    res = SimResult(
+        makespan_s=makespan, bytes=int(trace.length.sum()) if not collective else int(meta["bytes"]),
+        server_names=list(system.names), server_busy_s=busy, server_bytes=nbytes, server_subrequests=nsub,
+        server_sequential=nseq, client_ranks=cr, client_time_s=ct, link_busy_s=link_busy, n_events=int(n_events),
+        n_subrequests=int(meta["n_sub"]), wall_s=0.0, collective=collective,
+        order=order if collective else None,
+    )
+    if collective:
+        io_phase = meta["io_phase"]  # phase index of each cycle's I/O phase
+        res.cycles = phase_busy[io_phase] if len(io_phase) else np.zeros((0, system.n))
+        last = meta["cycle_last_phase"]
+        ends = phase_end[last]
+        starts = np.r_[0.0, ends[:-1]]
+        res.cycle_s = ends - starts
+        res.cost_s = float(res.cycle_s.sum())
+        res.details = {"aggregators": meta["aggregators"], "cb_buffer": cb, "calls": meta["calls"]}
+    res.wall_s = time.perf_counter() - t0
+    return res
+
+
+# --------------------------------------------------------------------------- independent I/O
+def _build_independent(trace, system, rt, n_nodes, timing):
+    perm = np.lexsort((np.arange(len(trace)), trace.order, trace.rank))
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(len(perm))
+    sub, obj = route(trace, system, rt)
+    pos = inv[sub.req]
+    so = np.argsort(pos, kind="stable")
+    sreq = pos[so]
+    n_req = len(trace)
+    counts = np.bincount(sreq, minlength=n_req)
+    sub_ptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
+    rank = trace.rank[perm].astype(np.int64)
+    same = np.r_[False, rank[1:] == rank[:-1]]
+    pred = np.where(same, np.arange(n_req) - 1, -1).astype(np.int64)
+    succ = np.r_[np.where(same[1:], np.arange(1, n_req), -1), -1].astype(np.int64)
+    if timing == "trace":
+        st = trace.start[perm]
+        if np.isnan(st).all():
+            raise ParioError("--timing trace needs time stamps; this trace has none")
+        release = np.nan_to_num(st - np.nanmin(st), nan=0.0)
+    else:
+        release = np.zeros(n_req)
+    node = (rank // system.procs_per_node).astype(np.int32)
+    server = sub.server[so].astype(np.int32)
+    arrays = (
+        sub_ptr, trace.op[perm].astype(np.int8), release, pred, succ, np.zeros(n_req, dtype=np.int64),
+        np.array([0, n_req], dtype=np.int64),
+        sreq.astype(np.int64), node[sreq], (n_nodes + server).astype(np.int32), server,
+        sub.local[so].astype(np.int64), sub.length[so].astype(np.int64), obj[so].astype(np.int64),
+    )
+    return arrays, {"req_rank": rank, "n_sub": len(sub)}
+
+
+# --------------------------------------------------------------------------- collective I/O
+def _build_collective(trace, system, rt, n_nodes, aggregators, cb, order, align):
+    ppn = system.procs_per_node
+    A = int(aggregators) if aggregators else n_nodes
+    if A < 1:
+        raise ParioError("--aggregators must be >= 1")
+    agg_node = (np.arange(A) % n_nodes).astype(np.int64)
+    lay = rt.layouts
+    # calls: one per (file, op), in order of first appearance in the trace (by rank order position)
+    first_pos = {}
+    key = trace.file.astype(np.int64) * 2 + trace.op.astype(np.int64)
+    ordpos = np.lexsort((np.arange(len(trace)), trace.order))
+    for i in ordpos:
+        k = int(key[i])
+        if k not in first_pos:
+            first_pos[k] = len(first_pos)
+    calls = sorted(first_pos, key=first_pos.get)
+    n_rep_obj = 1 + max((len(v) for v in rt.replicas.values()), default=0)
+    req_ops, req_phase, req_sub_counts = [], [], []
+    s_link_a, s_link_b, s_server, s_local, s_len, s_obj = [], [], [], [], [], []
+    io_phase, cycle_last, call_info = [], [], []
+    phase = 0
+    nbytes = 0
+    n_sub = 0
+    call_end_phase = []
+    for k in calls:
+        fi, op = divmod(k, 2)
+        rows = np.flatnonzero(key == k)
+        fname = trace.files[fi]
+        layout = lay if isinstance(lay, Layout) else (lay.get(fname, lay.get("*")) if isinstance(lay, dict) else None)
+        if layout is None:
+            raise ParioError(f"no layout for file {fname!r}")
+        cp = plan_call(trace.offset[rows], trace.length[rows], trace.rank[rows], op, layout, system,
+                       aggregators=A, cb_buffer=cb, order=order, align=align,
+                       obj_base=(fi * n_rep_obj) * OBJ_DATAFILES)
+        nbytes += int(trace.length[rows].sum())
+        src_node = cp.ex_rank // ppn
+        dst_node = agg_node[cp.ex_agg]
+        remote = src_node != dst_node
+        exc, exa, exs, exd, exl = cp.ex_cycle[remote], cp.ex_agg[remote], src_node[remote], dst_node[remote], cp.ex_len[remote]
+        for c in range(cp.n_cycles):
+            stages = ("ex", "io") if op == 1 else ("io", "ex")
+            for stg in stages:
+                if stg == "io":
+                    sel = np.flatnonzero(cp.io_cycle == c)
+                    aggs = cp.io_agg[sel]
+                    for a in np.unique(aggs):
+                        ss = sel[aggs == a]
+                        req_ops.append(op)
+                        req_phase.append(phase)
+                        req_sub_counts.append(len(ss))
+                        s_link_a.append(np.full(len(ss), agg_node[a], dtype=np.int64))
+                        s_link_b.append(n_nodes + cp.io_server[ss])
+                        s_server.append(cp.io_server[ss])
+                        s_local.append(cp.io_local[ss])
+                        s_len.append(cp.io_len[ss])
+                        s_obj.append(cp.io_obj[ss])
+                    io_phase.append(phase)
+                else:
+                    sel = np.flatnonzero(exc == c)
+                    aggs = exa[sel]
+                    for a in np.unique(aggs):
+                        ss = sel[aggs == a]
+                        req_ops.append(op)
+                        req_phase.append(phase)
+                        req_sub_counts.append(len(ss))
+                        # write: rank node → aggregator node; read: the reverse (same links)
+                        s_link_a.append(exs[ss])
+                        s_link_b.append(exd[ss])
+                        s_server.append(np.full(len(ss), -1, dtype=np.int64))
+                        s_local.append(np.zeros(len(ss), dtype=np.int64))
+                        s_len.append(exl[ss])
+                        s_obj.append(np.full(len(ss), -1, dtype=np.int64))
+                phase += 1
+            cycle_last.append(phase - 1)
+        call_end_phase.append((rows, phase - 1))
+        call_info.append({"file": fname, "op": ("read", "write")[op], "cycles": int(cp.n_cycles),
+                          "domains": [int(x) for x in cp.domains]})
+        n_sub += len(cp.io_len)
+    n_req = len(req_ops)
+    cat = (lambda lst, dt: np.concatenate(lst).astype(dt) if lst else np.zeros(0, dtype=dt))
+    counts = np.array(req_sub_counts, dtype=np.int64)
+    sub_ptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
+    rphase = np.array(req_phase, dtype=np.int64)
+    phase_ptr = np.r_[0, np.cumsum(np.bincount(rphase, minlength=phase))].astype(np.int64) if phase else np.zeros(1, dtype=np.int64)
+    arrays = (
+        sub_ptr, np.array(req_ops, dtype=np.int8), np.zeros(n_req), np.full(n_req, -1, dtype=np.int64),
+        np.full(n_req, -1, dtype=np.int64), rphase, phase_ptr,
+        np.repeat(np.arange(n_req), counts).astype(np.int64), cat(s_link_a, np.int32), cat(s_link_b, np.int32),
+        cat(s_server, np.int32), cat(s_local, np.int64), cat(s_len, np.int64), cat(s_obj, np.int64),
+    )
+    ranks = np.unique(trace.rank)
+
+    def client_time(phase_end):
+        t = np.zeros(len(ranks))
+        for rows, last in call_end_phase:
+            if last < 0:
+                continue
+            idx = np.searchsorted(ranks, np.unique(trace.rank[rows]))
+            t[idx] = np.maximum(t[idx], phase_end[last])
+        return t
+
+    meta = {"io_phase": np.array(io_phase, dtype=np.int64), "cycle_last_phase": np.array(cycle_last, dtype=np.int64),
+            "aggregators": A, "calls": call_info, "bytes": nbytes, "n_sub": n_sub, "client_ranks": ranks,
+            "client_time_fn": client_time}
+    return arrays, meta
