@@ -41,7 +41,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="pario", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(
+        prog="pario",
+        description="pario: trace an application's I/O, model its cost on HDD/SSD file servers, plan better "
+                    "layouts, partial replicas and collective-I/O order, and apply them.",
+        epilog="Sizes take IOR suffixes (64k, 4m, 1g). Set PARIO_DEBUG=1 to see tracebacks. Docs: docs/.")
     parser.add_argument("--version", action="version", version=f"pario {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True

@@ -1,0 +1,102 @@
+"""``pario bench run``: replay a trace through the store, measure, and compare with ``pario simulate``."""
+
+from __future__ import annotations
+
+from .. import ParioError
+from ..units import format_size
+from .common import console, load_trace_arg, print_json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("bench", help="replay a trace on real storage (a store, e.g. on a testbed) and "
+                                            "compare with the simulator's prediction")
+    sub = p.add_subparsers(dest="bench_command", metavar="ACTION")
+    sub.required = True
+    r = sub.add_parser("run", help="replay TRACE through the store with N workers; wall time, per-server bytes",
+                       description="Replay TRACE through the store at --store (O_DIRECT, N concurrent rank "
+                                   "streams, queue depth 1 each), measure the wall time and the bytes per "
+                                   "server, and print them beside 'pario simulate' for the same profile.")
+    r.add_argument("trace", metavar="TRACE")
+    r.add_argument("--store", required=True, metavar="DIR", help="a pario store (pario store init)")
+    r.add_argument("--procs", type=int, default=None, metavar="N",
+                   help="workers; trace rank r runs on worker r mod N (default: number of trace ranks)")
+    g = r.add_mutually_exclusive_group(required=True)
+    g.add_argument("--layout", metavar="SPEC", help="layout for every file (fixed:64K, var:hdd=28K,ssd=100K, ...)")
+    g.add_argument("--plan", metavar="PLAN.json", help="a pario plan (its layout per file)")
+    r.add_argument("--collective", action="store_true",
+                   help="collective (two-phase) replay through the MPI runtime (needs mpi4py; not in this build)")
+    r.add_argument("--system", metavar="P", default=None,
+                   help="profile for the prediction (default: the store's profile), e.g. a calibrated one")
+    r.add_argument("--no-prefill", action="store_true", help="do not write the files before the timed replay")
+    r.add_argument("--buffered", action="store_true", help="buffered I/O instead of O_DIRECT (not throttled!)")
+    r.add_argument("--keep", action="store_true", help="keep the bench/ files in the store")
+    r.add_argument("--json", action="store_true", help="print the result as JSON")
+    r.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    import numpy as np
+    from rich.table import Table
+
+    from ..layout import parse_layout
+    from ..store.root import read_config
+    from ..system import System, load_system
+    from ..testbed.bench import replay
+
+    if args.collective:
+        try:
+            import mpi4py  # noqa: F401
+        except ImportError:
+            raise ParioError("--collective replays through the MPI runtime and needs mpi4py, which is not "
+                             "installed; replay independently (without --collective)") from None
+        raise ParioError("--collective bench replay is not implemented yet; use 'pario simulate --collective' "
+                         "for the prediction")
+    cfg = read_config(args.store)
+    store_system = System.from_dict(cfg["profile"], origin=args.store)
+    pred_system = load_system(args.system) if args.system else store_system
+    if pred_system.names != store_system.names:
+        raise ParioError(f"--system {args.system}: servers {pred_system.names} differ from the store's "
+                         f"{store_system.names}")
+    trace = load_trace_arg(args.trace)
+    layout = parse_layout(args.layout, store_system) if args.layout else None
+    plan = None
+    if args.plan:
+        from ..plan.base import Plan
+
+        plan = Plan.load(args.plan, store_system)
+    procs = args.procs or int(len(np.unique(trace.rank)))
+    res = replay(trace, args.store, procs=procs, layout=layout, plan=plan, prefill=not args.no_prefill,
+                 direct=not args.buffered, keep=args.keep,
+                 progress=None if args.json else (lambda m: console.print(f"[dim]{m}[/]")))
+    sim = None
+    try:
+        from ..simulate import simulate
+
+        sim = simulate(trace, pred_system, layout, plan=plan)
+    except ImportError:
+        pass
+    if args.json:
+        d = res.to_dict()
+        d["predicted_s"] = sim.makespan_s if sim else None
+        d["predicted_server_bytes"] = sim.server_bytes.tolist() if sim else None
+        d["system"] = pred_system.name
+        print_json(d)
+        return 0
+    console.print(f"{res.requests} requests, {format_size(res.bytes)} with {res.procs} workers "
+                  f"({'O_DIRECT' if res.direct else 'buffered'})")
+    line = f"measured wall time {res.wall_s:.4g} s ({res.bandwidth_MiBps:.1f} MiB/s)"
+    if sim is not None:
+        err = (sim.makespan_s - res.wall_s) / res.wall_s
+        line += f"   predicted ({pred_system.name}) {sim.makespan_s:.4g} s   model error {100 * err:+.1f} %"
+    console.print(line)
+    tab = Table("server", "kind", "device bytes (measured)", "mapped bytes", "predicted bytes", "predicted busy (s)")
+    for j, s in enumerate(store_system.servers):
+        tab.add_row(s.name, s.kind,
+                    format_size(int(res.device_bytes[j])) if res.device_bytes is not None else "-",
+                    format_size(int(res.mapped_bytes[j])),
+                    format_size(int(sim.server_bytes[j])) if sim is not None else "-",
+                    f"{sim.server_busy_s[j]:.4g}" if sim is not None else "-")
+    console.print(tab)
+    if res.device_bytes is None:
+        console.print("[dim]device bytes are measured only on a pario testbed (blkio statistics)[/]")
+    return 0

@@ -1,0 +1,228 @@
+"""Replay a trace through the embedded store and measure it (``pario bench run``).
+
+Every trace rank r is replayed by worker ``r mod N`` (N = ``procs``), its requests in
+trace order, one at a time (queue depth 1 per rank, like the simulator's ``blocking``
+timing); all workers start together after a barrier and the wall time runs until the
+last request completes.  The store (:mod:`pario.store`) is a single-process store (it
+holds an exclusive lock), so the N workers are threads of the process that holds the
+store: every request is an ``os.preadv``/``os.pwritev`` on the server data files, which
+release the GIL, so the servers see N concurrent request streams.
+
+Data files are opened with ``O_DIRECT`` (the store's ``direct=True``), so the I/O reaches
+the (throttled) block devices from the measuring process.  When the store's server
+directories lie on a :mod:`pario.testbed`, the process joins the testbed's cgroup for
+the replay and the per-device bytes are read from the cgroup's
+``blkio.throttle.io_service_bytes`` (what really reached each server); otherwise the
+per-server bytes are the exact mapping of the layout.
+
+The files are created under ``bench/`` in the store with the layout (or the plan's
+layout per file), prefilled (not timed) so reads hit written data, and deleted after
+the run unless ``keep``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import ParioError
+from .core import Testbed, enter, find_testbed
+
+PREFIX = "bench/"
+
+
+@dataclass
+class BenchResult:
+    wall_s: float
+    requests: int
+    bytes: int
+    procs: int
+    server_names: list[str]
+    mapped_bytes: np.ndarray  # per server, from the layout mapping
+    device_bytes: np.ndarray | None  # per server, from the testbed cgroup (None off-testbed)
+    rank_time_s: dict[int, float] = field(default_factory=dict)
+    direct: bool = True
+
+    @property
+    def bandwidth_MiBps(self) -> float:
+        return self.bytes / 2**20 / self.wall_s if self.wall_s > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {"wall_s": self.wall_s, "requests": self.requests, "bytes": self.bytes, "procs": self.procs,
+                "bandwidth_MiBps": self.bandwidth_MiBps, "servers": self.server_names,
+                "mapped_bytes": self.mapped_bytes.tolist(),
+                "device_bytes": None if self.device_bytes is None else self.device_bytes.tolist(),
+                "direct": self.direct}
+
+
+def _device_bytes(tb: Testbed, names: list[str]) -> np.ndarray | None:
+    """Bytes read + written per server device so far, from the testbed cgroup's statistics."""
+    if tb is None or not tb.cgroup or tb.cgroup_version != 1:
+        if tb is not None and tb.cgroup and tb.cgroup_version == 2:
+            return _device_bytes_v2(tb, names)
+        return None
+    try:
+        text = Path(tb.cgroup, "blkio.throttle.io_service_bytes").read_text()
+    except OSError:
+        return None
+    by_dev: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in ("Read", "Write"):
+            by_dev[parts[0]] = by_dev.get(parts[0], 0) + int(parts[2])
+    majmin = {s.name: s.majmin for s in tb.servers}
+    return np.array([by_dev.get(majmin.get(n, ""), 0) for n in names], dtype=np.int64)
+
+
+def _device_bytes_v2(tb: Testbed, names: list[str]) -> np.ndarray | None:
+    try:
+        text = Path(tb.cgroup, "io.stat").read_text()
+    except OSError:
+        return None
+    by_dev = {}
+    for line in text.splitlines():
+        parts = line.split()
+        kv = dict(p.split("=") for p in parts[1:] if "=" in p)
+        by_dev[parts[0]] = int(kv.get("rbytes", 0)) + int(kv.get("wbytes", 0))
+    majmin = {s.name: s.majmin for s in tb.servers}
+    return np.array([by_dev.get(majmin.get(n, ""), 0) for n in names], dtype=np.int64)
+
+
+def _bench_name(fname: str) -> str:
+    clean = "".join(c if c.isalnum() or c in "._-" else "_" for c in fname.strip("/")) or "file"
+    return PREFIX + clean
+
+
+def replay(trace, store_root, *, procs: int, layout=None, plan=None, prefill: bool = True, direct: bool = True,
+           keep: bool = False, progress=None) -> BenchResult:
+    """Replay ``trace`` through the store at ``store_root`` with ``procs`` workers (see module doc)."""
+    from ..layout import server_load
+    from ..store import Store
+
+    if procs < 1:
+        raise ParioError("--procs must be >= 1")
+    if len(trace) == 0:
+        raise ParioError("the trace has no requests")
+    if layout is None and plan is None:
+        raise ParioError("give --layout SPEC or --plan PLAN.json")
+    store = Store(store_root, direct=direct)
+    try:
+        system = store.system
+        server_dirs = getattr(store.backend, "server_dirs", [])
+        tb = find_testbed(server_dirs[0]) if server_dirs else None
+        layouts = {}
+        for fname in trace.files:
+            lay = plan.layout_for(fname) if plan is not None else None
+            lay = lay if lay is not None else layout
+            if lay is None:
+                raise ParioError(f"the plan has no layout for file {fname!r}; give --layout as the default")
+            layouts[fname] = lay
+        for u in sorted({s for lay in layouts.values() for s in lay.servers_used()}):
+            if u >= system.n:
+                raise ParioError(f"layout uses server {u} but the store has {system.n} servers")
+        # create + prefill (untimed)
+        ends = np.zeros(len(trace.files), dtype=np.int64)
+        np.maximum.at(ends, trace.file, trace.offset + trace.length)
+        chunk = 8 << 20
+        buf = mmap.mmap(-1, max(chunk, int(trace.length.max())))
+        buf.write(os.urandom(1 << 20) * (len(buf) >> 20))
+        files = {}
+        for k, fname in enumerate(trace.files):
+            name = _bench_name(fname)
+            if store.exists(name):
+                store.delete(name)
+            store.create(name, layouts[fname])
+            f = store.open(name)
+            files[k] = f
+            if prefill:
+                if progress:
+                    progress(f"prefill {name} ({int(ends[k])} B)")
+                for off in range(0, int(ends[k]), chunk):
+                    n = min(chunk, int(ends[k]) - off)
+                    f.write(off, memoryview(buf)[:n])
+                f.fsync()
+        os.sync()
+        # per-worker request lists, in trace order per rank
+        t = trace.sorted() if hasattr(trace, "sorted") else trace
+        worker = (t.rank % procs).astype(np.int64)
+        mapped = np.zeros(system.n, dtype=np.int64)
+        for k, fname in enumerate(trace.files):
+            sub = t.take(t.file == k)
+            if len(sub):
+                mapped += server_load(sub, layouts[fname], system.n)[0].astype(np.int64)
+        cols = (t.file.astype(np.int64), t.op.astype(np.int64), t.offset.astype(np.int64),
+                t.length.astype(np.int64), t.rank.astype(np.int64))
+        per_worker = [np.flatnonzero(worker == w) for w in range(procs)]
+        barrier = threading.Barrier(procs + 1)
+        errors: list[BaseException] = []
+        rank_done: dict[int, float] = {}
+        lock = threading.Lock()
+
+        def run(w: int) -> None:
+            idx = per_worker[w]
+            wb = mmap.mmap(-1, max(4096, int(trace.length.max())))
+            mv = memoryview(wb)
+            fcol, ocol, offcol, lcol, rcol = (c[idx] for c in cols)
+            from ..calibrate.storage import _raise_priority
+
+            _raise_priority()  # this worker thread only; see pario.calibrate.storage
+            try:
+                barrier.wait(timeout=120)
+                for i in range(len(idx)):
+                    f = files[int(fcol[i])]
+                    n = int(lcol[i])
+                    if ocol[i] == 0:
+                        f.readinto(int(offcol[i]), mv[:n])
+                    else:
+                        f.write(int(offcol[i]), mv[:n])
+                    with lock:
+                        rank_done[int(rcol[i])] = time.perf_counter()
+            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+                errors.append(exc)
+                barrier.abort()  # never leave the others waiting at the start barrier
+            finally:
+                mv.release()
+                wb.close()
+
+        ctx = enter(tb) if tb is not None and tb.cgroup else contextlib.nullcontext()
+        with ctx:
+            before = _device_bytes(tb, system.names)
+            threads = [threading.Thread(target=run, args=(w,), daemon=True) for w in range(procs)]
+            for th in threads:
+                th.start()
+            if progress:
+                progress(f"replaying {len(trace)} requests with {procs} workers")
+            try:
+                barrier.wait(timeout=120)
+            except threading.BrokenBarrierError:
+                pass  # a worker failed before the start; its error is reported below
+            t0 = time.perf_counter()
+            for th in threads:
+                th.join()
+            wall = time.perf_counter() - t0
+            for f in files.values():
+                f.fsync()
+            after = _device_bytes(tb, system.names)
+        if errors:
+            e = errors[0]
+            raise e if isinstance(e, ParioError) else ParioError(f"replay failed: {type(e).__name__}: {e}")
+        dev = None if before is None or after is None else after - before
+        for f in files.values():
+            f.close()
+        if not keep:
+            for fname in trace.files:
+                with contextlib.suppress(ParioError):
+                    store.delete(_bench_name(fname))
+        buf.close()
+        return BenchResult(wall_s=wall, requests=len(trace), bytes=int(trace.length.sum()), procs=procs,
+                           server_names=list(system.names), mapped_bytes=mapped, device_bytes=dev,
+                           rank_time_s={r: v - t0 for r, v in rank_done.items()}, direct=direct)
+    finally:
+        store.close()

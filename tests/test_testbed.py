@@ -1,0 +1,190 @@
+"""Testbed: clear refusal without root, state handling, nominal profile, and (as root with
+loop devices and a blkio/io cgroup) a full up → calibrate → replay → down cycle that must
+leave no loop device, mount or cgroup behind."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pario import ParioError
+from pario.system import load_system
+from pario.testbed import core
+from pario.testbed.core import Testbed, TestbedServer
+
+
+def _can_build() -> bool:
+    try:
+        core.check_support()
+        return True
+    except ParioError:
+        return False
+
+
+needs_root = pytest.mark.skipif(not _can_build(), reason="needs root, loop devices and a blkio/io cgroup")
+
+
+def test_without_root_one_clear_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ParioError) as ei:
+        core.up(tmp_path / "tb", hdd=1, ssd=1)
+    msg = str(ei.value)
+    assert "root" in msg and "\n" not in msg
+    assert not (tmp_path / "tb").exists()
+
+
+def test_not_a_testbed(tmp_path):
+    with pytest.raises(ParioError, match="not a pario testbed"):
+        core.load_state(tmp_path)
+    with pytest.raises(ParioError, match="not a pario testbed"):
+        core.down(tmp_path)
+    assert core.find_testbed(tmp_path) is None
+
+
+def test_state_round_trip_and_find(tmp_path):
+    tb = Testbed(dir=str(tmp_path), size=64 << 20, cgroup="/sys/fs/cgroup/blkio/pario-x", servers=[
+        TestbedServer("H0", "hdd", 250, 120 << 20, str(tmp_path / "pario-H0.img"), mount=str(tmp_path / "H0")),
+        TestbedServer("S0", "ssd", 4000, 500 << 20, str(tmp_path / "pario-S0.img"), write_bps=400 << 20)])
+    tb.save()
+    (tmp_path / "H0" / "deep").mkdir(parents=True)
+    back = core.find_testbed(tmp_path / "H0" / "deep")
+    assert back == tb
+    assert back.server("S0").limits() == {"read_iops": 4000, "write_iops": 4000, "read_bps": 500 << 20,
+                                           "write_bps": 400 << 20}
+
+
+def test_nominal_profile_is_one_over_the_limits(tmp_path):
+    tb = Testbed(dir=str(tmp_path), size=64 << 20, servers=[
+        TestbedServer("H0", "hdd", 200, 100 << 20, "x"), TestbedServer("S0", "ssd", 5000, 400 << 20, "y",
+                                                                        write_iops=2500)])
+    tb.save()
+    sysm = core.nominal_system(tb)
+    p = tmp_path / "n.toml"
+    p.write_text(sysm.to_toml())
+    s = load_system(p)
+    assert s.names == ["H0", "S0"]
+    assert s.servers[0].alpha_for(0, False) == pytest.approx(1 / 200)
+    assert s.servers[0].beta_for(1) == pytest.approx(1 / (100 << 20))
+    assert s.servers[1].alpha_for(1, True) == pytest.approx(1 / 2500)
+    assert s.servers[1].alpha_for(0, True) == pytest.approx(1 / 5000)
+
+
+def test_cli_registers_and_rejects(tmp_path):
+    from pario.cli import bench_cmd, testbed_cmd
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    testbed_cmd.register(sub)
+    bench_cmd.register(sub)
+    args = parser.parse_args(["testbed", "status", str(tmp_path)])
+    with pytest.raises(ParioError, match="not a pario testbed"):
+        args.func(args)
+    args = parser.parse_args(["bench", "run", "t.csv", "--store", str(tmp_path), "--layout", "fixed:64k"])
+    with pytest.raises(ParioError, match="not a pario store"):
+        args.func(args)
+
+
+def _leftovers(d: Path) -> list[str]:
+    out = []
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    out += [line for line in loops.splitlines() if str(d) in line]
+    with open("/proc/mounts") as f:
+        out += [line for line in f if str(d) in line]
+    h = core.cgroup_hierarchy()
+    if h:
+        out += [n for n in os.listdir(h[1]) if n == core._cgroup_name(d.resolve())]
+    return out
+
+
+@needs_root
+def test_up_calibrate_replay_down_leaves_nothing(tmp_path):
+    """The CI cycle: tiny testbed, short calibration, one replay, teardown without leftovers."""
+    from pario.calibrate.core import calibrate, parse_target
+    from pario.store import init_store
+    from pario.testbed.bench import replay
+    from pario.workload.ior import ior
+    from pario.layout import parse_layout
+
+    d = tmp_path / "pario-ci-tb"
+    iops_h, bps_h, iops_s, bps_s = 200, 64 << 20, 2000, 256 << 20
+    try:
+        tb = core.up(d, hdd=1, ssd=1, hdd_iops=iops_h, hdd_bps=bps_h, ssd_iops=iops_s, ssd_bps=bps_s, size=48 << 20)
+        st = core.status(d)
+        assert st["healthy"]
+        assert st["servers"][0]["throttle"] == {"read_iops": iops_h, "write_iops": iops_h, "read_bps": bps_h,
+                                                "write_bps": bps_h}
+        # short calibration: α from the IOPS limit, β from the bandwidth limit (loose bounds: short run)
+        cal = calibrate([parse_target(f"H0={d}/H0"), parse_target(f"S0={d}/S0")], sizes=[4096, 1 << 20, 4 << 20],
+                        reps=2, min_time=0.25, file_size=16 << 20, network="tcp", net_reps=3, max_residual=0.5)
+        h, s = cal.system.servers
+        assert (h.kind, s.kind) == ("hdd", "ssd")
+        assert h.alpha_for(0, False) == pytest.approx(1 / iops_h, rel=0.35)
+        assert h.beta_for(1) == pytest.approx(1 / bps_h, rel=0.35)
+        assert s.alpha_for(1, False) == pytest.approx(1 / iops_s, rel=0.35)
+        assert s.beta_for(0) == pytest.approx(1 / bps_s, rel=0.35)
+        # one replay through a store on the testbed's servers
+        init_store(d / "store", cal.system, {"H0": str(d / "H0"), "S0": str(d / "S0")})
+        trace = ior(procs=2, xfer=256 << 10, block=1 << 20, pattern="random", op="write")
+        lay = parse_layout("fixed:64k", cal.system)
+        res = replay(trace, d / "store", procs=2, layout=lay)
+        assert res.bytes == 2 << 20
+        assert int(res.mapped_bytes.sum()) == res.bytes  # conservation of the mapping
+        # O_DIRECT: what reached each device is at least what the layout maps there (ext4 may add metadata)
+        assert res.device_bytes is not None and np.all(res.device_bytes >= res.mapped_bytes)
+        assert np.all(res.device_bytes <= res.mapped_bytes + (256 << 10))
+        assert tb.cgroup and os.path.isdir(tb.cgroup)
+    finally:
+        if (d / core.STATE_FILE).exists():
+            core.down(d)
+    assert _leftovers(d) == []
+    assert not list(d.glob("pario-*.img")) if d.exists() else True
+
+
+@needs_root
+def test_down_after_crash_midway(tmp_path, monkeypatch):
+    """A failure inside up (here: mount refused) is cleaned up, and a stale state is released by down."""
+    d = tmp_path / "pario-crash"
+    real = core._run
+
+    def failing(args, what):
+        if args[0] == "mount":
+            raise ParioError("simulated mount failure")
+        return real(args, what)
+
+    monkeypatch.setattr(core, "_run", failing)
+    with pytest.raises(ParioError, match="simulated"):
+        core.up(d, hdd=1, ssd=0, size=32 << 20)
+    assert _leftovers(d) == []
+    monkeypatch.setattr(core, "_run", real)
+    # now simulate a crash: up completes, then the state survives but the process is gone
+    core.up(d, hdd=1, ssd=1, size=32 << 20)
+    core.down(d)
+    assert _leftovers(d) == []
+
+
+@needs_root
+@pytest.mark.slow
+def test_calibrate_recovers_throttle_within_20_percent(tmp_path):
+    """Must-show: 2 HDD-like + 2 SSD-like servers; α ≈ 1/IOPS and β ≈ 1/BPS within 20 %."""
+    from pario.calibrate.core import calibrate, parse_target
+
+    d = tmp_path / "pario-2h2s"
+    try:
+        core.up(d, hdd=2, ssd=2, size=160 << 20)
+        nominal = core.nominal_system(d)
+        cal = calibrate([parse_target(f"{n}={d}/{n}") for n in ("H0", "H1", "S0", "S1")], reps=3,
+                        file_size=64 << 20, network="none")
+        for m, ref in zip(cal.system.servers, nominal.servers):
+            for op in (0, 1):
+                assert m.beta_for(op) == pytest.approx(ref.beta_for(op), rel=0.2), (m.name, op)
+                for seq in (True, False):
+                    assert m.alpha_for(op, seq) == pytest.approx(ref.alpha_for(op, seq), rel=0.2), (m.name, op, seq)
+    finally:
+        if (d / core.STATE_FILE).exists():
+            core.down(d)
+    assert _leftovers(d) == []
