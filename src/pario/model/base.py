@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..jsonutil import plain
 from ..layout import Layout, parse_layout
 from .batches import batch_ids
 
@@ -53,7 +54,7 @@ class Cost:
             "batches": int(self.batches),
         }
         if self.details:
-            d["details"] = _plain(self.details)
+            d["details"] = plain(self.details)
         return d
 
     def __add__(self, other: "Cost") -> "Cost":
@@ -67,17 +68,6 @@ class Cost:
     def zero(n_servers: int) -> "Cost":
         return Cost(0.0, np.zeros(n_servers), 0, np.zeros(0), {})
 
-
-def _plain(obj):
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
 
 
 def resolve_layout(layout, system):

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..layout import Grouped, Striped
 from .base import Cost, CostModel, resolve_layout
-from .common import batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts, per_server_busy
+from .common import ClosedFormModel, batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts, per_server_busy
 
 
 def ci_layout_cost(p, s, n, g, m, e, v, alpha, beta):
@@ -74,7 +74,7 @@ def servers_per_request(leaf, r: np.ndarray) -> tuple[np.ndarray, int]:
     return k, n
 
 
-class CILayoutModel(CostModel):
+class CILayoutModel(ClosedFormModel):
     """CI-LAYOUT (seed 002 §3) with the SPEC §2.1 reconstruction of Table 2 (see module doc)."""
 
     name = "ci-layout"
@@ -100,19 +100,3 @@ class CILayoutModel(CostModel):
                 T[key][rows] = out[key]
         return bid, p, nb, T, seq
 
-    def request_costs(self, trace, layout, system, *, batches=None, by="auto") -> np.ndarray:
-        _, p, _, T, _ = self.request_terms(trace, layout, system, batches=batches, by=by)
-        return T["T"] / np.maximum(p, 1)
-
-    def trace_cost(self, trace, layout, system, *, batches=None, by="auto") -> Cost:
-        layout = resolve_layout(layout, system)
-        if len(trace) == 0:
-            return Cost.zero(system.n)
-        bid, p, nb, T, seq = self.request_terms(trace, layout, system, batches=batches, by=by)
-        per_batch = np.bincount(bid, weights=T["T"] / p, minlength=nb)
-        details = {k: float(np.sum(v / p)) for k, v in T.items() if k != "T"}
-        return Cost(float(per_batch.sum()), per_server_busy(trace, layout, system, seq.astype(bool)), nb,
-                    per_batch, details)
-
-    def batch_cost(self, batch, layout, system) -> Cost:
-        return self.trace_cost(batch, layout, system, batches=np.zeros(len(batch), dtype=np.int64))

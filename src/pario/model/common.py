@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import ParioError
 from ..layout import ExtentMap, Grouped, Layout, Regions, Striped, layout_for_files, map_trace
+from .base import Cost, CostModel, resolve_layout
 from .batches import batch_ids, ranks_per_batch
 
 PATTERNS = ("auto", "random", "sequential")
@@ -103,3 +104,32 @@ def per_request_layouts(trace, layout):
 def leaf_check(leaf: Layout) -> None:
     if not isinstance(leaf, (Striped, Grouped)):
         raise ParioError(f"closed-form models cannot price a {type(leaf).__name__} layout")
+
+
+class ClosedFormModel(CostModel):
+    """Shared trace/batch/request costs of the closed-form models (CI-LAYOUT, PADP/PSA).
+
+    Subclasses implement ``request_terms(trace, layout, system, *, batches, by)`` returning
+    ``(batch ids, p per request, number of batches, terms dict with "T", sequential mask)``;
+    a batch costs Σ_i T_i / p (the round time of its p concurrent requests).
+    """
+
+    def request_terms(self, trace, layout, system, *, batches=None, by="auto"):
+        raise NotImplementedError
+
+    def request_costs(self, trace, layout, system, *, batches=None, by="auto") -> np.ndarray:
+        _, p, _, T, _ = self.request_terms(trace, layout, system, batches=batches, by=by)
+        return T["T"] / np.maximum(p, 1)
+
+    def trace_cost(self, trace, layout, system, *, batches=None, by="auto") -> Cost:
+        layout = resolve_layout(layout, system)
+        if len(trace) == 0:
+            return Cost.zero(system.n)
+        bid, p, nb, T, seq = self.request_terms(trace, layout, system, batches=batches, by=by)
+        per_batch = np.bincount(bid, weights=T["T"] / p, minlength=nb)
+        details = {k: float(np.sum(v / p)) for k, v in T.items() if k != "T"}
+        return Cost(float(per_batch.sum()), per_server_busy(trace, layout, system, seq.astype(bool)), nb,
+                    per_batch, details)
+
+    def batch_cost(self, batch, layout, system) -> Cost:
+        return self.trace_cost(batch, layout, system, batches=np.zeros(len(batch), dtype=np.int64))

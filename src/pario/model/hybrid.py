@@ -32,7 +32,7 @@ import numpy as np
 from .. import ParioError
 from ..layout import Grouped, Striped
 from .base import Cost, CostModel, resolve_layout
-from .common import batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts, per_server_busy
+from .common import ClosedFormModel, batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts, per_server_busy
 
 
 def hybrid_request_cost(p, c, m, n, h, s, r, e, t, alpha_h, beta_h, alpha_s, beta_s, *, three_term=True):
@@ -83,7 +83,7 @@ def layout_kinds(leaf, system) -> dict:
             "W": sum(w for _, w in hs) + sum(w for _, w in ss)}
 
 
-class HybridModel(CostModel):
+class HybridModel(ClosedFormModel):
     """PADP/PSA closed-form model applied to a trace (see module docstring).
 
     Parameters: ``pattern`` = auto|random|sequential (which α: ``auto`` uses the sequential
@@ -121,19 +121,3 @@ class HybridModel(CostModel):
                 T[key][rows] = out[key]
         return bid, p, nb, T, seq
 
-    def request_costs(self, trace, layout, system, *, batches=None, by="auto") -> np.ndarray:
-        bid, p, nb, T, _ = self.request_terms(trace, layout, system, batches=batches, by=by)
-        return T["T"] / np.maximum(p, 1)
-
-    def trace_cost(self, trace, layout, system, *, batches=None, by="auto") -> Cost:
-        layout = resolve_layout(layout, system)
-        if len(trace) == 0:
-            return Cost.zero(system.n)
-        bid, p, nb, T, seq = self.request_terms(trace, layout, system, batches=batches, by=by)
-        per_batch = np.bincount(bid, weights=T["T"] / p, minlength=nb)
-        details = {k: float(np.sum(v / p)) for k, v in T.items() if k != "T"}
-        return Cost(float(per_batch.sum()), per_server_busy(trace, layout, system, seq.astype(bool)), nb,
-                    per_batch, details)
-
-    def batch_cost(self, batch, layout, system) -> Cost:
-        return self.trace_cost(batch, layout, system, batches=np.zeros(len(batch), dtype=np.int64))

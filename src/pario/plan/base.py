@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from .. import ParioError
+from ..jsonutil import plain
 from ..layout import Layout, layout_from_dict, layout_to_dict
 
 PLAN_VERSION = 1
@@ -139,30 +140,29 @@ class Plan:
 
     @classmethod
     def load(cls, path, system) -> "Plan":
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise ParioError(f"plan file {str(p)!r} does not exist") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ParioError(f"{p}: not a JSON plan ({exc})") from None
-        return cls.from_dict(data, system)
+        return cls.from_dict(read_plan_json(path), system)
+
+
+def read_plan_json(path) -> dict:
+    """The JSON object of a plan file; a missing or unreadable file is a one-line ParioError."""
+    p = Path(path)
+    try:
+        return json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ParioError(f"plan file {str(p)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ParioError(f"{p}: not a JSON plan ({exc})") from None
 
 
 def _plain(obj):
+    """:func:`pario.jsonutil.plain`, refusing layouts (they belong in layouts / replicas)."""
+    if isinstance(obj, Layout):
+        raise TypeError("put layouts in Plan.layouts / Plan.replicas, not in details")
     if isinstance(obj, dict):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _plain(obj.tolist())
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, Layout):
-        raise TypeError("put layouts in Plan.layouts / Plan.replicas, not in details")
-    return obj
+    return plain(obj)
 
 
 class Planner:

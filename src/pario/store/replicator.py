@@ -21,7 +21,6 @@ continues from the RMT (what is covered is done).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass
@@ -88,17 +87,10 @@ class ReplicaSpec:
 
 def specs_from_plan(plan, store: Store) -> list[ReplicaSpec]:
     """Replica specs of a plan (path, dict or Plan), checked against the store."""
-    from ..plan.base import Plan
+    from ..plan.base import Plan, read_plan_json
 
     if isinstance(plan, (str, Path)):
-        p = Path(plan)
-        try:
-            data = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise ParioError(f"plan file {str(p)!r} does not exist") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ParioError(f"{p}: not a JSON plan ({exc})") from None
-        plan = data
+        plan = read_plan_json(plan)
     if isinstance(plan, dict):
         sysname = plan.get("system")
         if sysname and sysname != store.system.name:
