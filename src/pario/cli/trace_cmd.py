@@ -109,7 +109,7 @@ def _rank_ranges(ranks: list[int]) -> str:
 
 def _cmd_show(args) -> int:
     from ..trace.summary import summarize
-    from .common import console, print_json
+    from .common import print_json
 
     with _warnings_as_lines():
         trace = _load_any(args.trace, args.module)

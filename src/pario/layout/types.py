@@ -14,7 +14,7 @@ Servers are referred to by their index in :attr:`pario.system.System.servers`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..layout import Grouped, Striped
-from .base import Cost, CostModel, resolve_layout
-from .common import ClosedFormModel, batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts, per_server_busy
+from .base import resolve_layout
+from .common import ClosedFormModel, batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts
 
 
 def ci_layout_cost(p, s, n, g, m, e, v, alpha, beta):

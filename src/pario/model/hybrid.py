@@ -30,9 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ParioError
-from ..layout import Grouped, Striped
-from .base import Cost, CostModel, resolve_layout
-from .common import ClosedFormModel, batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts, per_server_busy
+from ..layout import Grouped
+from .base import resolve_layout
+from .common import ClosedFormModel, batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts
 
 
 def hybrid_request_cost(p, c, m, n, h, s, r, e, t, alpha_h, beta_h, alpha_s, beta_s, *, three_term=True):

@@ -33,7 +33,6 @@ from scipy.optimize import linprog
 
 from .. import ParioError
 from ..layout import Striped
-from ..model.batches import batch_ids
 from ..model.common import batch_context, kind_params, pattern_mask
 from ..model.hybrid import HybridModel, hybrid_request_cost
 from .base import Plan, Planner

@@ -174,7 +174,7 @@ class PSAPlanner(Planner):
                 extra["RANDOM1"] = (32 * 1024, 96 * 1024)
                 extra["RANDOM2"] = (96 * 1024, 32 * 1024)
                 cls = max(trace_classes(trace, system, rows, bid, p, c, seq), key=lambda d: d["bytes"])
-                o, sq = cl_o, cl_sq = cls["op"], int(cls["sequential"])
+                o, sq = cls["op"], int(cls["sequential"])
                 pa = solve_padp(p=cls["p"], c=cls["c"], m=m, n=n, r=cls["size"], e=system.network.e,
                                 t=system.network.t, alpha_h=ah[o, sq], beta_h=bh[o], alpha_s=as_[o, sq], beta_s=bs[o],
                                 three_term=prm["three_term"], granularity=g)
