@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import ParioError
 from ..units import format_size
 from .common import console, load_trace_arg, print_json
+from ..arrays import unique
 
 
 def register(subparsers) -> None:
@@ -64,7 +65,7 @@ def _run(args) -> int:
         from ..plan.base import Plan
 
         plan = Plan.load(args.plan, store_system)
-    procs = args.procs or int(len(np.unique(trace.rank)))
+    procs = args.procs or int(len(unique(trace.rank)))
     res = replay(trace, args.store, procs=procs, layout=layout, plan=plan, prefill=not args.no_prefill,
                  direct=not args.buffered, keep=args.keep,
                  progress=None if args.json else (lambda m: console.print(f"[dim]{m}[/]")))

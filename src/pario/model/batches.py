@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import unique
 from .. import ParioError
 
 BATCHINGS = ("auto", "time", "order", "all", "request")
@@ -90,7 +91,7 @@ def ranks_per_batch(rank: np.ndarray, bid: np.ndarray, n_batches: int | None = N
     nb = int(bid.max()) + 1 if n_batches is None and len(bid) else (n_batches or 0)
     if len(bid) == 0:
         return np.zeros(nb, dtype=np.int64)
-    key = np.unique(bid.astype(np.int64) * (int(rank.max()) + 1) + rank)
+    key = unique(bid.astype(np.int64) * (int(rank.max()) + 1) + rank)
     return np.bincount(key // (int(rank.max()) + 1), minlength=nb).astype(np.int64)
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import unique
 from .. import ParioError
 from ..layout import map_trace
 from .base import Cost, CostModel, resolve_layout
@@ -101,7 +102,7 @@ class DistributionModel(CostModel):
         contig[idx] = contig_sorted
 
         q = np.bincount(key, minlength=size).astype(float)
-        pair = np.unique(key * (int(rank.max()) + 1) + rank)
+        pair = unique(key * (int(rank.max()) + 1) + rank)
         p = np.bincount(pair // (int(rank.max()) + 1), minlength=size).astype(float)
         k = np.bincount(key, weights=(~contig).astype(float), minlength=size)
 

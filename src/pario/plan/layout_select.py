@@ -30,10 +30,11 @@ from ..model import get_model
 from ..model.batches import batch_ids
 from ..model.ci_layout import classic_layouts
 from .base import Plan, Planner
+from ..arrays import unique
 
 
 def dominant_size(lengths: np.ndarray) -> int:
-    sizes, inv = np.unique(lengths, return_inverse=True)
+    sizes, inv = unique(lengths, return_inverse=True)
     return int(sizes[np.argmax(np.bincount(inv.ravel(), weights=lengths.astype(float)))])
 
 

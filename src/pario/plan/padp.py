@@ -36,6 +36,7 @@ from ..layout import Striped
 from ..model.common import batch_context, kind_params, pattern_mask
 from ..model.hybrid import HybridModel, hybrid_request_cost
 from .base import Plan, Planner
+from ..arrays import unique
 
 NET_TERMS = ("crt", "pst", "pht")
 STO_TERMS = ("H", "S")
@@ -150,12 +151,12 @@ def trace_classes(trace, system, rows, bid, p, c, seq) -> list[dict]:
     out = []
     op = trace.op[rows]
     L = trace.length[rows]
-    for o in np.unique(op):
-        for size in np.unique(L[op == o]):
+    for o in unique(op):
+        for size in unique(L[op == o]):
             sel = rows[(op == o) & (L == size)]
             if size <= 0:
                 continue
-            pv, pc = np.unique(p[sel], return_counts=True)
+            pv, pc = unique(p[sel], return_counts=True)
             pk = int(pv[np.argmax(pc)])
             out.append({"op": int(o), "size": int(size), "count": int(len(sel)), "bytes": int(size) * len(sel),
                         "p": pk, "c": int(min(system.procs_per_node, pk)),

@@ -44,6 +44,7 @@ from ..model.common import batch_context, pattern_mask
 from ..model.hybrid import HybridModel, hybrid_request_cost
 from .base import Plan, Planner
 from .padp import solve_padp, system_kinds, trace_classes
+from ..arrays import unique
 
 SEARCHES = ("paper", "exact")
 
@@ -162,7 +163,7 @@ class PSAPlanner(Planner):
             if len(rows) == 0:
                 continue
             L = trace.length[rows]
-            sizes, inv = np.unique(L, return_inverse=True)
+            sizes, inv = unique(L, return_inverse=True)
             S = int(sizes[np.argmax(np.bincount(inv.ravel(), weights=L))])
             if S <= 0:
                 continue

@@ -21,6 +21,7 @@ from ..units import parse_size
 from .engine import simulate_core
 from .routing import OBJ_DATAFILES, Routing, route
 from .twophase import plan_call
+from ..arrays import unique
 
 MB = float(1 << 20)  # bandwidth unit: MiB/s, as the profiles' β (1/120 MiB/s)
 TIMINGS = ("blocking", "trace")
@@ -128,7 +129,7 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
     if len(trace) == 0:
         raise ParioError("the trace has no requests")
     ppn = int(system.procs_per_node)
-    ranks = np.unique(trace.rank)
+    ranks = unique(trace.rank)
     if ranks.min() < 0:
         raise ParioError("trace has negative ranks")
     n_nodes = int(ranks.max()) // ppn + 1
@@ -153,7 +154,7 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
         cr, ct = meta["client_ranks"], meta["client_time_fn"](phase_end)
     else:
         rr = meta["req_rank"]
-        cr = np.unique(rr)
+        cr = unique(rr)
         ct = np.zeros(len(cr))
         np.maximum.at(ct, np.searchsorted(cr, rr), np.nan_to_num(req_done))
     res = SimResult(
@@ -256,7 +257,7 @@ def _build_collective(trace, system, rt, n_nodes, aggregators, cb, order, align)
                 if stg == "io":
                     sel = np.flatnonzero(cp.io_cycle == c)
                     aggs = cp.io_agg[sel]
-                    for a in np.unique(aggs):
+                    for a in unique(aggs):
                         ss = sel[aggs == a]
                         req_ops.append(op)
                         req_phase.append(phase)
@@ -271,7 +272,7 @@ def _build_collective(trace, system, rt, n_nodes, aggregators, cb, order, align)
                 else:
                     sel = np.flatnonzero(exc == c)
                     aggs = exa[sel]
-                    for a in np.unique(aggs):
+                    for a in unique(aggs):
                         ss = sel[aggs == a]
                         req_ops.append(op)
                         req_phase.append(phase)
@@ -301,14 +302,14 @@ def _build_collective(trace, system, rt, n_nodes, aggregators, cb, order, align)
         np.repeat(np.arange(n_req), counts).astype(np.int64), cat(s_link_a, np.int32), cat(s_link_b, np.int32),
         cat(s_server, np.int32), cat(s_local, np.int64), cat(s_len, np.int64), cat(s_obj, np.int64),
     )
-    ranks = np.unique(trace.rank)
+    ranks = unique(trace.rank)
 
     def client_time(phase_end):
         t = np.zeros(len(ranks))
         for rows, last in call_end_phase:
             if last < 0:
                 continue
-            idx = np.searchsorted(ranks, np.unique(trace.rank[rows]))
+            idx = np.searchsorted(ranks, unique(trace.rank[rows]))
             t[idx] = np.maximum(t[idx], phase_end[last])
         return t
 

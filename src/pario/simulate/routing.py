@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import ParioError
 from ..layout import ExtentMap, Layout, SubRequests, map_requests
+from ..arrays import unique
 
 OBJ_DATAFILES = 1 << 16
 
@@ -84,7 +85,7 @@ def route(trace, system, routing: "Routing | Layout | dict") -> tuple[SubRequest
     if not isinstance(routing, Routing):
         routing = Routing(layouts=routing)
     files = trace.files
-    used = set(np.unique(trace.file).tolist()) if len(trace) else set()
+    used = set(unique(trace.file).tolist()) if len(trace) else set()
     if isinstance(routing.layouts, Layout):
         originals = [routing.layouts] * len(files)
     elif isinstance(routing.layouts, dict):

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .. import ParioError
+from ..arrays import unique
 
 READ = 0
 WRITE = 1
@@ -252,7 +253,7 @@ class Trace:
             if len(t):
                 shift = np.array([base.get(int(r), 0) for r in range(t.nranks)], dtype=np.int64)
                 order += shift[t.cols["rank"]]
-                for r in np.unique(t.cols["rank"]):
+                for r in unique(t.cols["rank"]):
                     m = t.cols["rank"] == r
                     base[int(r)] = int(order[m].max()) + 1
             for k in COLUMNS:

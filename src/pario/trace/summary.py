@@ -10,6 +10,7 @@ import numpy as np
 from ..units import format_size
 from .core import READ, WRITE, Trace
 from .patterns import int_bincount, pattern_map
+from ..arrays import unique
 
 
 def size_histogram(length: np.ndarray, op: np.ndarray) -> list[dict]:
@@ -64,7 +65,7 @@ def summarize(trace: Trace) -> dict:
     ranks_f = np.zeros(nf, dtype=np.int64)
     if n:
         nr = trace.nranks
-        pairs = np.unique(file.astype(np.int64) * nr + rank)  # distinct (file, rank)
+        pairs = unique(file.astype(np.int64) * nr + rank)  # distinct (file, rank)
         ranks_f = np.bincount(pairs // nr, minlength=nf)
     files = [
         {"name": trace.files[i], "requests": int(req_f[i]), "bytes_read": int(br_f[i]),
@@ -81,7 +82,7 @@ def summarize(trace: Trace) -> dict:
     patterns = {str(r): files_ for r, files_ in pattern_map(trace).items()}
     return {
         "ranks": trace.nranks,
-        "ranks_with_io": int(np.unique(rank).size),
+        "ranks_with_io": int(unique(rank).size),
         "requests": n,
         "reads": int((op == READ).sum()),
         "writes": int((op == WRITE).sum()),

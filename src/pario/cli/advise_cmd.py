@@ -1,0 +1,192 @@
+"""``pario advise TRACE --system P [--schemes LIST|all] [--space SIZE] [--json] [-o PLAN.json]``.
+
+Runs the planners of the chosen schemes (:mod:`pario.plan.schemes`) on one trace and shows,
+per scheme, the chosen layout or replicas, the predicted time, every baseline's time and
+the improvement over it (T_baseline / T_plan − 1, in %, the papers' "improvement").
+
+Schemes price their plans with their own model (PADP/PSA: the hybrid closed form, ...);
+to compare schemes every plan is also priced by the distribution model (CEDA seed 000 §3,
+the general evaluator: ``distribution_s``) and the best scheme is the least of those.
+
+``-o PLAN.json`` writes the plan of the best scheme to ``PLAN.json``;
+with more than one scheme every scheme's plan is also written to ``PLAN.<scheme>.json``
+(e.g. ``plan.json`` → ``plan.ceda.json``).  JSON (``--json``)::
+
+    {"schemes": {NAME: {"plan": PLAN, "predicted_s": float, "baselines": {NAME: float},
+                        "distribution_s": float | null, "plan_seconds": float}},
+     "skipped": {NAME: "reason"}, "best": NAME | null}
+
+A scheme whose planner is not available, or that does not apply (e.g. PADP on a system
+without SSDs), is listed under ``skipped`` with the reason; when every requested scheme
+is skipped the command fails.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+from .. import ParioError
+from ..layout import describe
+from ..system import load_system
+from ..units import format_size
+from .common import console, load_trace_arg, print_json, size_arg
+
+
+def register(sub) -> None:
+    p = sub.add_parser("advise", help="plan layouts / replicas with every scheme and compare predicted times")
+    p.add_argument("trace", metavar="TRACE")
+    p.add_argument("--system", required=True, metavar="P", help="built-in profile name or TOML file")
+    p.add_argument("--schemes", default="all", metavar="LIST",
+                   help="comma list of ci-layout,padp,psa,ceda,hybrid or 'all' (default)")
+    p.add_argument("--space", type=size_arg, default=None, metavar="SIZE",
+                   help="replica space budget (ceda, hybrid), e.g. 512m; default unlimited")
+    p.add_argument("--original", default=None, metavar="SPEC",
+                   help="the files' current layout, the ORIG baseline of ceda/hybrid (default fixed:64K)")
+    p.add_argument("--model", default=None, metavar="NAME",
+                   help="cost model for planners that take one (distribution, ci-layout, hybrid)")
+    p.add_argument("--by", default=None, choices=("auto", "time", "order", "all", "request"),
+                   help="how the trace becomes batches of concurrent requests (default auto)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-o", "--output", default=None, metavar="PLAN.json", help="write the best plan (and one per scheme)")
+    p.set_defaults(func=_advise)
+
+
+def run_advise(trace, system, schemes, *, space=None, original=None, model=None, by=None):
+    """Plan every scheme: (name → (Plan, seconds), name → skip reason)."""
+    from ..plan.schemes import make_planner, planner_class
+
+    plans, skipped = {}, {}
+    for name in schemes:
+        if planner_class(name) is None:
+            skipped[name] = "planner not available in this build"
+            continue
+        try:
+            planner = make_planner(name, original=original, model=model, by=by)
+            t0 = time.perf_counter()
+            plan = planner.plan(trace, system, budget=space)
+            plans[name] = (plan, time.perf_counter() - t0)
+        except ParioError as exc:
+            skipped[name] = str(exc)
+    return plans, skipped
+
+
+def common_time(plan, trace, system, by=None) -> float | None:
+    """The plan's time under the distribution model (CEDA seed 000 §3, SPEC §2.3: the general
+    evaluator), so that schemes priced by different models can be compared.  None for a
+    plan routed per request by another model."""
+    from ..layout import Layout
+    from ..model import DistributionModel
+    from ..model.batches import batch_ids
+
+    own = (plan.params.get("model") == "distribution" and not plan.params.get("model_params")
+           and plan.params.get("by", "auto") == (by or "auto") and plan.predicted_s is not None)
+    if own:  # already priced by the distribution model with the same batches
+        return float(plan.predicted_s)
+    if any(r.get("rule") == "cheapest" for r in plan.routing):
+        return None
+    lay: dict[str, Layout] = {}
+    default = plan.layouts.get("*")
+    for f in trace.files:
+        lf = plan.layouts.get(f, default)
+        reps = [r for r in plan.replicas.get(f, []) if r.get("layout") is not None]
+        routed = any(r.get("rule") == "replica" and r.get("file") in (f, "*") for r in plan.routing)
+        if reps and routed:
+            lf = reps[0]["layout"]
+        if lf is None:
+            return None
+        lay[f] = lf
+    if not lay:
+        return 0.0
+    return float(DistributionModel().trace_cost(trace, lay, system, batches=batch_ids(trace, by or "auto")).predicted_s)
+
+
+def summary(plan, system) -> str:
+    """One-line description of a plan's layouts and replicas."""
+    parts = []
+    for f, lay in plan.layouts.items():
+        parts.append(f"{'' if f == '*' else f + ': '}{describe(lay, system)}")
+    for f, reps in plan.replicas.items():
+        for r in reps:
+            lay = r["layout"]
+            head = "" if f == "*" else f"{f}: "
+            if getattr(lay, "kind", "") == "extents":
+                npat = len(r.get("patterns", []))
+                parts.append(f"{head}{r['name']} replica of {npat} pattern(s), {format_size(int(lay.length.sum()))}, "
+                             f"{len(lay)} extents")
+            else:
+                parts.append(f"{head}replica {r['name']}: {describe(lay, system)}")
+    if plan.routing and any(r.get("rule") == "cheapest" for r in plan.routing):
+        parts.append("route: cheapest replica")
+    return "; ".join(parts) if parts else "(unchanged)"
+
+
+def _advise(args) -> int:
+    from ..plan.schemes import parse_schemes
+
+    system = load_system(args.system)
+    schemes = parse_schemes(args.schemes)
+    trace = load_trace_arg(args.trace)
+    plans, skipped = run_advise(trace, system, schemes, space=args.space, original=args.original,
+                                model=args.model, by=args.by)
+    if not plans:
+        raise ParioError("no scheme could plan this trace: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
+    common = {name: common_time(plan, trace, system, args.by) for name, (plan, _) in plans.items()}
+    inf = float("inf")
+    best = min(plans, key=lambda k: (common[k] if common[k] is not None else inf,
+                                     plans[k][0].predicted_s if plans[k][0].predicted_s is not None else inf))
+    if args.output:
+        out = Path(args.output)
+        plans[best][0].save(out, system)
+        if len(plans) > 1:
+            for name, (plan, _) in plans.items():
+                plan.save(out.with_name(f"{out.stem}.{name}{out.suffix or '.json'}"), system)
+    if args.json:
+        print_json({
+            "schemes": {name: {"plan": plan.to_dict(system), "predicted_s": float(plan.predicted_s),
+                               "baselines": {k: float(v) for k, v in plan.baselines.items()},
+                               "distribution_s": common[name], "plan_seconds": secs}
+                        for name, (plan, secs) in plans.items()},
+            "skipped": skipped,
+            "best": best,
+        })
+        return 0
+    console.print(f"[bold]pario advise[/bold] {args.trace}: {len(trace)} requests, {len(trace.files)} file(s), "
+                  f"system {system.name} ({system.n} servers)"
+                  + (f", replica space {format_size(args.space)}" if args.space is not None else ""))
+    for name, (plan, secs) in plans.items():
+        tab = Table(title=f"{name}: {summary(plan, system)}", title_justify="left", show_lines=False)
+        tab.add_column("layout / baseline")
+        tab.add_column("predicted", justify="right")
+        tab.add_column(f"improvement of {name}", justify="right")
+        tab.add_row(f"[bold]{name}[/bold]", f"{plan.predicted_s:.6g} s", "")
+        for b, tb in plan.baselines.items():
+            imp = (tb / plan.predicted_s - 1.0) * 100 if plan.predicted_s and plan.predicted_s > 0 else float("inf")
+            tab.add_row(b, f"{tb:.6g} s", f"{imp:+.1f} %")
+        console.print(tab)
+        model = plan.params.get("model")
+        note = f", scheme model {model}" if isinstance(model, str) else ""
+        if common[name] is not None and model != "distribution":
+            note += f"; distribution model: {common[name]:.6g} s"
+        console.print(f"  planned in {secs:.2f} s{note}")
+    for name, why in skipped.items():
+        console.print(f"[yellow]{name}: skipped[/yellow] ({why})")
+    if len(plans) > 1:
+        tab = Table(title="summary (distribution model, CEDA seed 000 §3)", title_justify="left")
+        tab.add_column("scheme")
+        tab.add_column("predicted (own model)", justify="right")
+        tab.add_column("distribution model", justify="right")
+        tab.add_column("vs best", justify="right")
+        tb = common[best]
+        for name, (plan, _) in sorted(plans.items(), key=lambda kv: (common[kv[0]] is None, common[kv[0]] or 0.0)):
+            c = common[name]
+            rel = "" if c is None or not tb else f"{(c / tb - 1) * 100:+.1f} %"
+            tab.add_row(name + (" (best)" if name == best else ""), f"{plan.predicted_s:.6g} s",
+                        "—" if c is None else f"{c:.6g} s", rel)
+        console.print(tab)
+    if args.output:
+        console.print(f"plan of {best} written to {args.output}"
+                      + (f" (and one file per scheme: {Path(args.output).stem}.<scheme>.json)" if len(plans) > 1 else ""))
+    return 0

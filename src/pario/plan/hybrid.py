@@ -1,0 +1,189 @@
+"""Hybrid data replication with per-request routing (CI-LAYOUT, Song et al., seed 002 §5).
+
+"Each file has multiple copies with different data layout policies … For each data
+access, we first calculate the costs under these replicas, and then select one replica
+with the lowest access cost" (§5.1).  Writes also go to the cheapest replica; the other
+replicas are synchronised lazily in the background, so "for write operations, only data
+access cost on the optimal replica is counted" (§5.1).
+
+:class:`HybridReplicationPlanner`:
+
+1. Replica layouts (``replicas``):
+   ``"stripes"`` — fixed striping over all servers with the ``stripes`` sizes (default
+   16 KiB / 256 KiB / 4 MiB, §6.4: "1-DH, 2-D and 1-DV layout manners" of a shared file);
+   ``"classic"`` — 1-DH / 2-D / 1-DV of :func:`pario.model.ci_layout.classic_layouts` for
+   the trace's most common request size; or a list of layout spec strings.
+2. Per-request cost of every request under every replica, in the context of its batch of
+   concurrent requests: :meth:`pario.model.base.CostModel.request_costs` (one vectorised
+   call per replica; the distribution model shares each batch's time among its requests
+   by bytes, so with it the routing is in effect per batch; the closed-form models give
+   T_i / p_b per request).
+3. Routing: every request to the replica with the least cost (ties: the first replica).
+4. Predicted time of the plan: the whole trace priced once with each request on its chosen
+   replica (each replica of a file is a virtual file with that layout; batches unchanged),
+   so interactions inside a batch are priced exactly.  Baselines: each single replica
+   layout alone, and ``ORIG`` (the ``original`` layout).
+
+With a space budget (bytes), only ``k`` replicas fit: the plan keeps the subset of replicas
+(the primary copy is free, every extra copy costs the files' size) with the least
+estimated time Σ_i min_{r ∈ subset} cost_i(r); the final subset is priced exactly.
+
+Deviation: the paper routes by its closed-form model (CI-LAYOUT §3); pario uses any
+:class:`~pario.model.base.CostModel` (default the exact distribution model).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .. import ParioError
+from ..layout import Layout, Striped, describe, parse_layout
+from ..model.batches import batch_ids
+from ..trace import Trace
+from ..units import format_size, parse_size
+from .base import Plan, Planner
+from .ceda import _param, get_cost_model, original_layouts
+from ..arrays import unique
+
+DEFAULT_STRIPES = ("16K", "256K", "4M")
+
+
+def replica_layouts(spec, trace: Trace, system, stripes=DEFAULT_STRIPES) -> dict[str, Layout]:
+    """Name → layout of the replicas (see module docstring)."""
+    if spec == "stripes":
+        out = {}
+        for s in stripes:
+            size = parse_size(s)
+            out[format_size(size)] = Striped.fixed(size, range(system.n))
+        return out
+    if spec == "classic":
+        from ..model.ci_layout import classic_layouts
+
+        if len(trace) == 0:
+            raise ParioError("hybrid replication: 'classic' replicas need a non-empty trace (request size)")
+        pos = trace.length[trace.length > 0]
+        if len(pos):
+            vals, inv = unique(pos, return_inverse=True)
+            size = int(vals[np.argmax(np.bincount(inv))])
+        else:
+            size = 65536
+        lays = classic_layouts(system, size)
+        return {k: lays[k] for k in ("1-DH", "2-D", "1-DV")}
+    if isinstance(spec, (list, tuple)):
+        out = {}
+        for s in spec:
+            lay = parse_layout(s, system)
+            out[s if isinstance(s, str) else describe(lay, system)] = lay
+        if not out:
+            raise ParioError("hybrid replication: needs at least one replica layout")
+        return out
+    raise ParioError(f"hybrid replication: replicas must be 'stripes', 'classic' or a list of layouts, not {spec!r}")
+
+
+def routed_cost(trace: Trace, choice: np.ndarray, layouts: list[Layout], system, model, bid: np.ndarray):
+    """Cost of the trace with request i served by ``layouts[choice[i]]`` (exact: each
+    (file, replica) pair is a virtual file with that replica's layout)."""
+    k = len(layouts)
+    vfile = trace.file.astype(np.int64) * k + choice
+    names = tuple(f"{f}#replica{r}" for f in trace.files for r in range(k))
+    vt = Trace.checked({**trace.cols, "file": vfile.astype(np.int32)}, names)
+    lay = {names[fi * k + r]: layouts[r] for fi in range(len(trace.files)) for r in range(k)}
+    return model.trace_cost(vt, lay, system, batches=bid)
+
+
+class HybridReplicationPlanner(Planner):
+    """CI-LAYOUT seed 002 §5 hybrid replication (see module docstring).  Parameters:
+    ``replicas`` (``stripes`` | ``classic`` | list of specs), ``stripes`` (for
+    ``stripes``), ``original`` (the ORIG baseline), ``model`` / ``model_params``, ``by``
+    (batching)."""
+
+    name = "hybrid"
+    defaults = {"replicas": "stripes", "stripes": list(DEFAULT_STRIPES), "original": "fixed:64K",
+                "model": "distribution", "model_params": None, "by": "auto"}
+
+    def route(self, trace, system, layouts: list[Layout], bid=None) -> tuple[np.ndarray, np.ndarray]:
+        """(cost matrix [replica, request], cheapest replica per request)."""
+        model = get_cost_model(self.params["model"], self.params["model_params"])
+        bid = batch_ids(trace, self.params["by"]) if bid is None else bid
+        C = np.vstack([model.request_costs(trace, lay, system, batches=bid) for lay in layouts]) \
+            if len(trace) else np.zeros((len(layouts), 0))
+        return C, (np.argmin(C, axis=0) if len(trace) else np.zeros(0, dtype=np.int64))
+
+    def plan(self, trace, system, budget: float | None = None) -> Plan:
+        p = self.params
+        model = get_cost_model(p["model"], p["model_params"])
+        reps = replica_layouts(p["replicas"], trace, system, p["stripes"])
+        names, layouts = list(reps), list(reps.values())
+        bid = batch_ids(trace, p["by"])
+        C, choice = self.route(trace, system, layouts, bid)
+        file_bytes = _file_bytes(trace)
+        copy_bytes = int(sum(file_bytes.values()))
+        # replica subset under the budget (primary copy free, each extra copy = the files' size)
+        k_max = len(layouts)
+        if budget is not None:
+            if budget < 0:
+                raise ParioError("replica space budget must be >= 0")
+            k_max = max(1, min(len(layouts), 1 + (int(budget) // copy_bytes if copy_bytes else len(layouts))))
+        subset = tuple(range(len(layouts)))
+        if k_max < len(layouts):
+            best = None
+            for k in range(1, k_max + 1):
+                for sub in itertools.combinations(range(len(layouts)), k):  # ≤ 2^K subsets, K small
+                    est = float(C[list(sub)].min(axis=0).sum()) if len(trace) else 0.0
+                    if best is None or est < best[0] - 1e-15:
+                        best = (est, sub)
+            subset = best[1]
+        sub_idx = np.array(subset)
+        choice = sub_idx[np.argmin(C[sub_idx], axis=0)] if len(trace) else np.zeros(0, dtype=np.int64)
+        kept = [layouts[i] for i in subset]
+        lut = np.full(len(layouts), -1, dtype=np.int64)
+        lut[list(subset)] = np.arange(len(subset))
+        predicted = float(routed_cost(trace, lut[choice], kept, system, model, bid).predicted_s) if len(trace) else 0.0
+        # Σ_i request cost = the trace's cost under that layout (CostModel.request_costs):
+        # the single-layout baselines come from the cost matrix, no extra model call
+        baselines = {nm: float(C[k].sum()) if len(trace) else 0.0 for k, nm in enumerate(names)}
+        orig, _ = original_layouts(p["original"], trace, system)
+        same = [nm for nm, lay in zip(names, layouts) if isinstance(orig, Layout) and lay == orig]
+        if same:
+            baselines["ORIG"] = baselines[same[0]]
+        else:
+            baselines["ORIG"] = float(model.trace_cost(trace, orig, system, batches=bid).predicted_s) if len(trace) else 0.0
+        ops = trace.op
+        routed = {names[i]: {"requests": int((choice == i).sum()),
+                             "reads": int(((choice == i) & (ops == 0)).sum()),
+                             "writes": int(((choice == i) & (ops == 1)).sum()),
+                             "bytes": int(trace.length[choice == i].sum())} for i in subset}
+        primary = subset[0]
+        details = {
+            "replica_names": [names[i] for i in subset],
+            "routed": routed,
+            "estimated_s": float(C[sub_idx].min(axis=0).sum()) if len(trace) else 0.0,
+            "best_single": min((baselines[names[i]], names[i]) for i in range(len(names)))[1],
+            "extra_space": copy_bytes * (len(subset) - 1),
+            "lazy_sync_bytes": int(trace.length[ops == 1].sum()) * (len(subset) - 1),
+            "budget": None if budget is None else int(budget),
+            "write_policy": "write to the cheapest replica; lazy background sync to the others; sync all at close",
+        }
+        return Plan(
+            scheme="hybrid",
+            layouts={"*": layouts[primary]},
+            replicas={"*": [{"name": names[i], "layout": layouts[i], "sync": "lazy"} for i in subset[1:]]},
+            routing=[{"file": "*", "op": "read", "rule": "cheapest"}, {"file": "*", "op": "write", "rule": "cheapest"}],
+            predicted_s=predicted,
+            baselines=baselines,
+            details=details,
+            params={k: _param(v, system) for k, v in p.items()},
+            system_name=system.name,
+        )
+
+
+def _file_bytes(trace: Trace) -> dict[str, int]:
+    """Size of each file as seen by the trace (largest end offset)."""
+    if len(trace) == 0:
+        return {}
+    end = trace.offset + trace.length
+    mx = np.zeros(len(trace.files), dtype=np.int64)
+    np.maximum.at(mx, trace.file.astype(np.int64), end)
+    return {f: int(v) for f, v in zip(trace.files, mx)}
