@@ -218,17 +218,25 @@ def _build_collective(trace, system, rt, n_nodes, aggregators, cb, order, align)
     if A < 1:
         raise ParioError("--aggregators must be >= 1")
     agg_node = (np.arange(A) % n_nodes).astype(np.int64)
+    # replicas: every request goes to the replica its routing chooses; the requests of one
+    # (file, replica, op) form one collective call on that replica's layout
+    n_rep_obj = 1 + max((len(v) for v in rt.replicas.values()), default=0)
+    if n_rep_obj > 1 or rt.choice is not None:
+        from .routing import replica_choice
+
+        rchoice, cands_of = replica_choice(trace, system, rt)
+    else:
+        rchoice, cands_of = np.zeros(len(trace), dtype=np.int64), None
     lay = rt.layouts
-    # calls: one per (file, op), in order of first appearance in the trace (by rank order position)
+    # calls: one per (file, replica, op), in order of first appearance in the trace (by rank order position)
     first_pos = {}
-    key = trace.file.astype(np.int64) * 2 + trace.op.astype(np.int64)
+    key = (trace.file.astype(np.int64) * n_rep_obj + rchoice) * 2 + trace.op.astype(np.int64)
     ordpos = np.lexsort((np.arange(len(trace)), trace.order))
     for i in ordpos:
         k = int(key[i])
         if k not in first_pos:
             first_pos[k] = len(first_pos)
     calls = sorted(first_pos, key=first_pos.get)
-    n_rep_obj = 1 + max((len(v) for v in rt.replicas.values()), default=0)
     req_ops, req_phase, req_sub_counts = [], [], []
     s_link_a, s_link_b, s_server, s_local, s_len, s_obj = [], [], [], [], [], []
     io_phase, cycle_last, call_info = [], [], []
@@ -237,15 +245,19 @@ def _build_collective(trace, system, rt, n_nodes, aggregators, cb, order, align)
     n_sub = 0
     call_end_phase = []
     for k in calls:
-        fi, op = divmod(k, 2)
+        fr, op = divmod(k, 2)
+        fi, rep = divmod(fr, n_rep_obj)
         rows = np.flatnonzero(key == k)
         fname = trace.files[fi]
-        layout = lay if isinstance(lay, Layout) else (lay.get(fname, lay.get("*")) if isinstance(lay, dict) else None)
+        if cands_of is not None:
+            layout = cands_of[fi][rep]
+        else:
+            layout = lay if isinstance(lay, Layout) else (lay.get(fname, lay.get("*")) if isinstance(lay, dict) else None)
         if layout is None:
             raise ParioError(f"no layout for file {fname!r}")
         cp = plan_call(trace.offset[rows], trace.length[rows], trace.rank[rows], op, layout, system,
                        aggregators=A, cb_buffer=cb, order=order, align=align,
-                       obj_base=(fi * n_rep_obj) * OBJ_DATAFILES)
+                       obj_base=(fi * n_rep_obj + rep) * OBJ_DATAFILES)
         nbytes += int(trace.length[rows].sum())
         src_node = cp.ex_rank // ppn
         dst_node = agg_node[cp.ex_agg]
@@ -287,7 +299,7 @@ def _build_collective(trace, system, rt, n_nodes, aggregators, cb, order, align)
                 phase += 1
             cycle_last.append(phase - 1)
         call_end_phase.append((rows, phase - 1))
-        call_info.append({"file": fname, "op": ("read", "write")[op], "cycles": int(cp.n_cycles),
+        call_info.append({"file": fname, "replica": int(rep), "op": ("read", "write")[op], "cycles": int(cp.n_cycles),
                           "domains": [int(x) for x in cp.domains]})
         n_sub += len(cp.io_len)
     n_req = len(req_ops)

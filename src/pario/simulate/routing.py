@@ -136,6 +136,38 @@ def route(trace, system, routing: "Routing | Layout | dict") -> tuple[SubRequest
     return sub.take(order), obj[order]
 
 
+def replica_choice(trace, system, routing: "Routing") -> tuple[np.ndarray, dict[int, list[Layout]]]:
+    """Replica chosen for every trace row (0 = original) and each file's candidate layouts
+    (original first, then its replicas), by the same rules as :func:`route`.  Used by the
+    collective path, where each (file, replica) is a collective call of its own."""
+    files = trace.files
+    if isinstance(routing.layouts, Layout):
+        originals = [routing.layouts] * len(files)
+    else:
+        originals = [routing.layouts.get(f, routing.layouts.get("*")) for f in files]
+    alpha, beta = system.alpha_table(), system.beta_table()
+    e, t = system.network.e, system.network.t
+    choice = np.zeros(len(trace), dtype=np.int64)
+    cands_of: dict[int, list[Layout]] = {}
+    for fi, fname in enumerate(files):
+        rows = np.flatnonzero(trace.file == fi)
+        if len(rows) == 0:
+            continue
+        orig = originals[fi]
+        if orig is None:
+            raise ParioError(f"no layout for file {fname!r} (give --layout for files the plan leaves unchanged)")
+        reps = routing.replicas.get(fname, routing.replicas.get("*", []))
+        cands = [orig] + [replace(lay, default=orig) if isinstance(lay, ExtentMap) and lay.default is None else lay
+                          for _, lay in reps]
+        cands_of[fi] = cands
+        if len(cands) == 1 and routing.choice is None:
+            continue
+        off, ln, op = trace.offset[rows], trace.length[rows], trace.op[rows].astype(np.int64)
+        subs = [map_requests(lay, off, ln) for lay in cands]
+        choice[rows] = _choose(routing, trace, rows, fname, op, subs, [n for n, _ in reps], alpha, beta, e, t)
+    return choice, cands_of
+
+
 def _choose(routing: Routing, trace, rows, fname, op, subs, rep_names, alpha, beta, e, t) -> np.ndarray:
     n = len(rows)
     c = routing.choice
