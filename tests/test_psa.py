@@ -115,3 +115,48 @@ def test_capacity_shared_by_files_in_order():
     assert used0 <= 4 * MiB
     # the second file only gets what the first left on each SServer
     assert f1["heterogeneous_bytes"] // (4 * f1["h"] + 4 * f1["s"]) * f1["s"] <= 4 * MiB - used0 + 1
+
+
+def test_exact_search_has_heterogeneous_pairs_for_unaligned_request_sizes():
+    """A request size that is not a multiple of n·granularity (20 KiB on 4+4 servers with a
+    4 KiB grid; 1000 B BTIO-like pieces) must still get candidates that use the SServers.
+    (The grid-only search left just h = S/m, s = 0: PSA put such files on HServers only.)"""
+    for S in (20 * KiB, 1000):
+        H, Sx = candidate_pairs(S, 4, 4, 4096, "exact")
+        assert np.any(Sx > 0)
+        W = 4 * H + 4 * Sx
+        assert np.all(W <= S) and np.all(W > S - 4)  # s = ⌊(S − m·h)/n⌋ loses < n bytes
+    # through the planner: SServers with room and a smaller α than the HServers must be used,
+    # so the plan is cheaper than the HServer-only layout (independent path: the hybrid model)
+    sysx = hybrid_system(1 << 30)
+    t = ior(16, 20 * KiB, 10)
+    plan = PSAPlanner().plan(t, sysx)
+    f = plan.details["files"]["file"]
+    assert f["s"] > 0
+    hdd_only = HybridModel().trace_cost(t, Striped.fixed(5 * KiB, (0, 1, 2, 3)), sysx).predicted_s
+    assert plan.predicted_s < hdd_only
+
+
+def test_search_is_flat_once_sservers_are_filled():
+    """Conservation (PSA §3.1 regime, independent closed form): with free SServers, e = t = 0
+    and HServer-bound requests, every pair that fills the SServers exactly leaves the same
+    bytes and the same number of sub-requests on the HServers, so Σ_i T_i / p =
+    N·α_h + β_h·(N·S − n·C_s)/m for all of them — PSA cannot beat DEF or PA there (the
+    paper's worked example with PA's capacity: ⌊4.5 S / (S/2)⌋ = 9 → 9·4T + 11·8T = 124T)."""
+    a_h, b_h = 0.0003, 1 / (60 * MiB)
+    servers = tuple([Server(f"H{i}", "hdd", alpha=a_h, beta=b_h) for i in range(4)]
+                    + [Server(f"S{i}", "ssd", alpha=0.0, beta=0.0, capacity=50 * MiB) for i in range(4)])
+    sysx = System("flat", servers, Network(e=0.0, t=0.0), procs_per_node=2)
+    S, N, C = 512 * KiB, 1600, 50 * MiB  # fill point s* = C·… = 32 KiB (N rounds of 4 × 32 KiB)
+    t = ior(16, S, N // 16)
+    plan = PSAPlanner(search="exact", granularity=32 * KiB).plan(t, sysx)
+    rows = [r for r in plan.details["files"]["file"]["search"] if r["s"] >= 32 * KiB and r["h"] > 0
+            and C % int(r["s"]) == 0]
+    assert len(rows) >= 2
+    want = N * a_h + b_h * (N * S - 4 * C) / 4
+    for r in rows:
+        assert r["cost_s"] == pytest.approx(want, rel=1e-9)
+    # the worked example with PA's SServer room (6 × 3S/4 = 4.5 S) for PSA's S/2 sub-requests
+    B = heterogeneous_bytes(4.5 * 3, np.array([1.5]), np.array([3.0]))  # S = 3 units, s = S/2
+    assert float(B[0]) / 3 == 9
+    assert float(totals([np.arange(20) * 3.0], np.array([[4.0]]), np.array([8.0]), B)[0]) == 124.0

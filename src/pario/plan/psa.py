@@ -14,7 +14,10 @@ h ← S/m, line 6 is j ← C_s/s_s):
 ``search="paper"`` runs exactly that loop (plus the end point h = S/m the paper says it
 considers); ``search="exact"`` prices *every* feasible pair on the ``granularity`` grid
 (h and s both multiples of it, m·h + n·s = S, h from 0 to S/m — including PA's side s > h;
-``granularity=1`` is every byte-exact pair) plus the end point h = S/m.  ``exact`` is the
+``granularity=1`` is every byte-exact pair) plus the end point h = S/m, plus the paper
+loop's points, plus every grid h for which no grid s sums to S with s = ⌊(S − m·h)/n⌋
+(and a 17-point h grid when S/m < 8·granularity), so that request sizes that are not
+multiples of n·granularity still get heterogeneous candidates.  ``exact`` is the
 planner's default: a superset of the paper's loop, so never worse under the model.  Both
 are vectorised over candidates.
 
@@ -68,12 +71,22 @@ def candidate_pairs(S: int, m: int, n: int, granularity: int = 4096, search: str
     H = np.arange(0, S // m + 1, g, dtype=np.int64)
     rest = S - m * H
     ok = (rest >= 0) & (rest % (n * g) == 0)
-    H, Sx = H[ok].astype(float), (rest[ok] // n).astype(float)
+    He, Se = H[ok].astype(float), (rest[ok] // n).astype(float)
+    # h on the grid (and the paper's own points S/(m+n) + k·step) where no s on the grid
+    # sums to S: s = ⌊(S − m·h)/n⌋ as in the paper's loop.  Without these, a request size
+    # that is not a multiple of n·granularity (or smaller than it: BTIO, Tile-IO pieces)
+    # had only the HServer-only end point h = S/m, i.e. PSA never used the SServers.
+    Hx = np.concatenate([H[~ok], np.arange(S / (m + n), S / m, g)])
+    if S // m < 8 * g:  # small requests: a finer h grid (17 points from 0 to S/m)
+        Hx = np.concatenate([Hx, np.floor(np.linspace(0, S // m, 17))])
+    Hx = np.floor(Hx)
+    Sxx = np.floor((S - m * Hx) / n)
+    keep = (Sxx > 0) & (Hx >= 0)
+    H, Sx = np.concatenate([He, Hx[keep]]), np.concatenate([Se, Sxx[keep]])
     if not np.any(Sx == 0):  # the all-HServer end point (h = S/m), on the grid or not
         H, Sx = np.append(H, S / m), np.append(Sx, 0.0)
-    if len(H) == 0:
-        raise ParioError(f"PSA: no stripe pair on a {g}-byte grid sums to {S} bytes; use a finer granularity")
-    return H, Sx
+    pairs = np.unique(np.stack([H, Sx], axis=1), axis=0)
+    return pairs[:, 0], pairs[:, 1]
 
 
 def heterogeneous_bytes(capacity: float, s: np.ndarray, W: np.ndarray) -> np.ndarray:
