@@ -83,3 +83,24 @@ def test_per_region_search_prices_its_layout():
             Striped.fixed(w, range(k)) for w in stripe_grid(16 * KiB, MiB) for k in count_grid(8)]
         best = min(m.trace_cost(part, c, sysx).predicted_s for c in cands)
         assert m.trace_cost(part, reg.layout, sysx).predicted_s == pytest.approx(best)
+
+
+def test_screening_keeps_the_full_search_choice():
+    """Pricing the grid on a sample first (screen) must end on the same layout and cost as
+    pricing every candidate on the whole trace, for a stationary workload."""
+    from pario.plan.layout_select import LayoutSelectPlanner, screening_sample
+    from pario.system import load_system
+    from pario.workload import ior
+
+    trace = ior(procs=8, xfer=16 << 10, block=1 << 20, segments=8, pattern="random", op="read", seed=3)
+    system = load_system("ceda-hdd8")
+    full = LayoutSelectPlanner(screen=0).plan(trace, system)
+    fast = LayoutSelectPlanner(screen=800, keep=3).plan(trace, system)
+    assert fast.details["files"]["ior.dat"]["screened_on"] < len(trace)
+    assert fast.layouts == full.layouts and fast.predicted_s == full.predicted_s
+    # the sample is made of whole batches
+    from pario.model.batches import batch_ids
+    bid = batch_ids(trace, "auto")
+    rows = screening_sample(bid, 800)
+    kept = set(bid[rows].tolist())
+    assert all((bid == b).sum() == (bid[rows] == b).sum() for b in kept)
