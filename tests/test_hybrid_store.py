@@ -52,6 +52,7 @@ def test_each_read_goes_to_the_cheapest_copy(tmp_path):
     seen = []
     orig = st.backend.readv
     st.backend.readv = lambda h, *a: (seen.append(h.name), orig(h, *a))[1]
+    st.backend.read1 = lambda h, off, n, mv: (seen.append(h.name), orig(h, (off,), (n,), mv, (0,)))[1]
     f = st.open("f")
     assert f.read(100_000, 8192) == ref[100_000:108_000 + 192]
     # fixed:4k puts 4 KiB on two servers, 2d puts 8 KiB on ≤ 2, dv all 8 KiB on H0 (expensive)

@@ -37,6 +37,11 @@ class Spy:
             return orig(h, offs, lens, buf, bo)
         st.backend.readv = readv
 
+        def read1(h, off, n, mv):        # the scalar path of one range
+            self.n[h.name] = self.n.get(h.name, 0) + int(n)
+            return orig(h, (off,), (n,), mv, (0,))
+        st.backend.read1 = read1
+
 
 def test_reads_are_redirected_to_the_replica(tmp_path):
     st, ref = _store(tmp_path / "s")
@@ -127,3 +132,24 @@ def test_random_ops_match_bytearray(tmp_path_factory, seq):
     finally:
         f.close()
         st.close()
+
+
+@settings(max_examples=120, deadline=None)
+@given(st_.lists(st_.tuples(st_.integers(0, 2000), st_.integers(1, 400), st_.integers(0, 2), st_.integers(0, 2)),
+                 max_size=14),
+       st_.integers(0, 2500), st_.integers(1, 800), st_.sampled_from(["replica", "cheapest"]))
+def test_scalar_segments_equal_numpy_segments(rows, x, n, route):
+    """The bisect/integer segment cutter of the fast path equals the numpy one (any flags)."""
+    from types import SimpleNamespace
+
+    from pario.store.redirect import File
+    from pario.store.rmt import Entries
+
+    ent = Entries.from_rows(sorted(((i, o, f"r{r}", o + 7, ln, fl) for i, (o, ln, r, fl) in enumerate(rows)),
+                                   key=lambda t: (t[1], t[0])))
+    fake = SimpleNamespace(route=route, _best=lambda ent, sk, tk, clean: clean[-1] if (sk // 100) % 2 else -1)
+    fast = File._segments_fast(fake, ent, x, x + n)
+    ref = File._segments_numpy(fake, ent, x, x + n)
+    assert fast == ref
+    # segments tile the request
+    assert fast[0][0] == x and fast[-1][1] == x + n and all(a[1] == b[0] for a, b in zip(fast, fast[1:]))

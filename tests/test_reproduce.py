@@ -61,7 +61,6 @@ def test_hacio_worked_example_outputs(tmp_path):
     assert "24T" in r.files["md"].read_text()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("exp_id", sorted(EXPERIMENTS))
 def test_quick_headline_directions(exp_id, tmp_path):
     """Every headline direction pario reproduces holds; every known non-reproduction is still

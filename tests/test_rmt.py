@@ -53,3 +53,12 @@ def test_corrupt_rmt_is_one_line_error(tmp_path):
     with pytest.raises(ParioError, match="corrupt") as ei:
         RMT(p)
     assert "\n" not in str(ei.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st_.lists(st_.tuples(st_.integers(0, 1000), st_.integers(1, 200)), max_size=80),
+       st_.integers(0, 1300), st_.integers(1, 300))
+def test_overlap_list_matches_overlapping(ents, x, n):
+    rows = sorted(((i, o, "r", o, ln, 0) for i, (o, ln) in enumerate(ents)), key=lambda r: (r[1], r[0]))
+    e = Entries.from_rows(rows)
+    assert e.overlap_list(x, x + n) == e.overlapping(x, x + n).tolist()

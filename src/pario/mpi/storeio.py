@@ -1,26 +1,32 @@
 """A pario store file as the back end of :class:`pario.mpi.File` (hint ``pario_store=DIR``).
 
-The embedded store (:mod:`pario.store`) is used by one process at a time (it holds an
-exclusive lock on its directory, and its RMT cache is per process).  So under MPI one rank
-— the *store rank*, rank 0 of the file's communicator — opens the store and the file;
-every byte goes through its redirector (RMT lookups, CEDA replicas, hybrid routing, lazy
-synchronisation):
+Every rank opens the store itself in *shared* mode (``Store(dir, shared=True)``, see
+:mod:`pario.store.root` and :mod:`pario.store.locks`) and the file in it: independent
+requests go through the rank's own redirector (RMT lookups, CEDA replicas, hybrid routing,
+lazy synchronisation), collective requests through pario's two-phase I/O with the usual
+aggregators (``cb_nodes``), each aggregator doing its own redirection.  Inter-process
+consistency is the store's: writes hold the file's sync lock shared, synchronisation holds
+it exclusive, the RMT cache follows other ranks' commits through a shared generation
+counter, sizes through the metadata and data files.
 
-- collective requests: the store rank is the only aggregator (two-phase I/O ships the
-  data to it anyway, so the redirection happens once per merged run, in the order the
-  chosen policy gives);
-- independent requests of the other ranks are shipped to a service thread on the store
-  rank (MPI point-to-point on a private communicator, ``MPI_THREAD_MULTIPLE``);
-- close is collective: the service thread stops, then the store rank flushes dirty
-  replica data back to the original and finishes lazy synchronisation (the store file's
-  close), and closes the store.
+Open (collective): every rank opens the store (the first one recovers a crashed store
+while the others wait); rank 0 creates the file if needed (``MODE_CREATE``/``MODE_EXCL``);
+then every rank opens it; an error anywhere is raised on every rank.  Close (collective):
+every rank drains its lazy synchronisation and flushes dirty replica data (serialised by
+the sync locks), closes the file and the store; the last rank out commits the final sizes.
 
-A later multi-process store (shared lock, RMT cache invalidation) would let every
-aggregator open the store itself; only this module changes.
+No wait without a limit: store locks and SQLite wait at most ``PARIO_STORE_TIMEOUT``
+seconds (default 60), then raise a one-line :class:`pario.ParioError`.
+
+If the store does not support shared mode (``Store.supports_shared`` false) or
+``PARIO_STORE_SHIP=1`` is set, the former scheme is used (:class:`ShippedStoreBackend`):
+rank 0 alone opens the store, collective requests aggregate on it, independent requests of
+other ranks are shipped to a service thread on rank 0 (every reply awaited with a timeout).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -31,6 +37,13 @@ from .placement import Placement
 
 STORE_RANK = 0
 _TAG_REQ, _TAG_REP = 7101, 7102
+
+
+def _timeout() -> float:
+    try:
+        return float(os.environ.get("PARIO_STORE_TIMEOUT", "60"))
+    except ValueError:
+        return 60.0
 
 
 def _layout_for_create(f, store):
@@ -48,7 +61,151 @@ def _layout_for_create(f, store):
     return Striped.fixed(unit, range(factor))
 
 
-class StoreBackend:
+def _errmsg(exc, root) -> str:
+    if isinstance(exc, ParioError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return f"store {root}: {exc.strerror or exc}"
+    return f"store {root}: {type(exc).__name__}: {exc}"
+
+
+class SharedStoreBackend:
+    """Every rank has the store open (shared mode) and does its own redirection."""
+
+    forced_aggregators = None
+
+    def __init__(self, f, MPI):
+        from ..store import Store
+
+        self.MPI = MPI
+        self.comm = f.comm.Dup()
+        self.rank = self.comm.rank
+        self.name = f.path
+        self.store = self.sf = None
+        self._placement = None
+        self._lock = threading.Lock()
+        root = f.hints.store
+        try:
+            # 1. every rank opens the store (shared; the first opener recovers, the others wait)
+            err = None
+            try:
+                self.store = Store(root, shared=True, lock_timeout=_timeout())
+            except Exception as exc:  # noqa: BLE001 - every rank must reach the collective below
+                err = _errmsg(exc, root)
+            self._agree(err)
+            # 2. rank 0 checks existence / creates
+            err = None
+            if self.rank == 0:
+                try:
+                    create = bool(f.amode & MPI.MODE_CREATE)
+                    exists = self.store.exists(self.name)
+                    if not exists and not create:
+                        raise ParioError(f"no file {self.name!r} in store {root}")
+                    if exists and create and f.amode & MPI.MODE_EXCL:
+                        raise ParioError(f"file {self.name!r} exists in the store (MODE_EXCL)")
+                    if not exists:
+                        self.store.create(self.name, _layout_for_create(f, self.store), exist_ok=True)
+                except Exception as exc:  # noqa: BLE001
+                    err = _errmsg(exc, root)
+            err = self.comm.bcast(err, root=0)
+            if err:
+                raise ParioError(err)
+            # 3. every rank opens the file
+            err = None
+            try:
+                self.sf = self.store.open(self.name)
+                self._placement = Placement(self.sf.layout, np.asarray(self.store.system.kinds, dtype=np.int64))
+            except Exception as exc:  # noqa: BLE001 - every rank must reach the collective below
+                err = _errmsg(exc, root)
+            self._agree(err)
+        except BaseException:
+            self._teardown()
+            raise
+        if f.system is None:
+            f.system = self.store.system
+
+    def _agree(self, err) -> None:
+        errs = [e for e in self.comm.allgather(err) if e]
+        if errs:
+            raise ParioError(errs[0])
+
+    def _teardown(self) -> None:
+        try:
+            if self.sf is not None:
+                self.sf.close()
+        except (ParioError, OSError):
+            pass
+        finally:
+            self.sf = None
+            if self.store is not None:
+                try:
+                    self.store.close()
+                except (ParioError, OSError):
+                    pass
+                self.store = None
+            if self.comm is not None:
+                self.comm.Free()
+                self.comm = None
+
+    # ------------------------------------------------------------------ the rank's own store file
+    def _local_read(self, buf, offset):
+        with self._lock:
+            return self.sf.readinto(int(offset), memoryview(buf))
+
+    def _local_write(self, offset, data):
+        with self._lock:
+            return self.sf.write(int(offset), data)
+
+    def _local_size(self):
+        with self._lock:
+            return int(self.sf.current_size())
+
+    # ------------------------------------------------------------------ backend interface
+    def pread_into(self, buf: np.ndarray, offset: int) -> int:
+        return self._local_read(buf, offset)
+
+    def pwrite(self, offset: int, data) -> int:
+        return self._local_write(offset, data)
+
+    def size(self) -> int:
+        return self._local_size()
+
+    def set_size(self, n: int) -> None:
+        with self._lock:
+            self.sf.truncate(int(n))
+
+    def sync(self) -> None:
+        with self._lock:
+            self.sf.fsync()
+
+    def flush(self) -> None:
+        """Called by File.close on every rank: finish lazy sync, flush dirty replica data."""
+        self.store.drain()
+        with self._lock:
+            self.sf.flush()
+            self.sf.fsync()
+
+    def close(self) -> None:
+        if self.sf is not None:
+            try:
+                self.sf.close()
+            finally:
+                self.sf = None
+                try:
+                    self.store.close()
+                finally:
+                    self.store = None
+        if self.comm is not None:
+            self.comm.Free()
+            self.comm = None
+
+    def placement(self):
+        return self._placement
+
+
+class ShippedStoreBackend:
+    """Fallback: rank 0 alone has the store open; other ranks ship independent requests to it."""
+
     forced_aggregators = [STORE_RANK]
 
     def __init__(self, f, MPI):
@@ -130,6 +287,14 @@ class StoreBackend:
 
     def _rpc(self, *req):
         self.comm.send(req, dest=STORE_RANK, tag=_TAG_REQ)
+        limit = _timeout()
+        t0 = time.monotonic()
+        nap = 1e-5
+        while not self.comm.Iprobe(source=STORE_RANK, tag=_TAG_REP):
+            if time.monotonic() - t0 > limit:
+                raise ParioError(f"store rank {STORE_RANK} did not answer a {req[0]!r} request within {limit:g} s")
+            time.sleep(nap)
+            nap = min(nap * 2, 2e-4)
         err, val = self.comm.recv(source=STORE_RANK, tag=_TAG_REP)
         if err:
             raise ParioError(err)
@@ -182,7 +347,9 @@ class StoreBackend:
         if self.rank != STORE_RANK:
             self.comm.send(("stop",), dest=STORE_RANK, tag=_TAG_REQ)
         elif self._thread is not None:
-            self._thread.join()
+            self._thread.join(_timeout())
+            if self._thread.is_alive():
+                raise ParioError(f"store rank: the request service did not stop within {_timeout():g} s")
             self._thread = None
         if self.rank == STORE_RANK:
             self.store.drain()
@@ -204,5 +371,13 @@ class StoreBackend:
         return self._placement
 
 
-def open_store_backend(f, MPI) -> StoreBackend:
-    return StoreBackend(f, MPI)
+StoreBackend = ShippedStoreBackend   # former name
+
+
+def open_store_backend(f, MPI):
+    """Shared mode when the store supports it (every rank opens it), else shipping to rank 0."""
+    from ..store import Store
+
+    if getattr(Store, "supports_shared", False) and os.environ.get("PARIO_STORE_SHIP", "") != "1":
+        return SharedStoreBackend(f, MPI)
+    return ShippedStoreBackend(f, MPI)

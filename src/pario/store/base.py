@@ -108,6 +108,18 @@ class Backend(ABC):
         """Per-server free bytes of the storage behind each server (index = server)."""
 
     # ------------------------------------------------------------------ conveniences
+    def read1(self, h: Handle, offset: int, length: int, mv) -> None:
+        """One range into ``mv[:length]`` (backends may override with a scalar fast path)."""
+        self.readv(h, (offset,), (length,), mv, (0,))
+
+    def write1(self, h: Handle, offset: int, mv) -> None:
+        """Write the bytes of ``mv`` at ``offset`` (backends may override with a scalar fast path)."""
+        self.writev(h, (offset,), (len(mv),), mv, (0,))
+
+    def refresh_size(self, h: Handle) -> int:
+        """The size as other processes left it (shared stores); default: the handle's."""
+        return h.size
+
     def read_at(self, h: Handle, offset: int, length: int) -> bytes:
         """``length`` bytes at ``offset`` (clipped at the end of the file)."""
         n = max(0, min(int(length), h.size - int(offset)))

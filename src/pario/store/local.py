@@ -16,6 +16,13 @@ be 4 KiB aligned, and a file system that refuses ``O_DIRECT`` (tmpfs) is a clear
 Size: kept in memory while a file is open; the first extending write marks the file
 ``dirty`` in the metadata, close/fsync commit the size; after a crash the next open
 recovers the size from the data-file sizes (exact for striped, 2-D and region layouts).
+
+Shared mode (``shared=True``: several processes use the store at once): a process commits
+sizes with ``MAX`` and never clears ``dirty`` (another process may be extending the file);
+a read that reaches past the size this process knows, and :meth:`LocalBackend.refresh_size`,
+take the size from the metadata and, while ``dirty``, from the data files (what every
+process has written).  ``dirty`` is cleared by :meth:`LocalBackend.finalize_sizes` when a
+process is alone (the last one to close, or the next exclusive open).
 """
 
 from __future__ import annotations
@@ -57,7 +64,8 @@ class LocalHandle(Handle):
     def __init__(self, backend: "LocalBackend", name: str, fid: int, layout: Layout, size: int):
         self.backend, self.name, self.id, self.layout, self.size = backend, name, fid, layout, size
         self.fds: dict[tuple[int, int], int] = {}
-        self.size_dirty = False
+        self.size_dirty = False      # extended here, size not committed yet
+        self.dirty_marked = False    # shared mode: meta dirty=1 committed for this file
         self.refs = 1
         self.lock = threading.RLock()
 
@@ -75,8 +83,9 @@ class LocalBackend(Backend):
 
     kind = "local"
 
-    def __init__(self, root: Path, system, server_dirs: list[Path], *, direct: bool = False):
+    def __init__(self, root: Path, system, server_dirs: list[Path], *, direct: bool = False, shared: bool = False):
         self.root = Path(root)
+        self.shared = bool(shared)
         self.system = system
         self.server_dirs = [Path(p) for p in server_dirs]
         for s, d in zip(system.servers, self.server_dirs):
@@ -140,8 +149,12 @@ class LocalBackend(Backend):
             layout = layout_from_dict(lay, self.system)
             h = LocalHandle(self, name, fid, layout, size)
             if dirty:
-                h.size = self._recover_size(h, size)
-                self.meta.set_size(name, h.size, 0)
+                if self.shared:     # maybe another process is extending it: do not clear dirty
+                    h.size = max(size, self._recover_size(h, size))
+                    h.dirty_marked = True
+                else:
+                    h.size = self._recover_size(h, size)
+                    self.meta.set_size(name, h.size, 0)
             self._handles[name] = h
             return h
 
@@ -152,8 +165,7 @@ class LocalBackend(Backend):
                 return
             if h.size_dirty:
                 self._sync_fds(h)
-                self.meta.set_size(h.name, h.size, 0)
-                h.size_dirty = False
+                self._commit_size(h)
             for fd in h.fds.values():
                 os.close(fd)
             h.fds.clear()
@@ -197,17 +209,70 @@ class LocalBackend(Backend):
             lo = np.where(ok, lo, mid + 1)
         return int(lo.max()) if len(lo) else 0
 
+    def _commit_size(self, h: LocalHandle) -> None:
+        if self.shared:
+            self.meta.grow_size(h.name, h.size)
+        else:
+            self.meta.set_size(h.name, h.size, 0)
+        h.size_dirty = False
+
     def _extend(self, h: LocalHandle, end: int) -> None:
         if end <= h.size:
             return
         if isinstance(h.layout, ExtentMap):
             h.size = end
-            self.meta.set_size(h.name, end, 0)
+            if self.shared:
+                self.meta.grow_size(h.name, end)
+            else:
+                self.meta.set_size(h.name, end, 0)
             return
         if not h.size_dirty:
-            self.meta.set_dirty(h.name, 1)
+            if not self.shared:
+                self.meta.set_dirty(h.name, 1)
+            elif not h.dirty_marked:
+                rec = self.meta.get(h.name)          # another process may have marked it (no commit then)
+                if rec is None or not rec[3]:
+                    self.meta.set_dirty(h.name, 1)
+                h.dirty_marked = True
             h.size_dirty = True
         h.size = end
+
+    def refresh_size(self, h: LocalHandle) -> int:
+        """Shared mode: the file's current size as all processes made it (metadata, and the
+        data files while the file is ``dirty``); sets and returns ``h.size``."""
+        if not self.shared:
+            return h.size
+        with h.lock:
+            rec = self.meta.get(h.name)
+            if rec is None:
+                raise ParioError(f"file {h.name!r} was deleted from the store by another process")
+            size, dirty = rec[2], rec[3]
+            if dirty and not isinstance(h.layout, ExtentMap):
+                size = max(size, self._recover_size(h, size))
+            if h.size_dirty:
+                size = max(size, h.size)
+            h.size = size
+            return size
+
+    def finalize_sizes(self) -> list[str]:
+        """Recover and commit the size of every ``dirty`` file, clearing the flag (only when
+        this process is alone in the store)."""
+        names = self.meta.dirty_names()
+        for name in names:
+            with self._lock:
+                h = self._handles.get(name)
+                own = h is None
+                if own:
+                    rec = self.meta.get(name)
+                    h = LocalHandle(self, name, rec[0], layout_from_dict(rec[1], self.system), rec[2])
+                committed = self.meta.get(name)[2]
+                size = max(committed, self._recover_size(h, committed), 0 if own else h.size)
+                self.meta.set_size(name, size, 0)
+                h.size, h.size_dirty, h.dirty_marked = size, False, False
+                if own:
+                    for fd in h.fds.values():
+                        os.close(fd)
+        return names
 
     def truncate(self, h: LocalHandle, size: int) -> None:
         size = int(size)
@@ -215,9 +280,10 @@ class LocalBackend(Backend):
             raise ParioError("truncate: size must be >= 0")
         with h.lock:
             lay = h.layout
+            keep = 1 if (self.shared and h.dirty_marked) else 0
             if isinstance(lay, ExtentMap):
                 h.size = size
-                self.meta.set_size(h.name, size, 0)
+                self.meta.set_size(h.name, size, keep)
                 return
             servers, c = lay.counts(np.array([size], dtype=np.int64))
             # data files first, then the committed size: a crash in between recovers the new size
@@ -225,7 +291,7 @@ class LocalBackend(Backend):
                 os.ftruncate(h.fd(s, 0), n)
                 os.fsync(h.fd(s, 0))
             h.size = size
-            self.meta.set_size(h.name, size, 0)
+            self.meta.set_size(h.name, size, keep)
             h.size_dirty = False
 
     # ------------------------------------------------------------------ I/O
@@ -241,7 +307,29 @@ class LocalBackend(Backend):
                 fd = h.fd(srv[0], df[0])
                 self._one(fd, mv[bo[0]:bo[0] + ln[0]], loc[0], write)
                 return
-            srv, df, loc, ln, bo = (np.array(v, dtype=np.int64) for v in (srv, df, loc, ln, bo))
+            # few pieces: merge server-contiguous pieces of one data file in plain Python
+            runs_d: dict[tuple[int, int], list] = {}
+            for k in range(n):
+                key = (srv[k], df[k])
+                lst = runs_d.get(key)
+                if lst and lst[-1][0] + lst[-1][1] == loc[k]:
+                    last = lst[-1]
+                    last[1] += ln[k]
+                    last[2].append(mv[bo[k]:bo[k] + ln[k]])
+                else:
+                    runs_d.setdefault(key, []).append([loc[k], ln[k], [mv[bo[k]:bo[k] + ln[k]]]])
+            for (s_, d_), lst in runs_d.items():
+                fd = h.fd(s_, d_)
+                for pos, want, bufs in lst:
+                    if write:
+                        done = os.pwritev(fd, bufs, pos)
+                        if done < want:
+                            self._finish_write(fd, bufs, pos, done)
+                    else:
+                        done = os.preadv(fd, bufs, pos)
+                        if done < want:
+                            self._finish_read(fd, bufs, pos, done)
+            return
         if n == 1:
             runs = [(0, 1)]
             srv_l, df_l, loc_l, ln_l, bo_l = srv.tolist(), df.tolist(), loc.tolist(), ln.tolist(), bo.tolist()
@@ -325,6 +413,42 @@ class LocalBackend(Backend):
                 return fp
         return pieces(h.layout, offsets, lengths, buf_offsets)
 
+    def read1(self, h: LocalHandle, offset: int, length: int, mv: memoryview) -> None:
+        """Read ``[offset, +length)`` into ``mv[:length]`` (a byte memoryview): the scalar
+        path of the redirector's common case (one range, one piece), else :meth:`readv`."""
+        if not self.direct:
+            fp = fast_pieces(h.layout, offset, length, 0)
+            if fp is not None and len(fp[0]) == 1:
+                key = (fp[0][0], fp[1][0])
+                fd = h.fds.get(key)
+                if fd is None:
+                    fd = h.fd(*key)
+                view = mv if len(mv) == length else mv[:length]
+                done = os.preadv(fd, [view], fp[2][0])
+                if done < length:
+                    self._finish_read(fd, [view], fp[2][0], done)
+                return
+        self.readv(h, (offset,), (length,), mv, (0,))
+
+    def write1(self, h: LocalHandle, offset: int, mv: memoryview) -> None:
+        """Write the byte memoryview ``mv`` at ``offset``: scalar path of :meth:`writev`."""
+        n = len(mv)
+        if not self.direct:
+            fp = fast_pieces(h.layout, offset, n, 0)
+            if fp is not None and len(fp[0]) == 1:
+                key = (fp[0][0], fp[1][0])
+                with h.lock:
+                    fd = h.fds.get(key)
+                    if fd is None:
+                        fd = h.fd(*key)
+                    done = os.pwritev(fd, [mv], fp[2][0])
+                    if done < n:
+                        self._finish_write(fd, [mv], fp[2][0], done)
+                    if offset + n > h.size:
+                        self._extend(h, offset + n)
+                return
+        self.writev(h, (offset,), (n,), mv, (0,))
+
     def readv(self, h: LocalHandle, offsets, lengths, buf, buf_offsets) -> None:
         mv = memoryview(buf).cast("B")
         if self.direct:
@@ -378,8 +502,7 @@ class LocalBackend(Backend):
         with h.lock:
             self._sync_fds(h)
             if h.size_dirty:
-                self.meta.set_size(h.name, h.size, 0)
-                h.size_dirty = False
+                self._commit_size(h)
 
     # ------------------------------------------------------------------ stat / usage
     def server_bytes(self, layout: Layout, size: int) -> np.ndarray:

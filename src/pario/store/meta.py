@@ -4,10 +4,16 @@ SQLite (standard library) in WAL mode with ``synchronous=FULL``: a committed cre
 truncate or size update survives a crash (process kill or power loss).  ``dirty`` = 1
 means the file was extended by writes whose final size is not committed yet; the next
 open recovers the size from the data files (:meth:`LocalBackend._recover_size`).
+
+Several processes (a store opened with ``shared=True``): every connection waits up to
+``BUSY_TIMEOUT`` seconds for another process's write transaction (SQLite busy timeout),
+then fails with a one-line :class:`pario.ParioError`; sizes are committed with
+``MAX(size, ?)`` (:meth:`Meta.grow_size`) so that no process shrinks what another extended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -26,15 +32,34 @@ CREATE TABLE IF NOT EXISTS files(
 """
 
 
-def connect(path: Path, what: str) -> sqlite3.Connection:
-    """Open an SQLite database (WAL, synchronous=FULL); a corrupt file is a one-line ParioError."""
+BUSY_TIMEOUT = 30.0
+
+
+@contextlib.contextmanager
+def db_errors(what: str):
+    """Turn SQLite operational errors (busy beyond the timeout, disk I/O) into one-line ParioErrors."""
     try:
-        con = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        yield
+    except sqlite3.OperationalError as exc:
+        msg = str(exc)
+        if "locked" in msg or "busy" in msg:
+            raise ParioError(f"{what}: still locked by another process after {BUSY_TIMEOUT:g} s ({msg})") from None
+        raise ParioError(f"{what}: {msg}") from None
+
+
+def connect(path: Path, what: str) -> sqlite3.Connection:
+    """Open an SQLite database (WAL, synchronous=FULL, busy timeout); a corrupt file is a one-line ParioError."""
+    try:
+        con = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT)
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA synchronous=FULL")
         row = con.execute("PRAGMA quick_check").fetchone()
         if row is None or row[0] != "ok":
             raise sqlite3.DatabaseError(row[0] if row else "quick_check failed")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise ParioError(f"{what} {path}: still locked by another process after {BUSY_TIMEOUT:g} s") from None
+        raise ParioError(f"{what} {path} is corrupt or unreadable ({exc}); restore it from a backup or re-create the store") from None
     except sqlite3.DatabaseError as exc:
         raise ParioError(f"{what} {path} is corrupt ({exc}); restore it from a backup or re-create the store") from None
     return con
@@ -48,7 +73,8 @@ class Meta:
         self.con = connect(self.path, "metadata database")
         self.lock = threading.RLock()
         try:
-            self.con.executescript(SCHEMA)
+            with db_errors(f"metadata database {self.path}"):
+                self.con.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise ParioError(f"metadata database {self.path} is corrupt ({exc})") from None
 
@@ -73,6 +99,15 @@ class Meta:
         with self.lock:
             self.con.execute("UPDATE files SET size=?, dirty=? WHERE name=?", (int(size), int(dirty), name))
 
+    def grow_size(self, name: str, size: int) -> None:
+        """``size = MAX(size, ?)`` (shared stores: several processes extend one file)."""
+        with self.lock:
+            self.con.execute("UPDATE files SET size=MAX(size, ?) WHERE name=?", (int(size), name))
+
+    def dirty_names(self) -> list[str]:
+        with self.lock:
+            return [r[0] for r in self.con.execute("SELECT name FROM files WHERE dirty != 0")]
+
     def set_dirty(self, name: str, dirty: int = 1) -> None:
         with self.lock:
             self.con.execute("UPDATE files SET dirty=? WHERE name=?", (int(dirty), name))
@@ -92,3 +127,20 @@ class Meta:
     def close(self) -> None:
         with self.lock:
             self.con.close()
+
+
+def _guard(cls, names, what):
+    import functools
+
+    for n in names:
+        fn = getattr(cls, n)
+
+        @functools.wraps(fn)
+        def wrapper(self, *a, __fn=fn, **kw):
+            with db_errors(f"{what} {self.path}"):
+                return __fn(self, *a, **kw)
+        setattr(cls, n, wrapper)
+
+
+_guard(Meta, ("create", "get", "set_size", "grow_size", "dirty_names", "set_dirty", "delete", "names", "ids"),
+       "metadata database")

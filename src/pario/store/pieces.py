@@ -15,6 +15,7 @@ from bisect import bisect_right
 
 import numpy as np
 
+from .. import ParioError
 from ..layout import ExtentMap, Grouped, Layout, Regions, Striped, map_requests
 
 
@@ -59,7 +60,7 @@ FAST_MAX = 32
 
 
 def fast_pieces(layout: Layout, x: int, L: int, b: int):
-    """Scalar fast path of :func:`pieces` for one range of a striped or 2-D layout.
+    """Scalar fast path of :func:`pieces` for one range of a striped, 2-D or extent-map layout.
 
     Pure integer arithmetic of the same byte-count functions (SPEC §1: round ``r = x div W``,
     position ``q = x mod W``, local ``r·w_i + (q − prefix_i)``); returns lists
@@ -80,6 +81,10 @@ def fast_pieces(layout: Layout, x: int, L: int, b: int):
             fp = ([s for s, _ in kept], [w for _, w in kept], pref, acc)
             object.__setattr__(layout, "_pario_fast", fp)
         servers, widths, pref, W = fp
+        r, q = divmod(x, W)
+        i = bisect_right(pref, q) - 1
+        if e <= r * W + pref[i] + widths[i]:          # inside one stripe: one piece
+            return [servers[i]], [0], [r * widths[i] + q - pref[i]], [L], [b]
         p = x
         while p < e:
             if len(srv) >= FAST_MAX:
@@ -114,9 +119,61 @@ def fast_pieces(layout: Layout, x: int, L: int, b: int):
             end = min(e, p + s - within)
             srv.append(g[j]); loc.append(r2 * s + within); ln.append(end - p); bo.append(b + p - x)
             p = end
+    elif type(layout) is ExtentMap:
+        return _fast_extents(layout, x, L, b)
     else:
         return None
     return srv, [0] * len(srv), loc, ln, bo
+
+
+def _extent_lists(layout: ExtentMap):
+    fp = getattr(layout, "_pario_fast", None)
+    if fp is None:
+        off = layout.offset.tolist()
+        fp = (off, [o + n for o, n in zip(off, layout.length.tolist())], layout.server.tolist(),
+              layout.local.tolist(), layout.datafile.tolist())
+        object.__setattr__(layout, "_pario_fast", fp)
+    return fp
+
+
+def _fast_extents(layout: ExtentMap, x: int, L: int, b: int):
+    """Scalar fast path for one range of an extent map (CEDA replica layouts).
+
+    ``bisect`` over the sorted extent starts, then plain integer arithmetic: a covered part
+    ``[s, t)`` of extent ``i`` goes to ``server[i]`` at ``local[i] + (s − offset[i])`` in data
+    file ``datafile[i]`` (exactly ``pario.layout.mapping._map_extents``); gaps go through the
+    default layout's fast path.  Pieces come in logical order; None when more than
+    ``FAST_MAX`` pieces or a gap's default layout has no fast path.
+    """
+    off, end, srv_a, loc_a, df_a = _extent_lists(layout)
+    e = x + L
+    srv, df, loc, ln, bo = [], [], [], [], []
+    i = bisect_right(off, x) - 1
+    if i < 0 or end[i] <= x:
+        i += 1          # x is in a gap before extent i
+    p = x
+    n_ext = len(off)
+    while p < e:
+        if len(srv) >= FAST_MAX:
+            return None
+        if i < n_ext and off[i] <= p:                     # inside extent i
+            t = min(e, end[i])
+            srv.append(srv_a[i]); df.append(df_a[i]); loc.append(loc_a[i] + p - off[i])
+            ln.append(t - p); bo.append(b + p - x)
+            p = t
+            i += 1
+            continue
+        t = min(e, off[i]) if i < n_ext else e         # a gap: the default layout
+        if layout.default is None:
+            raise ParioError(f"extent map has no default layout and does not cover bytes [{p}, {t}) of request 0")
+        sub = fast_pieces(layout.default, p, t - p, b + p - x)
+        if sub is None:
+            return None
+        srv += sub[0]; df += sub[1]; loc += sub[2]; ln += sub[3]; bo += sub[4]
+        p = t
+    if len(srv) > FAST_MAX:
+        return None
+    return srv, df, loc, ln, bo
 
 
 def pieces(layout: Layout, offsets, lengths, buf_offsets):

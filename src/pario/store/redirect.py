@@ -17,18 +17,31 @@ write consults the RMT (:mod:`pario.store.rmt`):
 :meth:`File.flush` (and close, and the next open after a crash) writes DIRTY replica ranges
 back to the original and refreshes STALE replicas from the original, chunk by chunk, each
 chunk's flag cleared only after its bytes are fsync'ed (:meth:`File.sync_step`).
+
+Several processes (shared store): a write holds the file's sync lock *shared* from the RMT
+lookup to its last byte, a synchronisation step holds it *exclusive* from its copy to the
+flag change (:mod:`pario.store.locks`), so no flag is cleared under a write in flight in
+any process; the RMT cache follows other processes' commits through the generation
+counter, and a read past the size this process knows refreshes the size.
+
+Fast path: a request overlapping a few RMT entries is cut into segments with ``bisect``
+and integer compares (no numpy), and a segment served by an extent-map replica is placed
+by the scalar :func:`pario.store.pieces.fast_pieces`.
 """
 
 from __future__ import annotations
 
 import time
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 
 from .. import ParioError
+from .locks import held
 from .rmt import CLEAN, DIRTY, STALE
 
 SYNC_CHUNK = 4 << 20
+FAST_ENTRIES = 16
 
 
 class File:
@@ -41,6 +54,8 @@ class File:
         self.rmt = store.rmt
         self.h = self.backend.open(name)
         self.lock = self.h.lock
+        self.sync = getattr(store, "sync_locks", None)   # None: exclusive store, no inter-process locks
+        self.shared = self.sync is not None
         self.closed = False
         self.refs = 1
         self._reps: dict[str, object] = {}
@@ -63,24 +78,78 @@ class File:
     def size(self) -> int:
         return self.h.size
 
+    def current_size(self) -> int:
+        """The size including other processes' writes (shared store); else :attr:`size`."""
+        if self.shared:
+            with self.lock:
+                return self.backend.refresh_size(self.h)
+        return self.h.size
+
     @property
     def layout(self):
         return self.h.layout
 
     # ------------------------------------------------------------------ routing
+    def _best(self, ent, sk: int, tk: int, clean) -> int:
+        best, best_c = -1, self.store.cost(self.h.layout, sk, tk - sk)
+        for j in clean:
+            rf = ent.r_file[j]
+            c = self.store.cost(self._rh(rf).layout, ent._roff[j] + sk - ent._starts[j], tk - sk)
+            if c < best_c:
+                best, best_c = j, c
+        return best
+
+    def _segments_fast(self, ent, x: int, e: int):
+        """Scalar :meth:`_segments` for a request overlapping ≤ ``FAST_ENTRIES`` entries (else None)."""
+        starts, ends, flags = ent._starts, ent._ends, ent._flags
+        i0 = bisect_right(ent._pmax, x)
+        i1 = bisect_left(starts, e)
+        if i1 - i0 > FAST_ENTRIES:
+            return None
+        idx = [j for j in range(i0, i1) if ends[j] > x]
+        pts = {x, e}
+        for j in idx:
+            if starts[j] > x:
+                pts.add(starts[j])
+            if ends[j] < e:
+                pts.add(ends[j])
+        pts = sorted(pts)
+        out = []
+        for k in range(len(pts) - 1):
+            sk, tk = pts[k], pts[k + 1]
+            cov = [j for j in idx if starts[j] <= sk and ends[j] >= tk]
+            j = next((j for j in cov if flags[j] == DIRTY), None)
+            if j is not None:
+                out.append((sk, tk, j))
+                continue
+            clean = [j for j in cov if flags[j] == CLEAN]
+            if not clean:
+                out.append((sk, tk, -1))
+            elif self.route == "replica":
+                out.append((sk, tk, clean[0]))
+            else:
+                out.append((sk, tk, self._best(ent, sk, tk, clean)))
+        return out
+
     def _segments(self, x: int, e: int, write: bool):
         """Segments of ``[x, e)`` with uniform coverage and the copy serving each.
 
-        Returns a list of (start, end, entry index or -1 for the original).
+        Returns the entries and a list of (start, end, entry index or -1 for the original).
         """
         ent = self.rmt.entries(self.name)
+        fast = self._segments_fast(ent, x, e)
+        if fast is not None:
+            return ent, fast
+        return ent, self._segments_numpy(ent, x, e)
+
+    def _segments_numpy(self, ent, x: int, e: int):
+        """Vectorised :meth:`_segments` (any number of overlapping entries)."""
         idx = ent.overlapping(x, e)
         pts = np.unique(np.clip(np.concatenate(([x, e], ent.o_off[idx], ent.end[idx])), x, e))
         s, t = pts[:-1], pts[1:]
         lo, hi, fl = ent.o_off[idx], ent.end[idx], ent.flag[idx]
         cover = (lo[None, :] <= s[:, None]) & (hi[None, :] >= t[:, None])
         out = []
-        cost = self.store.cost
         for k in range(len(s)):
             sk, tk = int(s[k]), int(t[k])
             cov = np.flatnonzero(cover[k])
@@ -94,28 +163,31 @@ class File:
             elif self.route == "replica":
                 out.append((sk, tk, clean[0]))
             else:
-                best, best_c = -1, cost(self.h.layout, sk, tk - sk)
-                for j in clean:
-                    rf = ent.r_file[j]
-                    c = cost(self._rh(rf).layout, int(ent.r_off[j]) + sk - int(ent.o_off[j]), tk - sk)
-                    if c < best_c:
-                        best, best_c = j, c
-                out.append((sk, tk, best))
-        return ent, out
+                out.append((sk, tk, self._best(ent, sk, tk, clean)))
+        return out
 
     def _dispatch(self, ent, segs, x: int, mv: memoryview, write: bool) -> None:
         groups: dict[int, list] = {}
         for s, t, j in segs:
             groups.setdefault(j, []).append((s, t))
+        be = self.backend
+        io = be.writev if write else be.readv
         for j, parts in groups.items():
+            if j < 0:
+                h, shift = self.h, 0
+            else:
+                h, shift = self._rh(ent.r_file[j]), ent._roff[j] - ent._starts[j]
+            if len(parts) == 1:          # one range: the backend's scalar fast path
+                s, t = parts[0]
+                view = mv if (s == x and t - s == len(mv)) else mv[s - x:t - x]
+                if write:
+                    be.write1(h, s + shift, view)
+                else:
+                    be.read1(h, s + shift, t - s, view)
+                continue
             a = np.array(parts, dtype=np.int64)
             s, ln = a[:, 0], a[:, 1] - a[:, 0]
-            bo = s - x
-            if j < 0:
-                h, offs = self.h, s
-            else:
-                h, offs = self._rh(ent.r_file[j]), s - int(ent.o_off[j]) + int(ent.r_off[j])
-            (self.backend.writev if write else self.backend.readv)(h, offs, ln, mv, bo)
+            io(h, s + shift, ln, mv, s - x)
 
     # ------------------------------------------------------------------ I/O
     def readinto(self, offset: int, buf) -> int:
@@ -126,6 +198,9 @@ class File:
             self.store.fg_last = time.monotonic()
             n = len(mv)
             inside = max(0, min(n, self.h.size - offset))
+            if inside < n and self.shared:    # past what this process knows: others may have extended
+                self.backend.refresh_size(self.h)
+                inside = max(0, min(n, self.h.size - offset))
             if inside < n:
                 mv[inside:] = bytes(n - inside)
             if inside <= 0:
@@ -133,7 +208,7 @@ class File:
             e = offset + inside
             ent = self.rmt.entries(self.name)
             if ent.n == 0 or not ent.hits(offset, e):
-                self.backend.readv(self.h, (offset,), (inside,), mv, (0,))
+                self.backend.read1(self.h, offset, inside, mv)
                 return inside
             ent, segs = self._segments(offset, e, write=False)
             self._dispatch(ent, segs, offset, mv, write=False)
@@ -141,10 +216,12 @@ class File:
 
     def read(self, offset: int, length: int) -> bytes:
         n = max(0, min(int(length), self.h.size - int(offset)))
+        if self.shared and n < int(length):
+            n = max(0, min(int(length), self.current_size() - int(offset)))
         buf = bytearray(n)
         if n:
-            self.readinto(offset, buf)
-        return bytes(buf)
+            n = self.readinto(offset, buf)
+        return bytes(buf[:n]) if n < len(buf) else bytes(buf)
 
     def write(self, offset: int, data) -> int:
         """Write ``data`` at ``offset`` (redirected to replicas where the RMT says so)."""
@@ -155,23 +232,26 @@ class File:
             raise ParioError("write: offset must be >= 0")
         if n == 0:
             return 0
-        with self.lock:
+        with self.lock, held(self.sync, self.h.id, False, self.name):
             self.store.fg_last = time.monotonic()
             e = offset + n
             old = self.h.size
             ent = self.rmt.entries(self.name)
             if ent.n == 0 or not ent.hits(offset, e):
-                self.backend.writev(self.h, (offset,), (n,), mv, (0,))
+                self.backend.write1(self.h, offset, mv)
             else:
                 ent, segs = self._segments(offset, e, write=True)
                 # RMT first (durable), then the bytes (see module docstring)
+                flags = ent._flags
                 for s, t, j in segs:
+                    if j >= 0 and flags[j] == DIRTY:
+                        continue   # already the newest copy, every other copy STALE: nothing to mark
                     self.rmt.mark_write(self.name, None if j < 0 else ent.r_file[j], s, t)
                 self._dispatch(ent, segs, offset, mv, write=True)
-            if e > old and self.full:
+            if self.full and e > old:
                 # hybrid full replicas grow with the file: the new range is stale there until synced
-                for rf in self.full:
-                    self.rmt.add(self.name, rf, [old], [old], [e - old], flag=STALE)
+                # (from the RMT's own coverage, so several processes extending the file agree)
+                self.rmt.grow_full(self.name, self.full, e)
             if self.route == "cheapest" and self.rmt.entries(self.name).any_unclean:
                 self.store.lazy_sync(self)
             return n
@@ -189,31 +269,35 @@ class File:
         STALE replicas.  Each flag is cleared only after the bytes are fsync'ed.  Returns
         whether unclean entries remain."""
         with self.lock:
-            if self.closed:
+            if self.closed or not self.rmt.entries(self.name).any_unclean:
                 return False
-            ent = self.rmt.entries(self.name)
-            if not ent.any_unclean:
-                return False
-            dirty = np.flatnonzero(ent.flag == DIRTY)
-            if len(dirty):
-                j = int(dirty[0])
-                o, r, n = int(ent.o_off[j]), int(ent.r_off[j]), min(int(ent.length[j]), chunk)
-                rh = self._rh(ent.r_file[j])
-                buf = bytearray(n)
-                self.backend.readv(rh, (r,), (n,), buf, (0,))
-                self.backend.writev(self.h, (o,), (n,), buf, (0,))
-                self.backend.fsync(self.h)
-                self.rmt.set_flag(self.name, ent.r_file[j], o, o + n, DIRTY, CLEAN)
-            else:
-                j = int(np.flatnonzero(ent.flag == STALE)[0])
-                o, r, n = int(ent.o_off[j]), int(ent.r_off[j]), min(int(ent.length[j]), chunk)
-                rh = self._rh(ent.r_file[j])
-                buf = bytearray(n)
-                self.backend.readv(self.h, (o,), (n,), buf, (0,))
-                self.backend.writev(rh, (r,), (n,), buf, (0,))
-                self.backend.fsync(rh)
-                self.rmt.set_flag(self.name, ent.r_file[j], o, o + n, STALE, CLEAN)
-            return self.rmt.entries(self.name).any_unclean
+            with held(self.sync, self.h.id, True, self.name):
+                return self._sync_step_locked(chunk)
+
+    def _sync_step_locked(self, chunk: int) -> bool:
+        ent = self.rmt.entries(self.name)   # again, under the exclusive sync lock
+        if not ent.any_unclean:
+            return False
+        dirty = np.flatnonzero(ent.flag == DIRTY)
+        if len(dirty):
+            j = int(dirty[0])
+            o, r, n = int(ent.o_off[j]), int(ent.r_off[j]), min(int(ent.length[j]), chunk)
+            rh = self._rh(ent.r_file[j])
+            buf = bytearray(n)
+            self.backend.readv(rh, (r,), (n,), buf, (0,))
+            self.backend.writev(self.h, (o,), (n,), buf, (0,))
+            self.backend.fsync(self.h)
+            self.rmt.set_flag(self.name, ent.r_file[j], o, o + n, DIRTY, CLEAN)
+        else:
+            j = int(np.flatnonzero(ent.flag == STALE)[0])
+            o, r, n = int(ent.o_off[j]), int(ent.r_off[j]), min(int(ent.length[j]), chunk)
+            rh = self._rh(ent.r_file[j])
+            buf = bytearray(n)
+            self.backend.readv(self.h, (o,), (n,), buf, (0,))
+            self.backend.writev(rh, (r,), (n,), buf, (0,))
+            self.backend.fsync(rh)
+            self.rmt.set_flag(self.name, ent.r_file[j], o, o + n, STALE, CLEAN)
+        return self.rmt.entries(self.name).any_unclean
 
     def flush(self) -> None:
         """Write dirty replica data back and refresh stale replicas (CEDA: at close)."""

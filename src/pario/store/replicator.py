@@ -17,6 +17,9 @@ read the up-to-date bytes of the original, write them to the replica, fsync the 
 *then* commit the chunk's RMT entries (CLEAN).  A killed replicator leaves at worst
 uncommitted replica bytes that no entry points to; run it again with the same plan and it
 continues from the RMT (what is covered is done).
+
+The replicator is a structural change: it needs the store opened exclusively (a shared
+store refuses it with a one-line error), so no other process writes while it copies.
 """
 
 from __future__ import annotations
@@ -158,6 +161,8 @@ class Replicator:
     # ------------------------------------------------------------------ admission (no data touched)
     def _admit(self) -> None:
         st = self.store
+        if getattr(st, "shared", False):
+            st._need_exclusive("the replicator")
         seen = set()
         for s in self.specs:
             if s.r_file in seen:

@@ -17,11 +17,20 @@ survive power failures"; here it is SQLite (WAL, ``synchronous=FULL``), indexed 
 uses an in-memory interval cache per original file (:class:`Entries`: arrays sorted by
 ``o_offset`` with a prefix maximum of the ends, so "does ``[x, e)`` hit any entry" is one
 ``bisect`` and a compare; many requests at once use ``numpy.searchsorted``).
+
+Several processes (``RMT(path, shared=True)``, a store opened with ``shared=True``): SQLite
+serialises the writers (``BEGIN IMMEDIATE`` waits up to the busy timeout, then a one-line
+error), and every committed change increments a shared generation counter
+(:class:`pario.store.locks.Generation`, ``DIR/rmt.gen``) *after* the commit; before using
+its cache a process compares the counter with the value it saw last and drops the cache if
+it moved (one 8-byte load per lookup), so a lookup never uses entries older than the last
+change committed before it started.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import sqlite3
 import threading
@@ -31,7 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import ParioError
-from .meta import connect
+from .locks import Generation
+from .meta import connect, db_errors
 
 CLEAN, DIRTY, STALE = 0, 1, 2
 
@@ -78,6 +88,9 @@ class Entries:
         self.pmax = np.maximum.accumulate(self.end) if len(self.end) else self.end
         self._starts = self.o_off.tolist()
         self._pmax = self.pmax.tolist()
+        self._ends = self.end.tolist()
+        self._flags = self.flag.tolist()
+        self._roff = self.r_off.tolist()
         self.n = len(self.o_off)
         self.any_unclean = bool((self.flag != CLEAN).any()) if self.n else False
 
@@ -104,6 +117,15 @@ class Entries:
         idx = np.arange(i0, i1)
         return idx[self.end[i0:i1] > x]
 
+    def overlap_list(self, x: int, e: int) -> list:
+        """:meth:`overlapping` as a Python list, by ``bisect`` (cheap for few entries)."""
+        i0 = bisect.bisect_right(self._pmax, x)
+        i1 = bisect.bisect_left(self._starts, e)
+        if i1 - i0 > 64:
+            return self.overlapping(x, e).tolist()
+        ends = self._ends
+        return [j for j in range(i0, i1) if ends[j] > x]
+
     def hits_many(self, x: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Vectorised :meth:`hits` for many requests."""
         if self.n == 0:
@@ -115,22 +137,49 @@ class Entries:
 class RMT:
     """The replica mapping table of one store (``DIR/rmt.db``)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, shared: bool = False):
         self.path = Path(path)
         self.con = connect(self.path, "replica mapping table (RMT)")
         try:
-            self.con.executescript(SCHEMA)
+            with db_errors(f"replica mapping table (RMT) {self.path}"):
+                self.con.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise ParioError(f"replica mapping table (RMT) {self.path} is corrupt ({exc})") from None
         self.lock = threading.RLock()
         self._cache: dict[str, Entries] = {}
+        self.shared = bool(shared)
+        self.gen = Generation(self.path.with_suffix(".gen")) if self.shared else None
+        self._seen = self.gen.value() if self.gen is not None else 0
 
     # ------------------------------------------------------------------ reads
     def entries(self, o_file: str) -> Entries:
+        gen = self.gen
+        if gen is not None:
+            g = gen.value()
+            if g != self._seen:   # another process changed the RMT: drop the cache
+                with self.lock:
+                    self._cache.clear()
+                    self._seen = g
         e = self._cache.get(o_file)
         if e is None:
             e = self._load(o_file)
         return e
+
+    def _changed(self, o_file: str | None = None, reload: bool = False) -> None:
+        """After a committed change: bump the shared generation, refresh this process's cache."""
+        if self.gen is not None:
+            old = self.gen.bump()
+            if old == self._seen:      # nobody else changed anything since we last looked
+                self._seen = old + 1
+        if o_file is None:
+            self._cache.clear()
+        elif reload:
+            self._load(o_file)
+        else:
+            self._cache.pop(o_file, None)
+
+    def _begin(self) -> None:
+        self.con.execute("BEGIN IMMEDIATE")
 
     def _load(self, o_file: str) -> Entries:
         with self.lock:
@@ -165,6 +214,7 @@ class RMT:
         with self.lock:
             self.con.execute("INSERT OR REPLACE INTO replicas(r_file, o_file, name, mode, route) VALUES (?,?,?,?,?)",
                              (r_file, o_file, name, mode, route))
+            self._changed(o_file)
 
     def replicas(self, o_file: str | None = None) -> list[dict]:
         with self.lock:
@@ -175,14 +225,12 @@ class RMT:
 
     def unregister(self, r_file: str) -> None:
         with self.lock:
-            self.con.execute("BEGIN IMMEDIATE")
-            o = self.con.execute("SELECT DISTINCT o_file FROM rmt WHERE r_file=?", (r_file,)).fetchall()
+            self._begin()
             self.con.execute("DELETE FROM rmt WHERE r_file=?", (r_file,))
             self.con.execute("DELETE FROM replicas WHERE r_file=?", (r_file,))
             self.con.execute("DELETE FROM jobs WHERE r_file=?", (r_file,))
             self.con.execute("COMMIT")
-            for (f,) in o:
-                self._cache.pop(f, None)
+            self._changed(None)
 
     def set_job(self, r_file: str, spec: dict, done: int = 0) -> None:
         with self.lock:
@@ -200,7 +248,7 @@ class RMT:
         """Insert entries with ``flag`` (one replicator chunk: CLEAN), merging with a contiguous
         predecessor of the same replica and flag.  Commits before returning."""
         with self.lock:
-            self.con.execute("BEGIN IMMEDIATE")
+            self._begin()
             try:
                 for o, r, n in zip(o_offsets, r_offsets, lengths):
                     o, r, n = int(o), int(r), int(n)
@@ -218,7 +266,39 @@ class RMT:
             except BaseException:
                 self.con.execute("ROLLBACK")
                 raise
-            self._cache.pop(o_file, None)
+            self._changed(o_file)
+
+    def grow_full(self, o_file: str, r_files, end: int) -> bool:
+        """Hybrid full replicas grow with the file: for each replica of ``r_files`` whose
+        entries end before ``end``, add a STALE entry from their end to ``end`` (one
+        transaction: correct whichever process extended the file).  Returns whether any
+        entry was added."""
+        end = int(end)
+        with self.lock:
+            self._begin()
+            added = False
+            try:
+                for rf in r_files:
+                    row = self.con.execute("SELECT id, o_offset + length FROM rmt WHERE o_file=? AND r_file=? "
+                                           "ORDER BY o_offset + length DESC LIMIT 1", (o_file, rf)).fetchone()
+                    top = int(row[1]) if row else 0
+                    if top >= end:
+                        continue
+                    added = True
+                    prev = self.con.execute("SELECT id FROM rmt WHERE id=? AND r_offset = o_offset AND r_flag=?",
+                                            (row[0], STALE)).fetchone() if row else None
+                    if prev:
+                        self.con.execute("UPDATE rmt SET length = ? - o_offset WHERE id=?", (end, prev[0]))
+                    else:
+                        self.con.execute("INSERT INTO rmt(o_file, o_offset, r_file, r_offset, length, r_flag) "
+                                         "VALUES (?,?,?,?,?,?)", (o_file, top, rf, top, end - top, STALE))
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            if added:
+                self._changed(o_file)
+            return added
 
     def _split_set(self, rows, a: int, b: int, newflag_of) -> bool:
         """Within an open transaction: give the part of each row inside ``[a, b)`` the flag
@@ -272,28 +352,32 @@ class RMT:
             if e.n == 0 or not e.hits(a, b):
                 return False
             # nothing to change (e.g. rewriting an already dirty extent): no commit at all
-            idx = e.overlapping(a, b)
-            if all(nf(e.r_file[i], int(e.flag[i])) in (None, int(e.flag[i])) for i in idx.tolist()):
+            fl = e._flags
+            if all(nf(e.r_file[i], fl[i]) in (None, fl[i]) for i in e.overlap_list(a, b)):
                 return False
-            self.con.execute("BEGIN IMMEDIATE")
+            self._begin()
             try:
                 changed = self._split_set(self._overlap_rows(o_file, a, b, r_file), a, b, nf)
                 self.con.execute("COMMIT")
             except BaseException:
                 self.con.execute("ROLLBACK")
                 raise
-            self._load(o_file)
+            self._changed(o_file, reload=True)
             return changed
 
     def trim(self, o_file: str, size: int) -> None:
         """Drop entries (parts) at or beyond ``size`` (the original was truncated)."""
         with self.lock:
-            self.con.execute("BEGIN IMMEDIATE")
-            self.con.execute("DELETE FROM rmt WHERE o_file=? AND o_offset >= ?", (o_file, size))
-            self.con.execute("UPDATE rmt SET length = ? - o_offset WHERE o_file=? AND o_offset + length > ?",
-                             (size, o_file, size))
-            self.con.execute("COMMIT")
-            self._load(o_file)
+            self._begin()
+            try:
+                self.con.execute("DELETE FROM rmt WHERE o_file=? AND o_offset >= ?", (o_file, size))
+                self.con.execute("UPDATE rmt SET length = ? - o_offset WHERE o_file=? AND o_offset + length > ?",
+                                 (size, o_file, size))
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self._changed(o_file, reload=True)
 
     def compact(self, o_file: str) -> None:
         """Merge neighbouring entries of the same replica with equal flags and contiguous offsets."""
@@ -316,12 +400,35 @@ class RMT:
                 merges.append((cur[4], cur[0]))
             if not dels:
                 return
-            self.con.execute("BEGIN IMMEDIATE")
-            self.con.executemany("UPDATE rmt SET length=? WHERE id=?", merges)
-            self.con.executemany("DELETE FROM rmt WHERE id=?", [(d,) for d in dels])
-            self.con.execute("COMMIT")
-            self._load(o_file)
+            self._begin()
+            try:
+                self.con.executemany("UPDATE rmt SET length=? WHERE id=?", merges)
+                self.con.executemany("DELETE FROM rmt WHERE id=?", [(d,) for d in dels])
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self._changed(o_file, reload=True)
 
     def close(self) -> None:
         with self.lock:
             self.con.close()
+            if self.gen is not None:
+                self.gen.close()
+                self.gen = None
+
+
+def _guard_methods(cls, names):
+    """SQLite errors of the listed methods (busy beyond the timeout, I/O) → one-line ParioError."""
+    for n in names:
+        fn = getattr(cls, n)
+
+        @functools.wraps(fn)
+        def wrapper(self, *a, __fn=fn, **kw):
+            with db_errors(f"replica mapping table (RMT) {self.path}"):
+                return __fn(self, *a, **kw)
+        setattr(cls, n, wrapper)
+
+
+_guard_methods(RMT, ("_load", "all_rows", "files_with_unclean", "covered", "replica_bytes", "register", "replicas",
+                     "unregister", "set_job", "jobs", "add", "grow_full", "_update", "trim", "compact"))

@@ -7,17 +7,27 @@ Directory layout::
     DIR/meta.db           file metadata (SQLite): name → id, layout JSON, size
     DIR/rmt.db            the replica mapping table (SQLite, see pario.store.rmt)
     DIR/servers/NAME/     one directory per server (default; ``--server NAME=PATH`` elsewhere)
-    DIR/.lock             flock: one process uses a store at a time
+    DIR/.lock             flock: exclusive (one process) or shared (``shared=True``)
+    DIR/.sync.lock        shared mode: per-file write/synchronisation record locks
+    DIR/rmt.gen           shared mode: RMT change counter (mmap)
 
 :func:`init_store` creates a store for a system profile; :class:`Store` opens one: it checks
 every server directory, opens the metadata and the RMT (a corrupt database is a one-line
 error) and *recovers*: files with DIRTY or STALE RMT entries left by a crash are flushed.
 Replica files live in the same namespace under ``.replica/<original>/<name>``.
+
+``Store(root, shared=True)`` lets several processes (MPI ranks) use one store at once:
+``LOCK_SH`` on ``.lock`` (an exclusive opener is refused, and refuses them); the first
+shared opener holds ``LOCK_EX`` while it recovers, the others wait for it (every wait has a
+timeout, ``lock_timeout``).  Data-path I/O, ``create``, ``flush`` and lazy synchronisation
+work from any process (see :mod:`pario.store.locks`); structural changes that other
+processes could trip over — ``delete``, ``delete_replica``, the replicator — need the
+store opened exclusively.  The last process to close (it can take ``LOCK_EX``) flushes
+what is left and commits final sizes.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import threading
@@ -29,6 +39,7 @@ from ..layout import Layout, parse_layout
 from ..system import System, load_system
 from .hybrid import LazySync, profile_cost
 from .local import LocalBackend
+from .locks import DEFAULT_TIMEOUT, StoreLock, SyncLocks, _poll
 from .redirect import File
 from .rmt import RMT
 
@@ -108,9 +119,15 @@ class Store:
 
     ``direct=True`` uses O_DIRECT for data files; ``cost`` overrides the hybrid routing
     cost ``cost(layout, offset, length) -> s`` (default: :func:`profile_cost`).
+    ``shared=True``: several processes may open the store at once (module docstring);
+    ``lock_timeout`` bounds every wait for another process (seconds).
     """
 
-    def __init__(self, root, *, direct: bool = False, cost=None, recover: bool = True):
+    #: this implementation supports ``shared=True`` (pario.mpi.storeio checks it)
+    supports_shared = True
+
+    def __init__(self, root, *, direct: bool = False, cost=None, recover: bool = True, shared: bool = False,
+                 lock_timeout: float = DEFAULT_TIMEOUT):
         self.root = Path(root)
         cfg = read_config(self.root)
         self.config = cfg
@@ -125,17 +142,41 @@ class Store:
                 raise ParioError(f"{CONFIG} has no directory for server {name}")
             d = Path(d)
             dirs.append(d if d.is_absolute() else self.root / d)
-        self._lockfd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self.shared = bool(shared)
+        self.lock_timeout = float(lock_timeout)
+        self._slock = StoreLock(self.root / ".lock")
+        self._lockfd = self._slock.fd
+        first = True
+        if not self.shared:
+            if not self._slock.try_exclusive():
+                self._slock.close()
+                raise ParioError(f"store {self.root} is in use by another process")
+        else:
+            state = {}
+
+            def attempt() -> bool:
+                if self._slock.try_exclusive():      # alone: recover first, then share
+                    state["first"] = True
+                    return True
+                if self._slock.try_shared():
+                    state["first"] = False
+                    return True
+                return False
+            try:
+                _poll(attempt, self.lock_timeout,
+                      f"store {self.root}: another process has it open exclusively (or is recovering it)")
+            except BaseException:
+                self._slock.close()
+                raise
+            first = state["first"]
+        self.sync_locks = None
         try:
-            fcntl.flock(self._lockfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lockfd)
-            raise ParioError(f"store {self.root} is in use by another process") from None
-        try:
-            self.backend = LocalBackend(self.root, self.system, dirs, direct=direct)
-            self.rmt = RMT(self.root / "rmt.db")
+            self.backend = LocalBackend(self.root, self.system, dirs, direct=direct, shared=self.shared)
+            self.rmt = RMT(self.root / "rmt.db", shared=self.shared)
+            if self.shared:
+                self.sync_locks = SyncLocks(self.root / ".sync.lock", self.lock_timeout)
         except BaseException:
-            os.close(self._lockfd)
+            self._slock.close()
             raise
         self.cost = cost or profile_cost(self.system, op=0)
         self.fg_last = 0.0
@@ -143,8 +184,21 @@ class Store:
         self._lock = threading.RLock()
         self._lazy: LazySync | None = None
         self.closed = False
-        if recover:
-            self.recover()
+        try:
+            if recover and first:
+                self.recover()
+            if self.shared and first:
+                self.backend.finalize_sizes()
+                if not self._slock.downgrade():
+                    raise ParioError(f"store {self.root}: could not share the lock after recovery")
+        except BaseException:
+            self.close()
+            raise
+
+    def _need_exclusive(self, what: str) -> None:
+        if self.shared:
+            raise ParioError(f"{what} needs the store opened exclusively (it is open in shared mode: "
+                             "other processes may be using it)")
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> list[str]:
@@ -186,7 +240,7 @@ class Store:
                 f.refs += 1
                 return f
             if create_layout is not None and not self.backend.exists(name):
-                self.create(name, create_layout)
+                self.create(name, create_layout, exist_ok=True)   # another process may win the race
             f = File(self, name)
             self._files[name] = f
             return f
@@ -206,6 +260,7 @@ class Store:
 
     def delete(self, name: str) -> None:
         """Delete a file and its replicas."""
+        self._need_exclusive(f"deleting {name!r}")
         if name in self._files:
             raise ParioError(f"file {name!r} is open")
         for r in self.rmt.replicas(name):
@@ -216,6 +271,7 @@ class Store:
 
     def delete_replica(self, r_file: str) -> None:
         """Drop one replica (its data and RMT entries); dirty data is flushed first."""
+        self._need_exclusive(f"dropping replica {r_file!r}")
         rows = [r for r in self.rmt.replicas() if r["r_file"] == r_file]
         if rows:
             f = self.open(rows[0]["o_file"])
@@ -299,11 +355,19 @@ class Store:
             if self._lazy is not None:
                 self._lazy.stop()
                 self._lazy = None
+            if self.shared and self._slock.fd >= 0 and self._slock.try_exclusive():
+                # the last process out: finish what others left (dirty flags, uncommitted sizes)
+                self.flush()
+                self.backend.finalize_sizes()
         finally:
-            self.backend.shutdown()
-            self.rmt.close()
-            os.close(self._lockfd)
             self.closed = True
+            try:
+                self.backend.shutdown()
+                self.rmt.close()
+                if self.sync_locks is not None:
+                    self.sync_locks.close()
+            finally:
+                self._slock.close()
 
     def __enter__(self):
         return self
