@@ -8,7 +8,7 @@ N="${2:-4}"
 BIN="$ROOT/.venv/bin"
 MPIEXEC="$BIN/mpiexec"; PY="$BIN/python"; PARIO="$BIN/pario"
 SYSTEM=ceda-hdd8
-IOR=(--pattern strided --xfer 16K --segments 64 --collective)
+IOR=(--pattern strided --xfer 16K --segments 64)   # independent: CEDA replicates this pattern
 mkdir -p "$W"; rm -rf "$W/store"
 "$PY" -c "from pario.store import init_store; init_store('$W/store', '$SYSTEM')"
 echo "== run 1: traced (pario_trace), writes the data and reads it back"

@@ -9,12 +9,11 @@ Each rank moves --segments transfers of --xfer bytes.  strided: transfer k of ra
 permutation (seeded), so the file content is the same.  Writes then reads back and checks
 the bytes; prints the wall time of each phase and (with --digest) a SHA-256 of the file as
 the program sees it, so two runs can be compared.  With no pario hints this is a plain
-MPI-IO program on a plain file.
+MPI-IO program on a plain file.  The PARIO_STORE / PARIO_TRACE / PARIO_PLAN environment
+variables set the same hints without options (that is how ``pario run`` drives it).
 """
 import argparse
 import hashlib
-import sys
-import time
 
 import numpy as np
 from mpi4py import MPI
@@ -95,7 +94,11 @@ def read():
         for k, s in enumerate(slots):
             fh.read_at(int(s) * xfer, buf)
             bad += int(not np.array_equal(buf, data[k]))
-    if comm.allreduce(bad) and r == 0:
+    # buffer-based Allreduce: mpi4py's pickled lowercase collectives keep the GIL while they
+    # wait, which would stall the store rank's service thread (docs/mpi.md, Limits)
+    tot = np.zeros(1, np.int64)
+    comm.Allreduce(np.array([bad], np.int64), tot)
+    if tot[0] and r == 0:
         print("ior_like: READ CHECK FAILED", flush=True)
         comm.Abort(3)
 

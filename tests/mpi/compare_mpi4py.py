@@ -149,13 +149,31 @@ def collective_uneven_and_empty(fh, impl):
     return out
 
 
+@case
+def collective_large_blocks_many_cycles(fh, impl):
+    """8 KiB blocks, cb_buffer_size 128 KiB: many cycles on the pwritev/preadv (iovec) path
+    with the overlapped writer, plus a second write over the first."""
+    t = vector_type(40, 2048, 2048 * p)
+    (fh.set_view if impl == "pario" else fh.Set_view)(r * 8192, MPI.INT, t)
+    data = rng.integers(0, 2**31 - 1, 40 * 2048, dtype=np.int32)
+    (fh.write_at_all if impl == "pario" else fh.Write_at_all)(0, data)
+    (fh.write_at_all if impl == "pario" else fh.Write_at_all)(20 * 2048, data[:10 * 2048] ^ 0x5A5A)
+    out = np.zeros(len(data), dtype=np.int32)
+    (fh.read_at_all if impl == "pario" else fh.Read_at_all)(0, out)
+    return out
+
+
+collective_large_blocks_many_cycles.cb = "131072"
+
+
 def run(impl, fn, path, extra):
     rng.bit_generator.state = np.random.default_rng(1234 + r).bit_generator.state
     if impl == "pario":
-        fh = File.open(comm, path, MPI.MODE_CREATE | MPI.MODE_RDWR, hints(extra))
+        fh = File.open(comm, path, MPI.MODE_CREATE | MPI.MODE_RDWR,
+                       hints({**(extra or {}), "cb_buffer_size": getattr(fn, "cb", "4096")}))
     else:
         info = MPI.Info.Create()
-        for k, v in {"cb_buffer_size": "4096", **(extra or {})}.items():
+        for k, v in {**(extra or {}), "cb_buffer_size": getattr(fn, "cb", "4096")}.items():
             info.Set(k, v)
         fh = MPI.File.Open(comm, path, MPI.MODE_CREATE | MPI.MODE_RDWR, info)
     out = fn(fh, impl)

@@ -45,6 +45,43 @@ class PosixBackend:
             done += os.pwrite(self.fd, mv[done:], offset + done)
         return done
 
+    def pwritev(self, offset: int, bufs) -> int:
+        """Write the buffers back to back at ``offset`` (``pwritev``, IOV_MAX per call)."""
+        bufs = [memoryview(b).cast("B") for b in bufs]
+        done = 0
+        i = 0
+        while i < len(bufs):
+            chunk = bufs[i:i + 1024]
+            want = sum(len(b) for b in chunk)
+            k = os.pwritev(self.fd, chunk, offset + done)
+            done += k
+            if k == want:
+                i += len(chunk)
+                continue
+            rest = _drop(chunk, k)            # short write: continue after the written bytes
+            bufs = rest + bufs[i + len(chunk):]
+            i = 0
+        return done
+
+    def preadv_into(self, bufs, offset: int) -> int:
+        """Fill the buffers back to back from ``offset``; returns bytes read (short at EOF)."""
+        bufs = [memoryview(b).cast("B") for b in bufs]
+        got = 0
+        i = 0
+        while i < len(bufs):
+            chunk = bufs[i:i + 1024]
+            want = sum(len(b) for b in chunk)
+            k = os.preadv(self.fd, chunk, offset + got)
+            if k <= 0:
+                break
+            got += k
+            if k == want:
+                i += len(chunk)
+                continue
+            bufs = _drop(chunk, k) + bufs[i + len(chunk):]
+            i = 0
+        return got
+
     def size(self) -> int:
         return os.fstat(self.fd).st_size
 
@@ -64,6 +101,18 @@ class PosixBackend:
 
     def placement(self):
         return self._placement
+
+
+def _drop(bufs, n: int):
+    """The buffers after their first ``n`` bytes."""
+    out = []
+    for b in bufs:
+        if n >= len(b):
+            n -= len(b)
+            continue
+        out.append(b[n:])
+        n = 0
+    return out
 
 
 def posix_flags(amode: int, *, creating: bool) -> int:

@@ -21,10 +21,17 @@ pario hints:
 - ``pario_system=NAME|PATH`` – system profile for server kinds (default: the store's or plan's).
 - ``pario_layout=SPEC`` – the file's placement on that system (``fixed:64K``, ``var:…``) for
   plain files (what a parallel file system's layout query would return).
+
+Environment defaults (so an unchanged program picks them up, as ROMIO's ``ROMIO_HINTS``
+file does; ``pario run`` uses them): ``PARIO_STORE``, ``PARIO_PLAN``, ``PARIO_TRACE``,
+``PARIO_ORDER``, ``PARIO_SYSTEM``, ``PARIO_LAYOUT`` set the matching ``pario_*`` hint, and
+``PARIO_HINTS="key=value,key=value"`` any hint.  A hint the program passes in ``info``
+wins over the environment; an empty variable is ignored.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from .. import ParioError
@@ -33,6 +40,25 @@ from ..units import parse_size
 ROMIO_DEFAULT_CB_BUFFER = 16 * 1024 * 1024
 CB_MODES = ("enable", "disable", "automatic")
 ORDERS = ("romcio", "cacio", "hacio")
+ENV_HINTS = (("PARIO_STORE", "pario_store"), ("PARIO_PLAN", "pario_plan"), ("PARIO_TRACE", "pario_trace"),
+             ("PARIO_ORDER", "pario_order"), ("PARIO_SYSTEM", "pario_system"), ("PARIO_LAYOUT", "pario_layout"))
+
+
+def env_hints(environ=None) -> dict[str, str]:
+    """Hints from the environment (``PARIO_HINTS`` and the ``PARIO_STORE``… variables)."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for item in (env.get("PARIO_HINTS") or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise ParioError(f"PARIO_HINTS: {item.strip()!r} is not key=value")
+        out[key.strip()] = val.strip()
+    for var, key in ENV_HINTS:
+        if env.get(var):
+            out[key] = env[var]
+    return out
 
 
 def info_to_dict(info) -> dict[str, str]:
@@ -80,8 +106,8 @@ class Hints:
     raw: dict | None = None
 
     @classmethod
-    def parse(cls, info) -> "Hints":
-        h = info_to_dict(info)
+    def parse(cls, info, environ=None) -> "Hints":
+        h = {**env_hints(environ), **info_to_dict(info)}
         out = cls(raw=dict(h))
         if "cb_nodes" in h:
             try:

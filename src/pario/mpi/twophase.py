@@ -20,11 +20,17 @@ One collective call (``write_at_all`` / ``read_at_all`` …) runs, on every rank
    the simulator.  Without a placement the order is ROMCIO (logical offset).
 5. **Cycles.**  The ordered pieces fill the ``cb_buffer_size`` buffer one after the other;
    cycle ``c`` gets the ``c``-th buffer-full (a piece that crosses a buffer boundary is
-   split).  All ranks run ``max`` cycles; in each cycle the data of that cycle is
-   exchanged with one ``Alltoallv`` and the aggregator writes (or, before the exchange,
-   reads) the merged contiguous runs of its cycle buffer.  Each aggregator returns to each
-   source the (cycle, offset, length) of that source's pieces once, so per cycle only data
-   moves.
+   split).  All ranks run ``max`` cycles.  Each aggregator returns to each source the
+   (cycle, offset, length) of that source's pieces once, so per cycle only data moves: one
+   contiguous message per (source, aggregator) pair (``Isend``/``Irecv``), sent from /
+   received into the user's buffer directly when the source's blocks are consecutive in
+   its data stream.  The aggregator keeps the blocks of each source back to back and
+   writes (reads) the file with ``pwritev`` (``preadv``) whose iovecs point into that
+   buffer: no unpack copy.  Writes overlap: cycle ``c`` is written by a writer thread while
+   ``c + 1`` is exchanged (each cycle run as two half-size cycles in two buffers, so the
+   memory stays ``cb_buffer_size``).  ``PARIO_EXCHANGE=alltoallw`` selects the former
+   exchange (``MPI_Alltoallw`` with hindexed types into the cycle buffer);
+   ``PARIO_CB_OVERLAP=0`` turns the write overlap off.
 
 For ROMCIO on a densely accessed file this is ROMIO's schedule (each cycle a contiguous
 ``cb_buffer_size`` window of the domain); ROMIO windows include holes, pario's cycles
@@ -34,6 +40,7 @@ count data bytes only, so sparse accesses may use fewer cycles.  Holes are never
 
 from __future__ import annotations
 
+import os as _os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -162,13 +169,20 @@ def collective_io(f, is_write: bool, foff: np.ndarray, flen: np.ndarray, stream:
     meta = np.empty(2 * len(o), dtype=_I64)
     meta[0::2], meta[1::2] = o, l
     rmeta, rcounts = _alltoallv(comm, meta, scounts, MPI.INT64_T)
+    # exchange mode of this call, the same on every rank: contiguous messages + pwritev/preadv
+    # for pieces of >= _MIN_IOV bytes on average, else hindexed Alltoallw into the cycle
+    # buffer (MPICH packs many small blocks in C; a Python iovec list would not keep up)
+    tot = np.zeros(2, np.int64)
+    comm.Allreduce(np.array([len(o), int(l.sum()) if len(l) else 0], np.int64), tot)
+    xmode = _MODE if _MODE == "alltoallw" or tot[1] >= _MIN_IOV * max(1, tot[0]) else "alltoallw"
     # ---- 4./5. aggregator: order the domain's pieces, assign cycles
     my_agg = aggs.index(comm.rank) if comm.rank in aggs else -1
     B = int(f.hints.cb_buffer_size)
     if my_agg >= 0:
         src = np.repeat(np.arange(size, dtype=_I64), rcounts // 2)
         a_off, a_len = rmeta[0::2].copy(), rmeta[1::2].copy()
-        seg_src, seg_off, seg_len, seg_cyc, seg_seq = _plan_domain(f, my_agg, src, a_off, a_len, B, sched)
+        split = 2 if is_write and _OVERLAP and xmode != "alltoallw" and hasattr(f.backend, "pwritev") else 1
+        seg_src, seg_off, seg_len, seg_cyc, seg_seq = _plan_domain(f, my_agg, src, a_off, a_len, B, sched, split)
         sched.domain = (min_st + my_agg * fd, min(max_end, min_st + (my_agg + 1) * fd))
         # back to sources, grouped by source, in (cycle, sequence) order
         back_order = np.lexsort((seg_seq, seg_cyc, seg_src))
@@ -184,7 +198,6 @@ def collective_io(f, is_write: bool, foff: np.ndarray, flen: np.ndarray, stream:
         seg_src = seg_off = seg_len = seg_cyc = np.zeros(0, _I64)
     rback, rbcounts = _alltoallv(comm, back, bcounts, MPI.INT64_T)
     ncycles = comm.allreduce(ncyc_local, op=MPI.MAX)
-    sched.ncycles = ncyc_local
     # ---- source side: stream position of every returned segment
     my_agg_of = np.repeat(np.arange(size, dtype=_I64), rbcounts // 3)
     m_cyc, m_off, m_len = rback[0::3], rback[1::3], rback[2::3]
@@ -198,79 +211,267 @@ def collective_io(f, is_write: bool, foff: np.ndarray, flen: np.ndarray, stream:
     agg_by_cycle = _group(seg_cyc, ncycles) if my_agg >= 0 else [np.zeros(0, _I64)] * ncycles
     moved = 0
     backend = f.backend
+    vec_io = xmode != "alltoallw" and hasattr(backend, "pwritev")
+    # writes: cycle c's pwritev runs in a writer thread while cycle c+1 is exchanged (two
+    # receive buffers; the syscall releases the GIL).  ROMIO does these one after the other.
+    overlap = is_write and vec_io and my_agg >= 0 and ncycles > 1 and _OVERLAP
+    pending = [None, None]
+    pool = _writer(f) if overlap else None
     for c in range(ncycles):
         si = src_by_cycle[c]
         ai = agg_by_cycle[c]
         a_src, a_off_c, a_len_c = seg_src[ai], seg_off[ai], seg_len[ai]
-        if len(ai):
-            run_off, run_len, run_buf, pos, total = _runs(a_off_c, a_len_c)
-            cbuf = _cycle_buffer(f, total)
-        else:
-            cbuf, pos = _EMPTY, np.zeros(0, _I64)
-        # this rank as a source: its stream blocks per aggregator; as an aggregator: cbuf blocks per source
         src_side = (stream, my_agg_of[si], m_pos[si], m_len[si])
-        agg_side = (cbuf, a_src, pos, a_len_c)
+        if xmode == "alltoallw":   # small pieces or PARIO_EXCHANGE=alltoallw: hindexed types into the cycle buffer
+            moved += _cycle_alltoallw(f, comm, is_write, src_side, a_src, a_off_c, a_len_c)
+            continue
+        # aggregator side: blocks arrive / leave contiguous per source, in (source, sequence) order
+        # (ai is sorted by source then sequence: see back_order), at rpos in the receive buffer
+        total = int(a_len_c.sum()) if len(ai) else 0
+        slot = c % 2 if overlap else 0
+        if pending[slot] is not None:      # the buffer's previous write must be done
+            pending[slot].result()
+            pending[slot] = None
+        rbuf = _buffer(f, "_rbuf", total) if slot == 0 else _buffer(f, "_rbuf2", total, int(f.hints.cb_buffer_size) // 2)
+        rpos = np.concatenate(([0], np.cumsum(a_len_c)[:-1])).astype(_I64) if len(ai) else _Z
         if is_write:
-            _exchange(comm, src_side, agg_side)
+            _exchange_v(comm, src_side, (rbuf, a_src, a_len_c), to_aggregator=True)
             if len(ai):
-                for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()):
-                    backend.pwrite(ro, cbuf[rb:rb + rl])
+                if overlap:
+                    pending[slot] = pool.submit(_write_cycle, f, backend, vec_io, rbuf, rpos, a_off_c, a_len_c)
+                else:
+                    _write_cycle(f, backend, vec_io, rbuf, rpos, a_off_c, a_len_c)
                 moved += total
         else:
             if len(ai):
-                for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()):
-                    got = backend.pread_into(cbuf[rb:rb + rl], ro)
-                    if got < rl:
-                        cbuf[rb + got:rb + rl] = 0
+                _read_cycle(f, backend, vec_io, rbuf, rpos, a_off_c, a_len_c)
                 moved += total
-            _exchange(comm, agg_side, src_side)
+            _exchange_v(comm, src_side, (rbuf, a_src, a_len_c), to_aggregator=False)
+    err = None
+    for fut in pending:
+        if fut is not None:
+            try:
+                fut.result()
+            except BaseException as exc:  # noqa: BLE001 - re-raised after every write finished
+                err = err or exc
+    if err is not None:
+        raise err
     return nbytes
 
 
 _EMPTY = np.zeros(0, dtype=np.uint8)
-import os as _os
-_MODE = _os.environ.get("PARIO_EXCHANGE", "alltoallw")
-_RBUF = None
+_Z = np.zeros(0, dtype=_I64)
+_MODE = _os.environ.get("PARIO_EXCHANGE", "p2p")   # p2p (default) | alltoallw (the former exchange)
+_INT_MAX = 2**31 - 1
+_TAG_DATA = 7201
+_IOV_MAX = 1024
+_MIN_IOV = 4096   # below this mean block length, pack through the cycle buffer instead of iovecs
 
 
-def _cycle_buffer(f, n: int) -> np.ndarray:
-    """The aggregator's collective buffer, kept on the file and reused (no page faults per cycle)."""
-    buf = getattr(f, "_cbuf", None)
-    if buf is None or len(buf) < n:
-        buf = np.empty(max(n, int(f.hints.cb_buffer_size)), dtype=np.uint8)
-        f._cbuf = buf
+_OVERLAP = _os.environ.get("PARIO_CB_OVERLAP", "1") != "0"
+
+
+_POOL = None
+_BUFS: dict[str, np.ndarray] = {}
+
+
+def _writer(f):
+    """The aggregator's writer thread (one per process, created on first use).
+
+    Collective calls of one process run one after the other and each waits for its writes,
+    so one thread and one set of buffers serve every file."""
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pario-cb-writer")
+    return _POOL
+
+
+def _buffer(f, attr: str, n: int, least: int | None = None) -> np.ndarray:
+    """A byte buffer kept per process and reused across cycles, calls and files: no page
+    faults per cycle or per open (ROMIO allocates its collective buffer in every call)."""
+    buf = _BUFS.get(attr)
+    want = max(n, int(f.hints.cb_buffer_size) if least is None else least)
+    if buf is None or len(buf) < n or len(buf) > 4 * want:
+        buf = np.empty(want, dtype=np.uint8)
+        _BUFS[attr] = buf
     return buf[:n]
 
 
+def _cycle_buffer(f, n: int) -> np.ndarray:
+    return _buffer(f, "_cbuf", n)
+
+
+def _exchange_v(comm, src_side, agg_side, *, to_aggregator: bool) -> None:
+    """One cycle's data exchange: one contiguous message per (source, aggregator) pair.
+
+    Source side ``(stream, aggregator of each block, stream position, length)``: when the
+    blocks for each aggregator follow each other in the stream (IOR, MPI-Tile-IO rows,
+    any view read in order) the segment is sent from / received into the user's stream
+    directly; otherwise it is packed / unpacked through a scratch buffer.  Aggregator side
+    ``(rbuf, source of each block, length)``: the blocks of each source lie back to back in
+    ``rbuf`` in the order given, and the aggregator reads/writes the file straight from
+    ``rbuf`` with ``preadv``/``pwritev`` (no unpack copy; ROMIO unpacks into its collective
+    buffer).
+    """
+    from mpi4py import MPI
+
+    size = comm.size
+    stream, speer, spos, slen = src_side
+    rbuf, rsrc, rlen = agg_side
+    # -- source side: per-aggregator segments in the stream
+    scnt = np.bincount(speer, weights=slen, minlength=size).astype(np.int64) if len(speer) else np.zeros(size, np.int64)
+    direct = True
+    if len(speer):
+        so = np.argsort(speer, kind="stable")
+        p_sorted, pos_sorted, len_sorted = speer[so], spos[so], slen[so]
+        same_peer = p_sorted[1:] == p_sorted[:-1]
+        direct = bool(np.all(pos_sorted[1:][same_peer] == (pos_sorted + len_sorted)[:-1][same_peer]))
+        first = np.searchsorted(p_sorted, np.arange(size))
+        has = scnt > 0
+        sdis = np.zeros(size, np.int64)
+        sdis[has] = pos_sorted[first[has]]
+    else:
+        sdis = np.zeros(size, np.int64)
+    if not direct:
+        sdis = np.concatenate(([0], np.cumsum(scnt)[:-1])).astype(np.int64)
+    # -- aggregator side: per-source segments back to back in rbuf
+    acnt = np.bincount(rsrc, weights=rlen, minlength=size).astype(np.int64) if len(rsrc) else np.zeros(size, np.int64)
+    adis = np.concatenate(([0], np.cumsum(acnt)[:-1])).astype(np.int64)
+    # point-to-point between the peers that have data (MPICH's Alltoallv for large messages
+    # runs pairwise steps, which serialises the sources of a single aggregator)
+    me = comm.rank
+    packed = None
+    if not direct and len(speer):
+        packed = gather(stream, pos_sorted, len_sorted) if to_aggregator else np.empty(int(scnt.sum()), np.uint8)
+    sbase = stream if direct else packed
+    reqs = []
+    src_peers = [int(q) for q in np.flatnonzero(scnt)]
+    agg_peers = [int(q) for q in np.flatnonzero(acnt)]
+    if to_aggregator:
+        for q in agg_peers:
+            if q != me:
+                reqs.append(comm.Irecv([rbuf[adis[q]:adis[q] + acnt[q]], MPI.BYTE], source=q, tag=_TAG_DATA))
+        for q in src_peers:
+            seg = sbase[sdis[q]:sdis[q] + scnt[q]]
+            if q == me:
+                rbuf[adis[q]:adis[q] + acnt[q]] = seg
+            else:
+                reqs.append(comm.Isend([seg, MPI.BYTE], dest=q, tag=_TAG_DATA))
+        MPI.Request.Waitall(reqs)
+    else:
+        for q in src_peers:
+            if q != me:
+                reqs.append(comm.Irecv([sbase[sdis[q]:sdis[q] + scnt[q]], MPI.BYTE], source=q, tag=_TAG_DATA))
+        for q in agg_peers:
+            seg = rbuf[adis[q]:adis[q] + acnt[q]]
+            if q == me:
+                sbase[sdis[q]:sdis[q] + scnt[q]] = seg
+            else:
+                reqs.append(comm.Isend([seg, MPI.BYTE], dest=q, tag=_TAG_DATA))
+        MPI.Request.Waitall(reqs)
+        if not direct and packed is not None:
+            scatter(stream, pos_sorted, len_sorted, packed)
+
+
+def _file_runs(off: np.ndarray, ln: np.ndarray):
+    """Blocks in file order, or None if two blocks overlap; run id of each sorted block."""
+    order = np.argsort(off, kind="stable")
+    o, l = off[order], ln[order]
+    e = o + l
+    if len(o) > 1 and np.any(o[1:] < e[:-1]):
+        return None
+    new = np.r_[True, o[1:] != e[:-1]]
+    return order, o, l, np.cumsum(new) - 1, new
+
+
+def _iov_ok(ln: np.ndarray) -> bool:
+    return len(ln) > 0 and int(ln.sum()) >= _MIN_IOV * len(ln)
+
+
+def _write_cycle(f, backend, vec_io, rbuf, rpos, off, ln) -> None:
+    """Write one cycle's blocks (``rbuf[rpos:rpos+ln]`` → file ``off``)."""
+    runs = _file_runs(off, ln) if vec_io and _iov_ok(ln) else None
+    if runs is not None:
+        order, o, l, _, new = runs
+        p = rpos[order]
+        starts = np.flatnonzero(new).tolist() + [len(o)]
+        mv = memoryview(rbuf)
+        pl, ll, ol = p.tolist(), l.tolist(), o.tolist()
+        for a, b in zip(starts[:-1], starts[1:]):
+            backend.pwritev(ol[a], [mv[pl[k]:pl[k] + ll[k]] for k in range(a, b)])
+        return
+    # overlapping or tiny blocks: merge through the cycle buffer, later blocks win (ROMIO)
+    run_off, run_len, run_buf, pos, total = _runs(off, ln)
+    cbuf = _cycle_buffer(f, total)
+    scatter(cbuf, pos, ln, rbuf)   # rbuf holds the blocks back to back (rpos = exclusive cumsum)
+    for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()):
+        backend.pwrite(ro, cbuf[rb:rb + rl])
+
+
+def _read_cycle(f, backend, vec_io, rbuf, rpos, off, ln) -> None:
+    """Fill ``rbuf[rpos:rpos+ln]`` from file ``off`` (zeros past EOF)."""
+    runs = _file_runs(off, ln) if vec_io and _iov_ok(ln) else None
+    if runs is not None:
+        order, o, l, _, new = runs
+        p = rpos[order]
+        starts = np.flatnonzero(new).tolist() + [len(o)]
+        mv = memoryview(rbuf)
+        pl, ll, ol = p.tolist(), l.tolist(), o.tolist()
+        for a, b in zip(starts[:-1], starts[1:]):
+            got = backend.preadv_into([mv[pl[k]:pl[k] + ll[k]] for k in range(a, b)], ol[a])
+            want = sum(ll[a:b])
+            if got < want:  # past EOF: zero the rest of the run
+                for k in range(a, b):
+                    base = ol[k] - ol[a]
+                    if base + ll[k] > got:
+                        z = max(0, got - base)
+                        rbuf[pl[k] + z:pl[k] + ll[k]] = 0
+        return
+    run_off, run_len, run_buf, pos, total = _runs(off, ln)
+    cbuf = _cycle_buffer(f, total)
+    for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()):
+        got = backend.pread_into(cbuf[rb:rb + rl], ro)
+        if got < rl:
+            cbuf[rb + got:rb + rl] = 0
+    gather(cbuf, pos, ln, out=rbuf)
+
+
+def _cycle_alltoallw(f, comm, is_write, src_side, a_src, a_off_c, a_len_c) -> int:
+    """The former exchange (``PARIO_EXCHANGE=alltoallw``): hindexed datatypes straight between
+    the user's stream and the cycle buffer, merged runs written with pwrite (kept to compare)."""
+    backend = f.backend
+    if len(a_src):
+        run_off, run_len, run_buf, pos, total = _runs(a_off_c, a_len_c)
+        cbuf = _cycle_buffer(f, total)
+    else:
+        cbuf, pos, total = _EMPTY, _Z, 0
+    agg_side = (cbuf, a_src, pos, a_len_c)
+    if is_write:
+        _exchange(comm, src_side, agg_side)
+        for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()) if len(a_src) else ():
+            backend.pwrite(ro, cbuf[rb:rb + rl])
+    else:
+        for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()) if len(a_src) else ():
+            got = backend.pread_into(cbuf[rb:rb + rl], ro)
+            if got < rl:
+                cbuf[rb + got:rb + rl] = 0
+        _exchange(comm, agg_side, src_side)
+    return total
+
+
 def _exchange(comm, send, recv) -> None:
-    """One cycle's data exchange: ``MPI_Alltoallw`` with an hindexed datatype per peer.
+    """``MPI_Alltoallw`` with an hindexed datatype per peer (``PARIO_EXCHANGE=alltoallw``).
 
     ``send`` / ``recv`` = (buffer, peer of each block, byte offset of each block in the buffer,
-    block length); blocks to/from one peer travel in the order given.  The datatypes
-    address the user's data stream and the aggregator's cycle buffer directly, so no
-    packing copy is made (ROMIO does the same with derived datatypes).
+    block length); blocks to/from one peer travel in the order given.
     """
     from mpi4py import MPI
 
     size = comm.size
     sbuf, speer, spos, slen = send
     rbuf, rpeer, rpos, rlen = recv
-    if _MODE == "alltoallv":
-        so = np.argsort(speer, kind="stable")
-        ro = np.argsort(rpeer, kind="stable")
-        packed = gather(sbuf, spos[so], slen[so])
-        scnt = np.bincount(speer, weights=slen, minlength=size).astype(np.int32)
-        rcnt = np.bincount(rpeer, weights=rlen, minlength=size).astype(np.int32)
-        sdis = np.concatenate(([0], np.cumsum(scnt)[:-1])).astype(np.int32)
-        rdis = np.concatenate(([0], np.cumsum(rcnt)[:-1])).astype(np.int32)
-        global _RBUF
-        need = int(rcnt.sum())
-        if _RBUF is None or len(_RBUF) < need:
-            _RBUF = np.empty(need, np.uint8)
-        tmp = _RBUF[:need]
-        comm.Alltoallv([packed, (scnt, sdis), MPI.BYTE], [tmp, (rcnt, rdis), MPI.BYTE])
-        scatter(rbuf, rpos[ro], rlen[ro], tmp)
-        return
     stypes, rtypes, free = [MPI.BYTE] * size, [MPI.BYTE] * size, []
     scnt, rcnt = np.zeros(size, np.int32), np.zeros(size, np.int32)
     for buf, peer, pos, ln, types, cnt in ((sbuf, speer, spos, slen, stypes, scnt), (rbuf, rpeer, rpos, rlen, rtypes, rcnt)):
@@ -305,16 +506,30 @@ def _interleaved(sts: np.ndarray, ens: np.ndarray) -> bool:
     return bool(np.any(sts[1:] < ens[:-1]))
 
 
-def _plan_domain(f, agg: int, src, off, ln, B: int, sched: Schedule):
+def _plan_domain(f, agg: int, src, off, ln, B: int, sched: Schedule, split: int = 1):
     """Order the domain's pieces (seed 004) and cut the sequence into cb_buffer_size cycles.
 
-    Returns per segment: source rank, file offset, length, cycle, sequence number.
+    Returns per segment: source rank, file offset, length, cycle, sequence number.  With
+    ``split`` > 1 the returned cycles are execution cycles of ``B / split`` bytes (each
+    cb_buffer_size cycle run as ``split`` consecutive smaller ones: overlapped writes keep
+    the aggregator's memory at ``B``); ``sched.cycle`` stays in cb_buffer_size cycles.
     """
-    from ..plan.collective import request_order
-
+    Bx = max(1, B // split)
     placement = f.placement
     method = f.order
-    if placement is not None and len(off):
+    if method == "romcio":
+        # ROMCIO = logical offset order: pario.plan.collective.romcio_order inlined, so that a
+        # plain collective call does not import every planner (``pario.plan``: ~1-2 s)
+        if placement is not None and len(off):
+            idx, p_off, p_len, server, kind = placement.pieces(off, ln)
+            p_src = src[idx]
+        else:
+            p_off, p_len, p_src = off, ln, src
+            server = kind = np.zeros(len(off), _I64)
+        order = np.argsort(p_off, kind="stable").astype(_I64)
+    elif placement is not None and len(off):
+        from ..plan.collective import request_order
+
         idx, p_off, p_len, server, kind = placement.pieces(off, ln)
         p_src = src[idx]
         hs, ss = placement.kind_servers
@@ -323,19 +538,19 @@ def _plan_domain(f, agg: int, src, off, ln, B: int, sched: Schedule):
     else:
         p_off, p_len, p_src = off, ln, src
         server = kind = np.zeros(len(off), _I64)
-        order = request_order("romcio", p_off, server, kind, agg)
+        order = np.argsort(p_off, kind="stable").astype(_I64)   # no placement: ROMCIO
     n = len(p_off)
     # byte packing of the ordered sequence into buffers of B bytes
     o_len = p_len[order]
     bufpos = np.concatenate(([0], np.cumsum(o_len)[:-1])).astype(_I64)
-    j, bstart, blen = split_periodic(bufpos, o_len, B, np.array([0]))
+    j, bstart, blen = split_periodic(bufpos, o_len, Bx, np.array([0]))
     piece = order[j]
     seg_off = p_off[piece] + (bstart - bufpos[j])
-    seg_cyc = bstart // B
+    seg_cyc = bstart // Bx
     seg_src = p_src[piece]
     seg_seq = np.arange(len(j), dtype=_I64)
     first_cycle = np.full(n, -1, _I64)
-    first_cycle[order[::-1]] = (bufpos // B)[::-1]
+    first_cycle[order[::-1]] = (bufpos // Bx)[::-1]
     if len(order) < n:  # HACIO line 7 dropped duplicate pieces: they travel with their twin
         dropped = np.setdiff1d(np.arange(n), order)
         key = {(int(p_off[i]), int(server[i])): int(first_cycle[i]) for i in order}
@@ -349,4 +564,5 @@ def _plan_domain(f, agg: int, src, off, ln, B: int, sched: Schedule):
     sched.offset, sched.length = p_off[order], p_len[order]
     sched.server, sched.kind, sched.proc = server[order], kind[order], p_src[order]
     sched.cycle = bufpos // B
+    sched.ncycles = int(sched.cycle.max()) + 1 if len(sched.cycle) else 0
     return seg_src, seg_off, blen, seg_cyc, seg_seq
