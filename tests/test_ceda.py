@@ -271,3 +271,23 @@ def test_combined_plan_places_patterns_apart():
             assert np.bincount(sub.req, weights=sub.length, minlength=len(rows)).tolist() == tr.length[rows].tolist()
             assert reps[0]["bytes"] == int(emap.length.sum())
     assert len(identify_patterns(two)) == 2
+
+
+def test_whole_trace_verification_drops_harmful_patterns(monkeypatch):
+    """Beyond the paper: if the selected patterns together price worse than ORIG on the whole
+    trace, the planner drops them (least benefit first) until the plan is not worse.  Forced
+    here by a selection rule that takes every pattern, including the B <= 0 ones."""
+    import pario.plan.ceda as ceda
+
+    trace = Trace.concat([ior(1, 8 * BLOCK, 64 * BLOCK, 1, pattern="sequential", op="read", file="big.dat"),
+                          ior(2, 4 * BLOCK, 64 * BLOCK, 1, pattern="sequential", op="read", file="b2.dat")])
+    system = load_system("ceda-hdd8")
+    monkeypatch.setattr(ceda, "select", lambda an, budget, rule, top_n: np.ones(len(an.patterns), dtype=bool))
+    raw = CEDAPlanner(verify=False).plan(trace, system)
+    checked = CEDAPlanner().plan(trace, system)
+    assert raw.predicted_s > raw.baselines["ORIG"], "the forced selection must be harmful for this test"
+    assert checked.predicted_s <= checked.baselines["ORIG"]
+    dropped = checked.details["verify_dropped"]
+    B = {r["pattern"]: r["B"] for r in checked.details["pbt"]}
+    assert dropped and [B[i] for i in dropped] == sorted(B[i] for i in dropped)  # least benefit first
+    assert any(B[i] <= 0 for i in dropped)
