@@ -11,7 +11,7 @@
 2. Redirection overhead for independent I/O (CEDA Fig. 17): independent write_at/read_at of
    the same pattern through pario on a plain file, and through a pario store file with an
    empty RMT (every request looks up the RMT and goes to the original), vs mpi4py MPI.File.
-   Store files are served by the store rank (rank 0), other ranks ship requests to it.
+   Every rank opens the store in its shared multi-process mode.
 Times are the max over ranks of the call time (barrier before).
 """
 import argparse
