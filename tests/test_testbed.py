@@ -138,6 +138,15 @@ def test_up_calibrate_replay_down_leaves_nothing(tmp_path):
         assert res.device_bytes is not None and np.all(res.device_bytes >= res.mapped_bytes)
         assert np.all(res.device_bytes <= res.mapped_bytes + (256 << 10))
         assert tb.cgroup and os.path.isdir(tb.cgroup)
+        if _have_mpi():  # collective replay: MPI ranks inherit the cgroup; O_DIRECT bytes reach the devices
+            from pario.testbed.bench import replay_collective
+
+            tc = ior(procs=2, xfer=256 << 10, block=1 << 20, pattern="random", op="write", collective=True)
+            rc = replay_collective(tc, d / "store", procs=2, layout=lay, order="hacio", cb_nodes=2,
+                                   cb_buffer=256 << 10)
+            assert rc.bytes == 2 << 20 and int(rc.mapped_bytes.sum()) == rc.bytes
+            assert rc.device_bytes is not None and np.all(rc.device_bytes >= rc.mapped_bytes)
+            assert np.all(rc.device_bytes <= rc.mapped_bytes + (256 << 10))
     finally:
         if (d / core.STATE_FILE).exists():
             core.down(d)
@@ -188,3 +197,50 @@ def test_calibrate_recovers_throttle_within_20_percent(tmp_path):
         if (d / core.STATE_FILE).exists():
             core.down(d)
     assert _leftovers(d) == []
+
+
+def _have_mpi() -> bool:
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    from pario.testbed.bench import mpiexec_path
+
+    return mpiexec_path() is not None
+
+
+@pytest.mark.skipif(not _have_mpi(), reason="needs mpi4py and mpiexec")
+def test_collective_replay_writes_every_rank_s_bytes(tmp_path):
+    """bench run --collective: 2 MPI ranks, one write_at_all through pario.mpi.File on a store
+    file (hacio order, 2 aggregators); afterwards every request's bytes hold its MPI rank's
+    fill byte (trace rank r runs on MPI rank r mod 2), and the layout mapping conserves bytes."""
+    from pario.layout import parse_layout
+    from pario.store import Store, init_store
+    from pario.testbed.bench import replay_collective
+    from pario.workload.ior import ior
+
+    from pario.system import Network, Server, System
+
+    system = System(name="t", servers=tuple(
+        Server(name=n, kind=k, alpha=a, beta=b) for n, k, a, b in
+        (("H0", "hdd", 4e-3, 1 / (120 << 20)), ("S0", "ssd", 5e-4, 1 / (400 << 20)),
+         ("H1", "hdd", 4e-3, 1 / (120 << 20)), ("S1", "ssd", 5e-4, 1 / (400 << 20)))),
+        network=Network(0.0, 0.0), procs_per_node=1)
+    init_store(tmp_path / "store", system)
+    trace = ior(procs=4, xfer=64 << 10, block=256 << 10, pattern="random", op="write", collective=True)
+    lay = parse_layout("fixed:16k", system)
+    res = replay_collective(trace, tmp_path / "store", procs=2, layout=lay, order="hacio", cb_buffer=128 << 10,
+                            cb_nodes=2, keep=True)
+    assert res.bytes == 1 << 20 and int(res.mapped_bytes.sum()) == res.bytes
+    assert [c["op"] for c in res.calls] == ["write"] and res.calls[0]["aggregators"] == 2
+    assert res.calls[0]["cycles"] >= 2  # 512 KiB per aggregator domain through a 128 KiB buffer
+    st = Store(tmp_path / "store")
+    try:
+        f = st.open("bench/ior.dat")
+        buf = bytearray(64 << 10)
+        for r, off, n in zip(trace.rank.tolist(), trace.offset.tolist(), trace.length.tolist()):
+            f.readinto(off, memoryview(buf)[:n])
+            assert set(buf[:n]) == {r % 2}, (r, off)
+        f.close()
+    finally:
+        st.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import ParioError
 from ..units import format_size
-from .common import console, load_trace_arg, print_json
+from .common import console, load_trace_arg, print_json, size_arg
 from ..arrays import unique
 
 
@@ -25,7 +25,14 @@ def register(subparsers) -> None:
     g.add_argument("--layout", metavar="SPEC", help="layout for every file (fixed:64K, var:hdd=28K,ssd=100K, ...)")
     g.add_argument("--plan", metavar="PLAN.json", help="a pario plan (its layout per file)")
     r.add_argument("--collective", action="store_true",
-                   help="collective (two-phase) replay through the MPI runtime (needs mpi4py; not in this build)")
+                   help="collective (two-phase) replay through the MPI runtime: N MPI ranks under mpiexec, "
+                        "one write_at_all/read_at_all per file and op (needs mpi4py + mpiexec)")
+    r.add_argument("--order", choices=("romcio", "cacio", "hacio"), default=None,
+                   help="[--collective] request order in a file domain (default: the plan's, else romcio)")
+    r.add_argument("--cb-buffer", type=size_arg, default=4 << 20, metavar="SIZE",
+                   help="[--collective] collective buffer per aggregator (default 4m)")
+    r.add_argument("--aggregators", type=int, default=None, metavar="A",
+                   help="[--collective] aggregators (cb_nodes; default: the runtime's, one per node)")
     r.add_argument("--system", metavar="P", default=None,
                    help="profile for the prediction (default: the store's profile), e.g. a calibrated one")
     r.add_argument("--no-prefill", action="store_true", help="do not write the files before the timed replay")
@@ -44,14 +51,6 @@ def _run(args) -> int:
     from ..system import System, load_system
     from ..testbed.bench import replay
 
-    if args.collective:
-        try:
-            import mpi4py  # noqa: F401
-        except ImportError:
-            raise ParioError("--collective replays through the MPI runtime and needs mpi4py, which is not "
-                             "installed; replay independently (without --collective)") from None
-        raise ParioError("--collective bench replay is not implemented yet; use 'pario simulate --collective' "
-                         "for the prediction")
     cfg = read_config(args.store)
     store_system = System.from_dict(cfg["profile"], origin=args.store)
     pred_system = load_system(args.system) if args.system else store_system
@@ -66,6 +65,8 @@ def _run(args) -> int:
 
         plan = Plan.load(args.plan, store_system)
     procs = args.procs or int(len(unique(trace.rank)))
+    if args.collective:
+        return _run_collective(args, trace, store_system, pred_system, layout, plan, procs)
     res = replay(trace, args.store, procs=procs, layout=layout, plan=plan, prefill=not args.no_prefill,
                  direct=not args.buffered, keep=args.keep,
                  progress=None if args.json else (lambda m: console.print(f"[dim]{m}[/]")))
@@ -100,4 +101,51 @@ def _run(args) -> int:
     console.print(tab)
     if res.device_bytes is None:
         console.print("[dim]device bytes are measured only on a pario testbed (blkio statistics)[/]")
+    return 0
+
+
+def _run_collective(args, trace, store_system, pred_system, layout, plan, procs) -> int:
+    from rich.table import Table
+
+    from ..testbed.bench import replay_collective
+
+    order = args.order or (getattr(plan, "collective_order", None) if plan is not None else None) or "romcio"
+    res = replay_collective(trace, args.store, procs=procs, layout=layout, plan=plan, order=order,
+                            cb_buffer=args.cb_buffer, cb_nodes=args.aggregators, prefill=not args.no_prefill,
+                            keep=args.keep, progress=None if args.json else (lambda m: console.print(f"[dim]{m}[/]")))
+    naggr = max((c["aggregators"] for c in res.calls), default=None)
+    sim = None
+    try:
+        from ..simulate import simulate
+
+        sim = simulate(trace, pred_system, layout, plan=plan, collective=True, order=order,
+                       cb_buffer=args.cb_buffer, aggregators=naggr)
+    except ImportError:
+        pass
+    if args.json:
+        d = res.to_dict()
+        d["predicted_s"] = sim.makespan_s if sim else None
+        d["predicted_server_bytes"] = sim.server_bytes.tolist() if sim else None
+        d["system"] = pred_system.name
+        print_json(d)
+        return 0
+    console.print(f"collective ({order}): {len(trace)} requests, {format_size(res.bytes)} with {res.procs} MPI "
+                  f"ranks, {naggr} aggregator(s), cb_buffer {format_size(args.cb_buffer)}")
+    for c in res.calls:
+        console.print(f"  {c['op']} {c['file']}: {c['wall_s']:.4g} s, {c['cycles']} cycles")
+    line = f"measured wall time {res.wall_s:.4g} s ({res.bandwidth_MiBps:.1f} MiB/s)"
+    if sim is not None:
+        err = (sim.makespan_s - res.wall_s) / res.wall_s
+        line += f"   predicted ({pred_system.name}) {sim.makespan_s:.4g} s   model error {100 * err:+.1f} %"
+    console.print(line)
+    tab = Table("server", "kind", "device bytes (measured)", "mapped bytes", "device requests (measured)",
+                "predicted requests", "predicted busy (s)")
+    for j, s in enumerate(store_system.servers):
+        tab.add_row(s.name, s.kind,
+                    format_size(int(res.device_bytes[j])) if res.device_bytes is not None else "-",
+                    format_size(int(res.mapped_bytes[j])),
+                    str(int(res.device_ios[j])) if res.device_ios is not None else "-",
+                    str(int(sim.server_subrequests[j])) if sim is not None else "-",
+                    f"{sim.server_busy_s[j]:.4g}" if sim is not None else "-")
+    console.print(tab)
     return 0

@@ -81,6 +81,29 @@ def _device_bytes(tb: Testbed, names: list[str]) -> np.ndarray | None:
     return np.array([by_dev.get(majmin.get(n, ""), 0) for n in names], dtype=np.int64)
 
 
+def device_ios(tb: Testbed, names: list[str]) -> np.ndarray | None:
+    """Requests (reads + writes) completed per server device so far (cgroup v1 ``blkio.throttle.io_serviced``,
+    v2 ``io.stat`` rios + wios)."""
+    if tb is None or not tb.cgroup:
+        return None
+    majmin = {s.name: s.majmin for s in tb.servers}
+    by_dev: dict[str, int] = {}
+    try:
+        if tb.cgroup_version == 1:
+            for line in Path(tb.cgroup, "blkio.throttle.io_serviced").read_text().splitlines():
+                parts = line.split()
+                if len(parts) == 3 and parts[1] in ("Read", "Write"):
+                    by_dev[parts[0]] = by_dev.get(parts[0], 0) + int(parts[2])
+        else:
+            for line in Path(tb.cgroup, "io.stat").read_text().splitlines():
+                parts = line.split()
+                kv = dict(p.split("=") for p in parts[1:] if "=" in p)
+                by_dev[parts[0]] = int(kv.get("rios", 0)) + int(kv.get("wios", 0))
+    except OSError:
+        return None
+    return np.array([by_dev.get(majmin.get(n, ""), 0) for n in names], dtype=np.int64)
+
+
 def _device_bytes_v2(tb: Testbed, names: list[str]) -> np.ndarray | None:
     try:
         text = Path(tb.cgroup, "io.stat").read_text()
@@ -226,3 +249,152 @@ def replay(trace, store_root, *, procs: int, layout=None, plan=None, prefill: bo
                            rank_time_s={r: v - t0 for r, v in rank_done.items()}, direct=direct)
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------------------- collective replay
+@dataclass
+class CollectiveResult:
+    wall_s: float                 # sum of the collective calls' wall times (barrier to barrier)
+    calls: list[dict]
+    bytes: int
+    procs: int
+    order: str
+    server_names: list[str]
+    device_bytes: np.ndarray | None
+    mapped_bytes: np.ndarray
+    device_ios: np.ndarray | None = None  # requests per server device (testbed only)
+
+    @property
+    def bandwidth_MiBps(self) -> float:
+        return self.bytes / 2**20 / self.wall_s if self.wall_s > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {"wall_s": self.wall_s, "calls": self.calls, "bytes": self.bytes, "procs": self.procs,
+                "order": self.order, "bandwidth_MiBps": self.bandwidth_MiBps, "servers": self.server_names,
+                "mapped_bytes": self.mapped_bytes.tolist(),
+                "device_bytes": None if self.device_bytes is None else self.device_bytes.tolist(),
+                "device_ios": None if self.device_ios is None else self.device_ios.tolist()}
+
+
+def mpiexec_path() -> str | None:
+    """``mpiexec`` of the running venv (MPICH from PyPI), else the one on PATH."""
+    import shutil
+    import sys
+
+    cand = Path(sys.executable).parent / "mpiexec"
+    return str(cand) if cand.exists() else shutil.which("mpiexec")
+
+
+def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, order: str = "romcio",
+                      cb_buffer: int = 4 << 20, cb_nodes: int | None = None, prefill: bool = True,
+                      keep: bool = False, timeout: float = 600.0, progress=None) -> CollectiveResult:
+    """Collective replay: ``procs`` MPI ranks run :mod:`pario.testbed.collective` under ``mpiexec``.
+
+    The files are created in the store with their layout and prefilled here (untimed,
+    O_DIRECT), the store is closed, and the MPI program opens it through
+    :class:`pario.mpi.File` (``pario_store`` hint).  On a testbed the MPI processes run in
+    its cgroup (they inherit it from this process) and the per-server bytes come from the
+    cgroup's statistics.  Wall time = sum over the collective calls (one per file and op).
+    """
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    from ..layout import server_load
+    from ..store import Store
+
+    if order not in ("romcio", "cacio", "hacio"):
+        raise ParioError(f"unknown collective order {order!r} (romcio | cacio | hacio)")
+    if procs < 1:
+        raise ParioError("--procs must be >= 1")
+    if len(trace) == 0:
+        raise ParioError("the trace has no requests")
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        raise ParioError("--collective replays through the MPI runtime and needs mpi4py (pip install mpi4py mpich)") from None
+    mpiexec = mpiexec_path()
+    if mpiexec is None:
+        raise ParioError("--collective needs mpiexec (pip install mpich puts it in the venv's bin/)")
+    store = Store(store_root, direct=True)
+    try:
+        system = store.system
+        server_dirs = getattr(store.backend, "server_dirs", [])
+        tb = find_testbed(server_dirs[0]) if server_dirs else None
+        names, mapped = [], np.zeros(system.n, dtype=np.int64)
+        ends = np.zeros(len(trace.files), dtype=np.int64)
+        np.maximum.at(ends, trace.file, trace.offset + trace.length)
+        chunk = 8 << 20
+        buf = mmap.mmap(-1, chunk)
+        buf.write(os.urandom(1 << 20) * (chunk >> 20))
+        for k, fname in enumerate(trace.files):
+            lay = plan.layout_for(fname) if plan is not None else None
+            lay = lay if lay is not None else layout
+            if lay is None:
+                raise ParioError(f"the plan has no layout for file {fname!r}; give --layout as the default")
+            name = _bench_name(fname)
+            names.append(name)
+            if store.exists(name):
+                store.delete(name)
+            store.create(name, lay)
+            sub = trace.take(trace.file == k)
+            if len(sub):
+                mapped += server_load(sub, lay, system.n)[0].astype(np.int64)
+            if prefill:
+                if progress:
+                    progress(f"prefill {name} ({int(ends[k])} B)")
+                f = store.open(name)
+                for off in range(0, int(ends[k]), chunk):
+                    n = min(chunk, int(ends[k]) - off)
+                    f.write(off, memoryview(buf)[:n])
+                f.fsync()
+                f.close()
+        buf.close()
+    finally:
+        store.close()
+    os.sync()
+    with tempfile.TemporaryDirectory(prefix="pario-bench-") as tmp:
+        from ..trace import save
+
+        tpath = os.path.join(tmp, "trace.parquet")
+        save(trace, tpath)
+        spec = {"trace": tpath, "store": str(Path(store_root).resolve()), "names": names, "order": order,
+                "cb_buffer": int(cb_buffer), "cb_nodes": cb_nodes, "direct": True}
+        spath = os.path.join(tmp, "spec.json")
+        Path(spath).write_text(json.dumps(spec))
+        cmd = [mpiexec, "-n", str(procs), sys.executable, "-m", "pario.testbed.collective", spath]
+        ctx = enter(tb) if tb is not None and tb.cgroup else contextlib.nullcontext()
+        if progress:
+            progress(f"collective replay ({order}) with {procs} MPI ranks")
+        with ctx:
+            before = _device_bytes(tb, system.names)
+            ios0 = device_ios(tb, system.names)
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise ParioError(f"collective replay did not finish within {timeout:g} s") from None
+            after = _device_bytes(tb, system.names)
+            ios1 = device_ios(tb, system.names)
+    if res.returncode != 0:
+        lines = [ln for ln in (res.stderr + res.stdout).strip().splitlines() if ln.strip()]
+        raise ParioError(f"collective replay failed (exit {res.returncode}): {lines[-1] if lines else 'no output'}")
+    out = None
+    for line in res.stdout.splitlines():
+        if line.startswith("{") and '"calls"' in line:
+            out = json.loads(line)
+    if out is None:
+        raise ParioError("collective replay printed no result")
+    if not keep:
+        store = Store(store_root)
+        try:
+            for name in names:
+                with contextlib.suppress(ParioError):
+                    store.delete(name)
+        finally:
+            store.close()
+    dev = None if before is None or after is None else after - before
+    return CollectiveResult(wall_s=float(sum(c["wall_s"] for c in out["calls"])), calls=out["calls"],
+                            bytes=int(trace.length.sum()), procs=procs, order=order,
+                            server_names=list(system.names), device_bytes=dev, mapped_bytes=mapped,
+                            device_ios=None if ios0 is None or ios1 is None else ios1 - ios0)
