@@ -78,11 +78,7 @@ def _run(args) -> int:
     except ImportError:
         pass
     if args.json:
-        d = res.to_dict()
-        d["predicted_s"] = sim.makespan_s if sim else None
-        d["predicted_server_bytes"] = sim.server_bytes.tolist() if sim else None
-        d["system"] = pred_system.name
-        print_json(d)
+        _print_json(res, sim, pred_system)
         return 0
     console.print(f"{res.requests} requests, {format_size(res.bytes)} with {res.procs} workers "
                   f"({'O_DIRECT' if res.direct else 'buffered'})")
@@ -123,11 +119,7 @@ def _run_collective(args, trace, store_system, pred_system, layout, plan, procs)
     except ImportError:
         pass
     if args.json:
-        d = res.to_dict()
-        d["predicted_s"] = sim.makespan_s if sim else None
-        d["predicted_server_bytes"] = sim.server_bytes.tolist() if sim else None
-        d["system"] = pred_system.name
-        print_json(d)
+        _print_json(res, sim, pred_system)
         return 0
     console.print(f"collective ({order}): {len(trace)} requests, {format_size(res.bytes)} with {res.procs} MPI "
                   f"ranks, {naggr} aggregator(s), cb_buffer {format_size(args.cb_buffer)}")
@@ -149,3 +141,12 @@ def _run_collective(args, trace, store_system, pred_system, layout, plan, procs)
                     f"{sim.server_busy_s[j]:.4g}" if sim is not None else "-")
     console.print(tab)
     return 0
+
+
+def _print_json(res, sim, pred_system) -> None:
+    """The measured result with the simulator's prediction beside it."""
+    d = res.to_dict()
+    d["predicted_s"] = sim.makespan_s if sim else None
+    d["predicted_server_bytes"] = sim.server_bytes.tolist() if sim else None
+    d["system"] = pred_system.name
+    print_json(d)

@@ -369,7 +369,9 @@ class LocalBackend(Backend):
                 self._finish_read(fd, [view], pos, done)
 
     @staticmethod
-    def _finish_write(fd, bufs, pos, done):
+    def _finish(fd, bufs, pos, done, write: bool):
+        """Complete a short ``pwritev``/``preadv`` of ``bufs`` at ``pos`` that moved ``done``
+        bytes: the rest buffer by buffer; a read that hits the end of the data file fills zeros."""
         for b in bufs:
             n = len(b)
             if done >= n:
@@ -379,29 +381,19 @@ class LocalBackend(Backend):
             view = b[done:]
             p = pos + done
             while len(view):
-                w = os.pwrite(fd, view, p)
-                view, p = view[w:], p + w
-            pos += n
-            done = 0
-
-    @staticmethod
-    def _finish_read(fd, bufs, pos, done):
-        for b in bufs:
-            n = len(b)
-            if done >= n:
-                done -= n
-                pos += n
-                continue
-            view = b[done:]
-            p = pos + done
-            while len(view):
-                r = os.preadv(fd, [view], p)
-                if r <= 0:
+                r = os.pwrite(fd, view, p) if write else os.preadv(fd, [view], p)
+                if r <= 0 and not write:
                     view[:] = bytes(len(view))
                     break
                 view, p = view[r:], p + r
             pos += n
             done = 0
+
+    def _finish_write(self, fd, bufs, pos, done):
+        self._finish(fd, bufs, pos, done, True)
+
+    def _finish_read(self, fd, bufs, pos, done):
+        self._finish(fd, bufs, pos, done, False)
 
     def _aligned(self, n: int) -> mmap.mmap:
         return mmap.mmap(-1, max(ALIGN, -(-n // ALIGN) * ALIGN))
