@@ -43,7 +43,6 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    import numpy as np
     from rich.table import Table
 
     from ..layout import parse_layout

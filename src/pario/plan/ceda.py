@@ -162,7 +162,6 @@ def identify_patterns(trace: Trace) -> AccessPatterns:
     st["repeated"] = (nstream_per_seq[st["sequence"].to_numpy()] > 1) | st["self_repeat"].to_numpy()
 
     kinds = st["kind"].astype(str).to_numpy()
-    stride = st["stride"].fillna(0).astype(np.int64).to_numpy()
     size = st["size"].fillna(-1).astype(np.int64).to_numpy()
     ops = st["op"].to_numpy()
     tmpl = [f"{OP_NAMES[o]}:{k}" + (f"@{z}" if z >= 0 else "@var")

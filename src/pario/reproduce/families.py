@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from .. import ParioError
 from ..layout import Striped
 from ..simulate import simulate
 from ..system import load_system
