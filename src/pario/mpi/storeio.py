@@ -69,14 +69,13 @@ def _errmsg(exc, root) -> str:
     return f"store {root}: {type(exc).__name__}: {exc}"
 
 
-class SharedStoreBackend:
-    """Every rank has the store open (shared mode) and does its own redirection."""
+class _StoreBackendBase:
+    """What both store backends share: the duplicated communicator, the rank's store file
+    (``sf``, used under ``_lock``), and the placement of its layout."""
 
     forced_aggregators = None
 
     def __init__(self, f, MPI):
-        from ..store import Store
-
         self.MPI = MPI
         self.comm = f.comm.Dup()
         self.rank = self.comm.rank
@@ -84,6 +83,40 @@ class SharedStoreBackend:
         self.store = self.sf = None
         self._placement = None
         self._lock = threading.Lock()
+
+    def _check_mode(self, f, root) -> bool:
+        """MPI open-mode checks against the store (rank 0 / the store rank); True if the file exists."""
+        MPI = self.MPI
+        create = bool(f.amode & MPI.MODE_CREATE)
+        exists = self.store.exists(self.name)
+        if not exists and not create:
+            raise ParioError(f"no file {self.name!r} in store {root}")
+        if exists and create and f.amode & MPI.MODE_EXCL:
+            raise ParioError(f"file {self.name!r} exists in the store (MODE_EXCL)")
+        return exists
+
+    def _set_placement(self) -> None:
+        self._placement = Placement(self.sf.layout, np.asarray(self.store.system.kinds, dtype=np.int64))
+
+    def _local_read(self, buf, offset):
+        with self._lock:
+            return self.sf.readinto(int(offset), memoryview(buf))
+
+    def _local_write(self, offset, data):
+        with self._lock:
+            return self.sf.write(int(offset), data)
+
+    def placement(self):
+        return self._placement
+
+
+class SharedStoreBackend(_StoreBackendBase):
+    """Every rank has the store open (shared mode) and does its own redirection."""
+
+    def __init__(self, f, MPI):
+        from ..store import Store
+
+        super().__init__(f, MPI)
         root = f.hints.store
         try:
             # 1. every rank opens the store (shared; the first opener recovers, the others wait)
@@ -97,13 +130,7 @@ class SharedStoreBackend:
             err = None
             if self.rank == 0:
                 try:
-                    create = bool(f.amode & MPI.MODE_CREATE)
-                    exists = self.store.exists(self.name)
-                    if not exists and not create:
-                        raise ParioError(f"no file {self.name!r} in store {root}")
-                    if exists and create and f.amode & MPI.MODE_EXCL:
-                        raise ParioError(f"file {self.name!r} exists in the store (MODE_EXCL)")
-                    if not exists:
+                    if not self._check_mode(f, root):
                         self.store.create(self.name, _layout_for_create(f, self.store), exist_ok=True)
                 except Exception as exc:  # noqa: BLE001
                     err = _errmsg(exc, root)
@@ -114,7 +141,7 @@ class SharedStoreBackend:
             err = None
             try:
                 self.sf = self.store.open(self.name)
-                self._placement = Placement(self.sf.layout, np.asarray(self.store.system.kinds, dtype=np.int64))
+                self._set_placement()
             except Exception as exc:  # noqa: BLE001 - every rank must reach the collective below
                 err = _errmsg(exc, root)
             self._agree(err)
@@ -146,15 +173,6 @@ class SharedStoreBackend:
             if self.comm is not None:
                 self.comm.Free()
                 self.comm = None
-
-    # ------------------------------------------------------------------ the rank's own store file
-    def _local_read(self, buf, offset):
-        with self._lock:
-            return self.sf.readinto(int(offset), memoryview(buf))
-
-    def _local_write(self, offset, data):
-        with self._lock:
-            return self.sf.write(int(offset), data)
 
     def _local_size(self):
         with self._lock:
@@ -199,23 +217,14 @@ class SharedStoreBackend:
             self.comm.Free()
             self.comm = None
 
-    def placement(self):
-        return self._placement
 
-
-class ShippedStoreBackend:
+class ShippedStoreBackend(_StoreBackendBase):
     """Fallback: rank 0 alone has the store open; other ranks ship independent requests to it."""
 
     forced_aggregators = [STORE_RANK]
 
     def __init__(self, f, MPI):
-        self.MPI = MPI
-        self.comm = f.comm.Dup()
-        self.rank = self.comm.rank
-        self.name = f.path
-        self.store = self.sf = None
-        self._placement = None
-        self._lock = threading.Lock()
+        super().__init__(f, MPI)
         self._thread = None
         err, payload = None, None
         if self.rank == STORE_RANK:
@@ -223,14 +232,9 @@ class ShippedStoreBackend:
                 from ..store import Store
 
                 self.store = Store(f.hints.store)
-                create = bool(f.amode & MPI.MODE_CREATE)
-                exists = self.store.exists(self.name)
-                if not exists and not create:
-                    raise ParioError(f"no file {self.name!r} in store {f.hints.store}")
-                if exists and create and f.amode & MPI.MODE_EXCL:
-                    raise ParioError(f"file {self.name!r} exists in the store (MODE_EXCL)")
+                exists = self._check_mode(f, f.hints.store)
                 self.sf = self.store.open(self.name, create_layout=None if exists else _layout_for_create(f, self.store))
-                self._placement = Placement(self.sf.layout, np.asarray(self.store.system.kinds, dtype=np.int64))
+                self._set_placement()
                 payload = self.store.system
             except ParioError as exc:
                 err = str(exc)
@@ -300,14 +304,6 @@ class ShippedStoreBackend:
             raise ParioError(err)
         return val
 
-    def _local_read(self, buf, offset):
-        with self._lock:
-            return self.sf.readinto(int(offset), memoryview(buf))
-
-    def _local_write(self, offset, data):
-        with self._lock:
-            return self.sf.write(int(offset), data)
-
     def _local_size(self):
         with self._lock:
             return int(self.sf.size)
@@ -366,9 +362,6 @@ class ShippedStoreBackend:
         if self.comm is not None:
             self.comm.Free()
             self.comm = None
-
-    def placement(self):
-        return self._placement
 
 
 StoreBackend = ShippedStoreBackend   # former name
