@@ -346,33 +346,21 @@ def _exchange_v(comm, src_side, agg_side, *, to_aggregator: bool) -> None:
     if not direct and len(speer):
         packed = gather(stream, pos_sorted, len_sorted) if to_aggregator else np.empty(int(scnt.sum()), np.uint8)
     sbase = stream if direct else packed
-    reqs = []
     src_peers = [int(q) for q in np.flatnonzero(scnt)]
     agg_peers = [int(q) for q in np.flatnonzero(acnt)]
-    if to_aggregator:
-        for q in agg_peers:
-            if q != me:
-                reqs.append(comm.Irecv([rbuf[adis[q]:adis[q] + acnt[q]], MPI.BYTE], source=q, tag=_TAG_DATA))
-        for q in src_peers:
-            seg = sbase[sdis[q]:sdis[q] + scnt[q]]
-            if q == me:
-                rbuf[adis[q]:adis[q] + acnt[q]] = seg
-            else:
-                reqs.append(comm.Isend([seg, MPI.BYTE], dest=q, tag=_TAG_DATA))
-        MPI.Request.Waitall(reqs)
-    else:
-        for q in src_peers:
-            if q != me:
-                reqs.append(comm.Irecv([sbase[sdis[q]:sdis[q] + scnt[q]], MPI.BYTE], source=q, tag=_TAG_DATA))
-        for q in agg_peers:
-            seg = rbuf[adis[q]:adis[q] + acnt[q]]
-            if q == me:
-                sbase[sdis[q]:sdis[q] + scnt[q]] = seg
-            else:
-                reqs.append(comm.Isend([seg, MPI.BYTE], dest=q, tag=_TAG_DATA))
-        MPI.Request.Waitall(reqs)
-        if not direct and packed is not None:
-            scatter(stream, pos_sorted, len_sorted, packed)
+
+    def rseg(q):  # the aggregator-side segment of peer q
+        return rbuf[adis[q]:adis[q] + acnt[q]]
+
+    def sseg(q):  # the sender-side segment for peer q
+        return sbase[sdis[q]:sdis[q] + scnt[q]]
+
+    if to_aggregator:   # writes: senders' segments land in the aggregators' buffers
+        _p2p(comm, MPI, me, agg_peers, rseg, src_peers, sseg)
+    else:               # reads: the aggregators' buffers go back to the requesters
+        _p2p(comm, MPI, me, src_peers, sseg, agg_peers, rseg)
+    if not to_aggregator and not direct and packed is not None:
+        scatter(stream, pos_sorted, len_sorted, packed)
 
 
 def _file_runs(off: np.ndarray, ln: np.ndarray):
@@ -566,3 +554,15 @@ def _plan_domain(f, agg: int, src, off, ln, B: int, sched: Schedule, split: int 
     sched.cycle = bufpos // B
     sched.ncycles = int(sched.cycle.max()) + 1 if len(sched.cycle) else 0
     return seg_src, seg_off, blen, seg_cyc, seg_seq
+
+
+def _p2p(comm, MPI, me, recv_peers, recv_seg, send_peers, send_seg) -> None:
+    """One contiguous Irecv per receiving peer and one Isend per sending peer (own data copied)."""
+    reqs = [comm.Irecv([recv_seg(q), MPI.BYTE], source=q, tag=_TAG_DATA) for q in recv_peers if q != me]
+    for q in send_peers:
+        seg = send_seg(q)
+        if q == me:
+            recv_seg(q)[:] = seg
+        else:
+            reqs.append(comm.Isend([seg, MPI.BYTE], dest=q, tag=_TAG_DATA))
+    MPI.Request.Waitall(reqs)
