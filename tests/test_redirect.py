@@ -1,7 +1,6 @@
 """Redirector: plain, redirected, partly redirected, dirty, flushed paths against a bytearray."""
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st_
 
 from pario.layout import ExtentMap
@@ -153,3 +152,68 @@ def test_scalar_segments_equal_numpy_segments(rows, x, n, route):
     assert fast == ref
     # segments tile the request
     assert fast[0][0] == x and fast[-1][1] == x + n and all(a[1] == b[0] for a, b in zip(fast, fast[1:]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st_.lists(st_.tuples(st_.integers(0, N + 20_000), st_.integers(0, 40_000)), min_size=1, max_size=12),
+       st_.booleans())
+def test_vectored_io_matches_a_bytearray(tmp_path_factory, ranges, replica_hit):
+    """File.writev / readv (the two-phase cycle path): many disjoint ranges in one call, with
+    and without RMT hits, past the end, against the in-memory reference."""
+    st, ref = _store(tmp_path_factory.mktemp("v") / "s")
+    # disjoint ranges from the drawn (start, length) pairs, in a shuffled order
+    rs, reach = [], 0
+    for x, n in sorted(ranges):
+        x = max(x, reach)
+        if not replica_hit:        # keep clear of the replicated extents [10k,40k) [100k,150k) [200k,260k)
+            x = max(x, 260_000)
+        rs.append((x, n))
+        reach = x + n
+    rs = rs[::-1]
+    off = np.array([r[0] for r in rs], dtype=np.int64)
+    ln = np.array([r[1] for r in rs], dtype=np.int64)
+    bo = np.concatenate(([0], np.cumsum(ln)[:-1])).astype(np.int64)
+    data = np.random.default_rng(len(rs)).integers(0, 256, int(ln.sum()), dtype=np.uint8).tobytes()
+    f = st.open("f")
+    f.writev(off, ln, data, bo)
+    for x, n, b in zip(off.tolist(), ln.tolist(), bo.tolist()):
+        if x + n > len(ref):
+            ref.extend(bytes(x + n - len(ref)))
+        ref[x:x + n] = data[b:b + n]
+    assert f.size == len(ref)
+    # read the same ranges, each widened by 1 KB (past the end reads as 0)
+    wo = np.maximum(off - 1000, 0)
+    we = off + ln + 1000
+    wl = we - wo
+    wbo = np.concatenate(([0], np.cumsum(wl)[:-1])).astype(np.int64)
+    out = bytearray(int(wl.sum()))
+    f.readv(wo, wl, out, wbo)   # widened ranges may overlap: fine for reads
+    padded = bytes(ref) + bytes(int(we.max()))
+    for x, n, b in zip(wo.tolist(), wl.tolist(), wbo.tolist()):
+        assert out[b:b + n] == padded[x:x + n]
+    f.close()
+    assert fsck(st)["ok"]
+    with st.open("f") as g:
+        assert g.read(0, len(ref)) == bytes(ref)
+    st.close()
+
+
+def test_vectored_write_of_one_server_is_one_device_write(tmp_path):
+    """A HACIO cycle's blocks: every 8th 16 KiB stripe (all on server 3) → one pwritev."""
+    import os
+    from unittest import mock
+
+    st, _ = _store(tmp_path / "s")
+    f = st.open("f")
+    off = np.arange(3, 8 * 12, 8, dtype=np.int64) * 16384 + 24 * 16384
+    ln = np.full(len(off), 16384, dtype=np.int64)
+    bo = np.arange(len(off), dtype=np.int64) * 16384
+    data = bytes(range(256)) * (16384 * len(off) // 256)
+    real = os.pwritev
+    with mock.patch("os.pwritev", side_effect=real) as pw:
+        f.writev(off, ln, data, bo)
+    assert pw.call_count == 1
+    for k, x in enumerate(off.tolist()):
+        assert f.read(x, 16384) == data[k * 16384:(k + 1) * 16384]
+    f.close()
+    st.close()

@@ -76,6 +76,15 @@ elif mode == "crash":
             return orig(offset, data)
 
         fh.backend._local_write = dying_write
+        orig_v = fh.backend.write_ranges
+
+        def dying_ranges(*a):     # a two-phase cycle's runs in one call
+            count[0] += 1
+            if count[0] == 5:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return orig_v(*a)
+
+        fh.backend.write_ranges = dying_ranges
     fh.set_view(r * REC, MPI.BYTE, ft)
     data = np.concatenate([new[k * REC:(k + 1) * REC] for k in mine])
     fh.write_at_all(0, data)

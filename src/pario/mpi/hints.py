@@ -21,10 +21,13 @@ pario hints:
 - ``pario_system=NAME|PATH`` – system profile for server kinds (default: the store's or plan's).
 - ``pario_layout=SPEC`` – the file's placement on that system (``fixed:64K``, ``var:…``) for
   plain files (what a parallel file system's layout query would return).
+- ``pario_direct=true|false`` – open a store's data files with ``O_DIRECT`` (honest device
+  timings, as on the testbed; pieces must then be 4 KiB aligned).  ROMIO's ``direct_read`` /
+  ``direct_write`` (its XFS driver's names) are accepted too: either one true turns it on.
 
 Environment defaults (so an unchanged program picks them up, as ROMIO's ``ROMIO_HINTS``
 file does; ``pario run`` uses them): ``PARIO_STORE``, ``PARIO_PLAN``, ``PARIO_TRACE``,
-``PARIO_ORDER``, ``PARIO_SYSTEM``, ``PARIO_LAYOUT`` set the matching ``pario_*`` hint, and
+``PARIO_ORDER``, ``PARIO_SYSTEM``, ``PARIO_LAYOUT``, ``PARIO_DIRECT`` set the matching ``pario_*`` hint, and
 ``PARIO_HINTS="key=value,key=value"`` any hint.  A hint the program passes in ``info``
 wins over the environment; an empty variable is ignored.
 """
@@ -41,7 +44,8 @@ ROMIO_DEFAULT_CB_BUFFER = 16 * 1024 * 1024
 CB_MODES = ("enable", "disable", "automatic")
 ORDERS = ("romcio", "cacio", "hacio")
 ENV_HINTS = (("PARIO_STORE", "pario_store"), ("PARIO_PLAN", "pario_plan"), ("PARIO_TRACE", "pario_trace"),
-             ("PARIO_ORDER", "pario_order"), ("PARIO_SYSTEM", "pario_system"), ("PARIO_LAYOUT", "pario_layout"))
+             ("PARIO_ORDER", "pario_order"), ("PARIO_SYSTEM", "pario_system"), ("PARIO_LAYOUT", "pario_layout"),
+             ("PARIO_DIRECT", "pario_direct"))
 
 
 def env_hints(environ=None) -> dict[str, str]:
@@ -89,6 +93,15 @@ def _size(hints: dict, key: str, default):
     return v
 
 
+def _bool(key: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "enable", "1", "yes", "on"):
+        return True
+    if v in ("false", "disable", "0", "no", "off", ""):
+        return False
+    raise ParioError(f"hint {key}={value!r}: expected true|false")
+
+
 @dataclass
 class Hints:
     cb_nodes: int | None = None
@@ -103,6 +116,7 @@ class Hints:
     trace: str | None = None
     system: str | None = None
     layout: str | None = None
+    direct: bool = False
     raw: dict | None = None
 
     @classmethod
@@ -131,6 +145,9 @@ class Hints:
         out.trace = h.get("pario_trace") or None
         out.system = h.get("pario_system") or None
         out.layout = h.get("pario_layout") or None
+        for key in ("pario_direct", "direct_read", "direct_write"):
+            if key in h:
+                out.direct = out.direct or _bool(key, h[key])
         if "pario_order" in h:
             v = h["pario_order"].strip().lower()
             if v not in ORDERS:

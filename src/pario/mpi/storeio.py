@@ -122,7 +122,7 @@ class SharedStoreBackend(_StoreBackendBase):
             # 1. every rank opens the store (shared; the first opener recovers, the others wait)
             err = None
             try:
-                self.store = Store(root, shared=True, lock_timeout=_timeout())
+                self.store = Store(root, shared=True, lock_timeout=_timeout(), direct=f.hints.direct)
             except Exception as exc:  # noqa: BLE001 - every rank must reach the collective below
                 err = _errmsg(exc, root)
             self._agree(err)
@@ -185,6 +185,16 @@ class SharedStoreBackend(_StoreBackendBase):
     def pwrite(self, offset: int, data) -> int:
         return self._local_write(offset, data)
 
+    def write_ranges(self, offsets, lengths, buf, buf_offsets) -> None:
+        """One aggregator cycle's runs in one store call (pieces merged per server run)."""
+        with self._lock:
+            self.sf.writev(offsets, lengths, memoryview(buf), buf_offsets)
+
+    def read_ranges(self, offsets, lengths, buf, buf_offsets) -> None:
+        """Fill ``buf`` from many ranges at once (zeros past the end)."""
+        with self._lock:
+            self.sf.readv(offsets, lengths, memoryview(buf), buf_offsets)
+
     def size(self) -> int:
         return self._local_size()
 
@@ -231,7 +241,7 @@ class ShippedStoreBackend(_StoreBackendBase):
             try:
                 from ..store import Store
 
-                self.store = Store(f.hints.store)
+                self.store = Store(f.hints.store, direct=f.hints.direct)
                 exists = self._check_mode(f, f.hints.store)
                 self.sf = self.store.open(self.name, create_layout=None if exists else _layout_for_create(f, self.store))
                 self._set_placement()

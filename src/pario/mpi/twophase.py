@@ -394,8 +394,30 @@ def _write_cycle(f, backend, vec_io, rbuf, rpos, off, ln) -> None:
     run_off, run_len, run_buf, pos, total = _runs(off, ln)
     cbuf = _cycle_buffer(f, total)
     scatter(cbuf, pos, ln, rbuf)   # rbuf holds the blocks back to back (rpos = exclusive cumsum)
+    _write_runs(backend, run_off, run_len, cbuf, run_buf)
+
+
+def _write_runs(backend, run_off, run_len, cbuf, run_buf) -> None:
+    """Write disjoint file runs ``cbuf[run_buf:+run_len]`` → ``run_off``.  A store back end
+    takes the whole cycle in one call and merges the pieces that are contiguous on a server
+    (a HACIO cycle: file-strided blocks of one server → one device write); a POSIX file is
+    written run by run."""
+    if hasattr(backend, "write_ranges"):
+        backend.write_ranges(run_off, run_len, cbuf, run_buf)
+        return
     for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()):
         backend.pwrite(ro, cbuf[rb:rb + rl])
+
+
+def _read_runs(backend, run_off, run_len, cbuf, run_buf) -> None:
+    """:func:`_write_runs` for reads; bytes past the end of the file read as 0."""
+    if hasattr(backend, "read_ranges"):
+        backend.read_ranges(run_off, run_len, cbuf, run_buf)
+        return
+    for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()):
+        got = backend.pread_into(cbuf[rb:rb + rl], ro)
+        if got < rl:
+            cbuf[rb + got:rb + rl] = 0
 
 
 def _read_cycle(f, backend, vec_io, rbuf, rpos, off, ln) -> None:
@@ -419,10 +441,7 @@ def _read_cycle(f, backend, vec_io, rbuf, rpos, off, ln) -> None:
         return
     run_off, run_len, run_buf, pos, total = _runs(off, ln)
     cbuf = _cycle_buffer(f, total)
-    for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()):
-        got = backend.pread_into(cbuf[rb:rb + rl], ro)
-        if got < rl:
-            cbuf[rb + got:rb + rl] = 0
+    _read_runs(backend, run_off, run_len, cbuf, run_buf)
     gather(cbuf, pos, ln, out=rbuf)
 
 
@@ -438,13 +457,11 @@ def _cycle_alltoallw(f, comm, is_write, src_side, a_src, a_off_c, a_len_c) -> in
     agg_side = (cbuf, a_src, pos, a_len_c)
     if is_write:
         _exchange(comm, src_side, agg_side)
-        for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()) if len(a_src) else ():
-            backend.pwrite(ro, cbuf[rb:rb + rl])
+        if len(a_src):
+            _write_runs(backend, run_off, run_len, cbuf, run_buf)
     else:
-        for ro, rl, rb in zip(run_off.tolist(), run_len.tolist(), run_buf.tolist()) if len(a_src) else ():
-            got = backend.pread_into(cbuf[rb:rb + rl], ro)
-            if got < rl:
-                cbuf[rb + got:rb + rl] = 0
+        if len(a_src):
+            _read_runs(backend, run_off, run_len, cbuf, run_buf)
         _exchange(comm, agg_side, src_side)
     return total
 

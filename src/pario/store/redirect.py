@@ -256,6 +256,47 @@ class File:
                 self.store.lazy_sync(self)
             return n
 
+    def readv(self, offsets, lengths, buf, buf_offsets) -> None:
+        """Read many ranges at once: ``[offsets[k], +lengths[k])`` → ``buf[buf_offsets[k]:]``.
+
+        The vectored path of two-phase I/O (one aggregator cycle): when no range is past the
+        end and none hits an RMT entry, the whole vector is one backend call, which merges the
+        pieces that are contiguous on a server into one ``preadv`` per server run (a HACIO
+        cycle's file-noncontiguous blocks on one server become one device request).  Otherwise
+        range by range through :meth:`readinto` (redirection, zeros past the end)."""
+        mv = memoryview(buf).cast("B")
+        o, ln, bo = _vec(offsets, lengths, buf_offsets)
+        if len(o) == 0:
+            return
+        with self.lock:
+            self.store.fg_last = time.monotonic()
+            e = o + ln
+            ent = self.rmt.entries(self.name)
+            if int(e.max()) <= self.h.size and (ent.n == 0 or not ent.hits_many(o, e).any()):
+                self.backend.readv(self.h, o, ln, mv, bo)
+                return
+        for x, n, b in zip(o.tolist(), ln.tolist(), bo.tolist()):
+            self.readinto(x, mv[b:b + n])
+
+    def writev(self, offsets, lengths, buf, buf_offsets) -> None:
+        """Write many non-overlapping ranges at once (``buf[buf_offsets[k]:+lengths[k]]`` →
+        ``offsets[k]``): one backend call (server-contiguous pieces merged) when no range hits
+        an RMT entry and the file has no full replicas; else range by range through :meth:`write`."""
+        mv = memoryview(buf).cast("B")
+        o, ln, bo = _vec(offsets, lengths, buf_offsets)
+        if len(o) == 0:
+            return
+        if int(o.min()) < 0:
+            raise ParioError("write: offset must be >= 0")
+        with self.lock, held(self.sync, self.h.id, False, self.name):
+            self.store.fg_last = time.monotonic()
+            ent = self.rmt.entries(self.name)
+            if not self.full and (ent.n == 0 or not ent.hits_many(o, o + ln).any()):
+                self.backend.writev(self.h, o, ln, mv, bo)
+                return
+        for x, n, b in zip(o.tolist(), ln.tolist(), bo.tolist()):
+            self.write(x, mv[b:b + n])
+
     def truncate(self, size: int) -> None:
         with self.lock:
             size = int(size)
@@ -332,3 +373,16 @@ class File:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _vec(offsets, lengths, buf_offsets):
+    """int64 arrays of a vectored request, zero-length ranges dropped."""
+    o = np.asarray(offsets, dtype=np.int64).ravel()
+    ln = np.asarray(lengths, dtype=np.int64).ravel()
+    bo = np.asarray(buf_offsets, dtype=np.int64).ravel()
+    if not (len(o) == len(ln) == len(bo)):
+        raise ParioError("vectored I/O: offsets, lengths and buffer offsets differ in length")
+    keep = ln > 0
+    if not keep.all():
+        o, ln, bo = o[keep], ln[keep], bo[keep]
+    return o, ln, bo
