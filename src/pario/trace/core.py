@@ -13,13 +13,16 @@ methods return new traces.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from .. import ParioError
 from ..arrays import unique
+
+if TYPE_CHECKING:
+    import pandas as pd
+# pandas is imported where it is used: ``import pario.mpi`` (every MPI rank) must stay light
 
 READ = 0
 WRITE = 1
@@ -47,6 +50,8 @@ def op_code(values) -> np.ndarray:
         if codes.size and (codes.min() < 0 or codes.max() > 1):
             raise ParioError("bad op value: expected read|write (or 0|1)")
         return codes
+    import pandas as pd
+
     low = pd.Series(arr, dtype="object").astype(str).str.strip().str.lower()
     codes = low.map({"read": READ, "r": READ, "write": WRITE, "w": WRITE})
     if codes.isna().any():
@@ -268,6 +273,8 @@ class Trace:
     # ------------------------------------------------------------------ pandas
     def to_frame(self) -> pd.DataFrame:
         """A pandas DataFrame with ``file`` as names and ``op`` as ``read``/``write``."""
+        import pandas as pd
+
         df = pd.DataFrame({k: v for k, v in self.cols.items()})
         df["file"] = pd.Categorical.from_codes(self.cols["file"], categories=list(self.files)) if self.files else []
         df["op"] = np.array(OP_NAMES, dtype=object)[self.cols["op"]] if len(self) else []
@@ -276,6 +283,8 @@ class Trace:
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> "Trace":
         """Inverse of :meth:`to_frame`; required columns rank, file, op, offset, length."""
+        import pandas as pd
+
         missing = [c for c in ("rank", "file", "op", "offset", "length") if c not in df.columns]
         if missing:
             raise ParioError(f"trace is missing column(s): {', '.join(missing)}")
@@ -302,5 +311,7 @@ class Trace:
 
 
 def _unique_in_order(values: np.ndarray) -> tuple[list[str], np.ndarray]:
+    import pandas as pd
+
     codes, uniques = pd.factorize(values, sort=False)
     return [str(u) for u in uniques], codes.astype(np.int64)
