@@ -47,40 +47,11 @@ class PosixBackend:
 
     def pwritev(self, offset: int, bufs) -> int:
         """Write the buffers back to back at ``offset`` (``pwritev``, IOV_MAX per call)."""
-        bufs = [memoryview(b).cast("B") for b in bufs]
-        done = 0
-        i = 0
-        while i < len(bufs):
-            chunk = bufs[i:i + 1024]
-            want = sum(len(b) for b in chunk)
-            k = os.pwritev(self.fd, chunk, offset + done)
-            done += k
-            if k == want:
-                i += len(chunk)
-                continue
-            rest = _drop(chunk, k)            # short write: continue after the written bytes
-            bufs = rest + bufs[i + len(chunk):]
-            i = 0
-        return done
+        return _vectored(os.pwritev, self.fd, bufs, offset, stop_at_eof=False)
 
     def preadv_into(self, bufs, offset: int) -> int:
         """Fill the buffers back to back from ``offset``; returns bytes read (short at EOF)."""
-        bufs = [memoryview(b).cast("B") for b in bufs]
-        got = 0
-        i = 0
-        while i < len(bufs):
-            chunk = bufs[i:i + 1024]
-            want = sum(len(b) for b in chunk)
-            k = os.preadv(self.fd, chunk, offset + got)
-            if k <= 0:
-                break
-            got += k
-            if k == want:
-                i += len(chunk)
-                continue
-            bufs = _drop(chunk, k) + bufs[i + len(chunk):]
-            i = 0
-        return got
+        return _vectored(os.preadv, self.fd, bufs, offset, stop_at_eof=True)
 
     def size(self) -> int:
         return os.fstat(self.fd).st_size
@@ -101,6 +72,27 @@ class PosixBackend:
 
     def placement(self):
         return self._placement
+
+
+def _vectored(call, fd: int, bufs, offset: int, *, stop_at_eof: bool) -> int:
+    """``os.pwritev``/``os.preadv`` over any number of buffers (IOV_MAX per call), resuming
+    after short transfers; a read stops at the end of the file.  Returns the bytes moved."""
+    bufs = [memoryview(b).cast("B") for b in bufs]
+    done = 0
+    i = 0
+    while i < len(bufs):
+        chunk = bufs[i:i + 1024]
+        want = sum(len(b) for b in chunk)
+        k = call(fd, chunk, offset + done)
+        if k <= 0 and stop_at_eof:
+            break
+        done += k
+        if k == want:
+            i += len(chunk)
+            continue
+        bufs = _drop(chunk, k) + bufs[i + len(chunk):]   # short transfer: continue after it
+        i = 0
+    return done
 
 
 def _drop(bufs, n: int):

@@ -378,17 +378,26 @@ def _iov_ok(ln: np.ndarray) -> bool:
     return len(ln) > 0 and int(ln.sum()) >= _MIN_IOV * len(ln)
 
 
+def _iov_runs(rbuf, rpos, off, ln):
+    """The cycle's blocks as file-contiguous runs of iovecs: ``(file offset, [views], [lengths])``
+    per run, the views pointing into ``rbuf`` (no copy); None if two blocks overlap."""
+    runs = _file_runs(off, ln)
+    if runs is None:
+        return None
+    order, o, l, _, new = runs
+    starts = np.flatnonzero(new).tolist() + [len(o)]
+    mv = memoryview(rbuf)
+    pl, ll, ol = rpos[order].tolist(), l.tolist(), o.tolist()
+    return [(ol[a], [mv[pl[k]:pl[k] + ll[k]] for k in range(a, b)], ll[a:b])
+            for a, b in zip(starts[:-1], starts[1:])]
+
+
 def _write_cycle(f, backend, vec_io, rbuf, rpos, off, ln) -> None:
     """Write one cycle's blocks (``rbuf[rpos:rpos+ln]`` → file ``off``)."""
-    runs = _file_runs(off, ln) if vec_io and _iov_ok(ln) else None
+    runs = _iov_runs(rbuf, rpos, off, ln) if vec_io and _iov_ok(ln) else None
     if runs is not None:
-        order, o, l, _, new = runs
-        p = rpos[order]
-        starts = np.flatnonzero(new).tolist() + [len(o)]
-        mv = memoryview(rbuf)
-        pl, ll, ol = p.tolist(), l.tolist(), o.tolist()
-        for a, b in zip(starts[:-1], starts[1:]):
-            backend.pwritev(ol[a], [mv[pl[k]:pl[k] + ll[k]] for k in range(a, b)])
+        for fo, bufs, _ in runs:
+            backend.pwritev(fo, bufs)
         return
     # overlapping or tiny blocks: merge through the cycle buffer, later blocks win (ROMIO)
     run_off, run_len, run_buf, pos, total = _runs(off, ln)
@@ -422,22 +431,15 @@ def _read_runs(backend, run_off, run_len, cbuf, run_buf) -> None:
 
 def _read_cycle(f, backend, vec_io, rbuf, rpos, off, ln) -> None:
     """Fill ``rbuf[rpos:rpos+ln]`` from file ``off`` (zeros past EOF)."""
-    runs = _file_runs(off, ln) if vec_io and _iov_ok(ln) else None
+    runs = _iov_runs(rbuf, rpos, off, ln) if vec_io and _iov_ok(ln) else None
     if runs is not None:
-        order, o, l, _, new = runs
-        p = rpos[order]
-        starts = np.flatnonzero(new).tolist() + [len(o)]
-        mv = memoryview(rbuf)
-        pl, ll, ol = p.tolist(), l.tolist(), o.tolist()
-        for a, b in zip(starts[:-1], starts[1:]):
-            got = backend.preadv_into([mv[pl[k]:pl[k] + ll[k]] for k in range(a, b)], ol[a])
-            want = sum(ll[a:b])
-            if got < want:  # past EOF: zero the rest of the run
-                for k in range(a, b):
-                    base = ol[k] - ol[a]
-                    if base + ll[k] > got:
-                        z = max(0, got - base)
-                        rbuf[pl[k] + z:pl[k] + ll[k]] = 0
+        for fo, bufs, lens in runs:
+            got = backend.preadv_into(bufs, fo)
+            if got < sum(lens):  # past EOF: zero the rest of the run
+                for b, n in zip(bufs, lens):
+                    if got < n:
+                        b[max(got, 0):] = bytes(n - max(got, 0))
+                    got -= n
         return
     run_off, run_len, run_buf, pos, total = _runs(off, ln)
     cbuf = _cycle_buffer(f, total)
