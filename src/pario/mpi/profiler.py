@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..trace import Trace, load, save
+from ..trace.core import Trace
 from ..trace.core import READ, WRITE
 
 _WRITTEN_THIS_RUN: set[str] = set()
@@ -67,6 +67,8 @@ class Recorder:
         parts = self.comm.gather(self.local_arrays(), root=0)
         if self.comm.rank != 0:
             return None
+        from ..trace.io import load, save   # pandas/pyarrow: rank 0 only, at close
+
         rank = np.concatenate([np.full(len(p["offset"]), r, dtype=np.int64) for r, p in enumerate(parts)])
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         tr = Trace.from_arrays(rank, np.full(len(rank), self.file_name, dtype=object).astype(str) if len(rank) else np.zeros(0, np.int32),
