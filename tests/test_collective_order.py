@@ -70,3 +70,66 @@ def test_orders_are_permutations():
 def test_unknown_order():
     with pytest.raises(ParioError):
         request_order("fifo", [0], [0], [0], 0)
+
+
+# ---------------------------------------------------------------- aggregator view
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from pario.plan.collective import aggregator_ranks, aggregator_view  # noqa: E402
+from pario.trace import Trace  # noqa: E402
+
+
+def test_aggregator_ranks_follow_romio_placement():
+    # 8 ranks, 2 per node: nodes {0,1} {2,3} {4,5} {6,7}; first rank of each node, then the second
+    assert aggregator_ranks(8, 2).tolist() == [0, 2, 4, 6]
+    assert aggregator_ranks(8, 2, 6).tolist() == [0, 1, 2, 3, 4, 6]
+    assert aggregator_ranks(4, 4).tolist() == [0]
+    assert aggregator_ranks(3, 1, 10).tolist() == [0, 1, 2]
+
+
+def _brute_force(offs, lens, A, B):
+    """Per byte: requested bytes of the call, their domain (⌈span/A⌉ each) and cycle (rank of the
+    byte among its domain's requested bytes, // B)."""
+    req = sorted({x for o, n in zip(offs, lens) for x in range(o, o + n)})
+    lo, hi = req[0], req[-1] + 1
+    fd = -(-(hi - lo) // A)
+    seen, out = {}, {}
+    for x in req:
+        d = (x - lo) // fd
+        out[x] = (d, seen.get(d, 0) // B)
+        seen[d] = seen.get(d, 0) + 1
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3000), st.integers(0, 400)), min_size=1, max_size=25),
+       st.integers(1, 3), st.integers(50, 900), st.booleans())
+def test_aggregator_view_matches_per_byte_brute_force(reqs, ppn, B, with_independent):
+    rank = [r for r, _, _ in reqs]
+    offs = [o for _, o, _ in reqs]
+    lens = [n for _, _, n in reqs]
+    coll = [True] * len(reqs)
+    if with_independent:   # one independent request passes through unchanged
+        rank.append(0), offs.append(123), lens.append(45), coll.append(False)
+    t = Trace.from_arrays(rank, np.zeros(len(rank), np.int64), np.ones(len(rank), np.int8), offs, lens,
+                          files=("f",), collective=np.array(coll))
+    v = aggregator_view(t, ppn, B)
+    aggs = aggregator_ranks(int(t.rank.max()) + 1, ppn)
+    cv = v.collective
+    if with_independent:
+        assert (~cv).sum() == 1 and v.offset[~cv][0] == 123 and v.length[~cv][0] == 45
+    if sum(lens[:len(reqs)]) == 0:
+        assert cv.sum() == 0
+        return
+    want = _brute_force(offs[:len(reqs)], lens[:len(reqs)], len(aggs), B)
+    got = {}
+    for r, o, n, c in zip(v.rank[cv], v.offset[cv], v.length[cv], v.order[cv]):
+        assert n > 0
+        for x in range(int(o), int(o + n)):
+            assert x not in got, "byte issued twice"
+            got[x] = (int(np.flatnonzero(aggs == r)[0]), int(c))
+    assert got == want
+    # runs are maximal: no two runs of one aggregator and cycle touch
+    key = sorted(zip(v.rank[cv].tolist(), v.order[cv].tolist(), v.offset[cv].tolist(), (v.offset + v.length)[cv].tolist()))
+    for a, b in zip(key, key[1:]):
+        assert not (a[:2] == b[:2] and a[3] == b[2])

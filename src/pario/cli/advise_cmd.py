@@ -14,7 +14,14 @@ with more than one scheme every scheme's plan is also written to ``PLAN.<scheme>
 
     {"schemes": {NAME: {"plan": PLAN, "predicted_s": float, "baselines": {NAME: float},
                         "distribution_s": float | null, "plan_seconds": float}},
-     "skipped": {NAME: "reason"}, "best": NAME | null}
+     "skipped": {NAME: "reason"}, "best": NAME | null,
+     "collective_view": {"cb_buffer": int, "requests": int, "aggregators": int} | null}
+
+Collective requests (the trace's ``collective`` column, from Darshan DXT or ``pario_trace``)
+are planned as the file servers see them: the aggregators' requests of two-phase I/O
+(:func:`pario.plan.collective.aggregator_view`: file domains, ``--cb-buffer`` cycles,
+``--cb-nodes`` aggregators), since those are the requests a layout or a replica serves
+(``"collective_view"`` in the JSON); ``--no-collective-view`` plans the ranks' requests.
 
 A scheme whose planner is not available, or that does not apply (e.g. PADP on a system
 without SSDs), is listed under ``skipped`` with the reason; when every requested scheme
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+import numpy as np
 
 from rich.table import Table
 
@@ -49,6 +57,12 @@ def register(sub) -> None:
                    help="cost model for planners that take one (distribution, ci-layout, hybrid)")
     p.add_argument("--by", default=None, choices=("auto", "time", "order", "all", "request"),
                    help="how the trace becomes batches of concurrent requests (default auto)")
+    p.add_argument("--cb-buffer", type=size_arg, default=16 << 20, metavar="SIZE",
+                   help="collective requests: two-phase buffer per aggregator (default 16m, pario.mpi's and ROMIO's)")
+    p.add_argument("--cb-nodes", type=int, default=None, metavar="N",
+                   help="collective requests: number of aggregators (default one per client node of the profile)")
+    p.add_argument("--no-collective-view", action="store_true",
+                   help="plan collective requests as the ranks issued them, not as the aggregators' requests")
     p.add_argument("--json", action="store_true")
     p.add_argument("-o", "--output", default=None, metavar="PLAN.json", help="write the best plan (and one per scheme)")
     p.set_defaults(func=_advise)
@@ -129,6 +143,16 @@ def _advise(args) -> int:
     system = load_system(args.system)
     schemes = parse_schemes(args.schemes)
     trace = load_trace_arg(args.trace)
+    view = ""
+    if trace.collective.any() and not args.no_collective_view:
+        from ..plan.collective import aggregator_view
+
+        if args.cb_nodes is not None and args.cb_nodes < 1:
+            raise ParioError("--cb-nodes must be >= 1")
+        n_coll = int(trace.collective.sum())
+        trace = aggregator_view(trace, system.procs_per_node, args.cb_buffer, args.cb_nodes)
+        view = (f"; its {n_coll} collective requests planned as the {int(trace.collective.sum())} requests of "
+                f"{len(np.unique(trace.rank[trace.collective]))} aggregator(s), cb_buffer {format_size(args.cb_buffer)}")
     plans, skipped = run_advise(trace, system, schemes, space=args.space, original=args.original,
                                 model=args.model, by=args.by)
     if not plans:
@@ -151,11 +175,13 @@ def _advise(args) -> int:
                         for name, (plan, secs) in plans.items()},
             "skipped": skipped,
             "best": best,
+            "collective_view": {"cb_buffer": int(args.cb_buffer), "requests": int(len(trace)),
+                                "aggregators": int(len(np.unique(trace.rank[trace.collective])))} if view else None,
         })
         return 0
     console.print(f"[bold]pario advise[/bold] {args.trace}: {len(trace)} requests, {len(trace.files)} file(s), "
                   f"system {system.name} ({system.n} servers)"
-                  + (f", replica space {format_size(args.space)}" if args.space is not None else ""))
+                  + (f", replica space {format_size(args.space)}" if args.space is not None else "") + view)
     for name, (plan, secs) in plans.items():
         tab = Table(title=f"{name}: {summary(plan, system)}", title_justify="left", show_lines=False)
         tab.add_column("layout / baseline")

@@ -156,4 +156,116 @@ def request_order(method: str, offset, server, kind, aggregator: int, *, proc=No
     raise ParioError(f"unknown collective order {method!r} (expected {', '.join(ORDERS)})")
 
 
-__all__ = ["ORDERS", "romcio_order", "cacio_order", "hacio_order", "request_order"]
+def aggregator_ranks(nranks: int, procs_per_node: int, aggregators: int | None = None) -> np.ndarray:
+    """ROMIO's default aggregators (``cb_nodes`` = one per node): the first rank of every
+    node, then the second …, as :func:`pario.mpi.twophase.choose_aggregators` picks them
+    (ranks are placed ``procs_per_node`` per node in rank order)."""
+    ppn = max(1, int(procs_per_node))
+    nodes = -(-int(nranks) // ppn)
+    n = max(1, min(int(aggregators or nodes), int(nranks)))
+    r = np.arange(int(nranks), dtype=np.int64)
+    ranked = np.lexsort((r, r // ppn, r % ppn))
+    return np.sort(ranked[:n]).astype(np.int64)
+
+
+def aggregator_view(trace, procs_per_node: int, cb_buffer: int = 4 << 20, aggregators: int | None = None):
+    """The requests the file servers see when the trace's collective requests run through
+    two-phase I/O (seed 004 §2.1; what PSA's server-side trace collector records, seed 001
+    §3.4), with the independent requests unchanged.
+
+    As the simulator and the runtime do it: one call per (file, op); the call's span is cut
+    into ``A`` equal file domains (``fd = ⌈span / A⌉``, aggregators as ROMIO places them);
+    each aggregator issues the requested bytes of its domain (the union of the ranks'
+    ranges, holes skipped) in offset order (ROMCIO), ``cb_buffer`` requested bytes per cycle.
+    Every resulting run is one request of the aggregator's rank with ``order`` = its cycle
+    (the runs of one cycle go out together), so order-based batching puts cycle ``c`` of all
+    aggregators in one batch.  With time stamps, cycle ``c`` of a call that ran from ``t0`` to
+    ``t1`` gets the interval ``t0 + [c, c+1)·(t1 − t0)/cycles``, so time-based batching
+    groups the same way and independent requests keep their own times.
+    """
+    from ..trace.core import Trace
+
+    coll = np.asarray(trace.collective, dtype=bool)
+    if not coll.any():
+        return trace
+    B = int(cb_buffer)
+    if B <= 0:
+        raise ParioError("collective buffer size must be > 0")
+    aggs = aggregator_ranks(int(trace.rank.max()) + 1, procs_per_node, aggregators)
+    A = len(aggs)
+    has_t = bool(trace.has_times)
+    cols = {k: [] for k in ("rank", "file", "op", "offset", "length", "order", "start", "end")}
+    keys = trace.file.astype(np.int64) * 2 + trace.op.astype(np.int64)
+    for key in np.unique(keys[coll]).tolist():
+        sel = np.flatnonzero(coll & (keys == key))
+        o = trace.offset[sel].astype(np.int64)
+        e = o + trace.length[sel].astype(np.int64)
+        keep = e > o
+        o, e = o[keep], e[keep]
+        if len(o) == 0:
+            continue
+        # union of the requested ranges → disjoint runs
+        idx = np.argsort(o, kind="stable")
+        o, e = o[idx], e[idx]
+        reach = np.maximum.accumulate(e)
+        new = np.r_[True, o[1:] > reach[:-1]]
+        grp = np.cumsum(new) - 1
+        ro = o[new]
+        re_ = np.zeros(len(ro), np.int64)
+        np.maximum.at(re_, grp, e)
+        lo, hi = int(ro[0]), int(re_[-1])
+        fd = max(1, -(-(hi - lo) // A))
+        # cut the runs at domain boundaries
+        ro, re_, dom, _ = _cut(ro, re_, lo, fd)
+        # cycles: every cb_buffer requested bytes of a domain
+        ln = re_ - ro
+        first = np.r_[True, dom[1:] != dom[:-1]]
+        cum = np.cumsum(ln) - ln
+        base = np.maximum.accumulate(np.where(first, cum, 0))
+        pos = cum - base                      # requested bytes of the domain before the run
+        p0, p1, cyc, run = _cut(pos, pos + ln, 0, B)
+        off = ro[run] + (p0 - pos[run])
+        d = dom[run]
+        fi, op = divmod(int(key), 2)
+        cols["rank"].append(aggs[d])
+        cols["file"].append(np.full(len(off), fi, np.int64))
+        cols["op"].append(np.full(len(off), op, np.int8))
+        cols["offset"].append(off)
+        cols["length"].append(p1 - p0)
+        cols["order"].append(cyc)
+        if has_t:
+            t0, t1 = float(np.min(trace.start[sel])), float(np.max(trace.end[sel]))
+            step = (t1 - t0) / (int(cyc.max()) + 1)
+            cols["start"].append(t0 + cyc * step)
+            cols["end"].append(t0 + (cyc + 1) * step)
+    ind = np.flatnonzero(~coll)
+    order_base = int(np.concatenate(cols["order"]).max()) + 1 if cols["order"] else 0
+    cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+    rank = np.r_[trace.rank[ind], cat["rank"]].astype(np.int64)
+    out = Trace.from_arrays(
+        rank, np.r_[trace.file[ind], cat["file"]].astype(np.int64), np.r_[trace.op[ind], cat["op"]].astype(np.int8),
+        np.r_[trace.offset[ind], cat["offset"]].astype(np.int64), np.r_[trace.length[ind], cat["length"]].astype(np.int64),
+        files=trace.files,
+        start=np.r_[trace.start[ind], cat["start"]] if has_t else None,
+        end=np.r_[trace.end[ind], cat["end"]] if has_t else None,
+        collective=np.r_[np.zeros(len(ind), bool), np.ones(len(rank) - len(ind), bool)],
+        order=None if has_t else np.r_[trace.order[ind] + order_base, cat["order"]].astype(np.int64))
+    return out
+
+
+def _cut(a: np.ndarray, b: np.ndarray, lo: int, size: int):
+    """Split intervals ``[a, b)`` at ``lo + k·size``: (starts, ends, slot ``k`` of each piece,
+    index of its source interval)."""
+    k0 = (a - lo) // size
+    k1 = (b - 1 - lo) // size
+    cnt = (k1 - k0 + 1).astype(np.int64)
+    src = np.repeat(np.arange(len(a)), cnt)
+    step = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    slot = k0[src] + step
+    s = np.maximum(a[src], lo + slot * size)
+    e = np.minimum(b[src], lo + (slot + 1) * size)
+    return s, e, slot, src
+
+
+__all__ = ["ORDERS", "romcio_order", "cacio_order", "hacio_order", "request_order", "aggregator_ranks",
+           "aggregator_view"]

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ..plan.collective import aggregator_view
 from ..layout import Striped
 from ..simulate import simulate
 from ..system import load_system
@@ -102,33 +103,6 @@ def _ops(exp, wl):
 
 
 # ------------------------------------------------------------------ PADP / PSA: varied stripes
-def aggregator_view(trace, system, cb_buffer: int, aggregators: int | None = None):
-    """The requests the file servers see under two-phase collective I/O (what PSA's trace
-    collector measures, seed 001 §3.4): per (file, op) call the accessed span is split
-    evenly into one file domain per aggregator (default one per client node) and each
-    domain is issued in ``cb_buffer`` pieces (piece k of aggregator a = its k-th request).
-    Assumes dense calls (Tile-IO without overlap, BTIO full), as the simulator's two-phase
-    model does when it cuts domains from the span."""
-    from ..trace import Trace
-
-    nodes = max(1, math.ceil((int(trace.rank.max()) + 1) / system.procs_per_node))
-    A = int(aggregators or nodes)
-    parts = []
-    for fi in range(len(trace.files)):
-        for o in np.unique(trace.op[trace.file == fi]):
-            sel = (trace.file == fi) & (trace.op == o)
-            lo, hi = int(trace.offset[sel].min()), int((trace.offset[sel] + trace.length[sel]).max())
-            bounds = lo + (np.arange(A + 1) * (hi - lo)) // A
-            for a in range(A):
-                s = np.arange(bounds[a], bounds[a + 1], cb_buffer, dtype=np.int64)
-                if len(s) == 0:
-                    continue
-                ln = np.minimum(s + cb_buffer, bounds[a + 1]) - s
-                parts.append(Trace.from_arrays(np.full(len(s), a), np.full(len(s), fi), np.full(len(s), o, dtype=np.int8),
-                                               s, ln, files=trace.files, order=np.arange(len(s))))
-    return Trace.concat(parts)
-
-
 def layout(exp, quick):
     """PADP (seed 003 §4) / PSA (seed 001 §4): the planner's varied-stripe layout against DEF,
     RANDOM1/2 (PADP) or DEF, PA (PSA), each simulated on the same trace."""
@@ -146,7 +120,8 @@ def layout(exp, quick):
             system = with_ssd_fraction(case_system(exp, var), trace, other.get("ssd_fraction"))
             f0 = trace.files[0]
             # collective runs: plan for the aggregators' requests (what the servers see)
-            ptrace = aggregator_view(trace, system, other.get("buffer", 4 << 20)) if collective else trace
+            ptrace = aggregator_view(trace.with_columns(collective=np.ones(len(trace), bool)), system.procs_per_node,
+                                     other.get("buffer", 4 << 20)) if collective else trace
             if planner == "padp":
                 plan = PADPPlanner().plan(ptrace, system)
                 lays = {"PADP": plan.layouts[f0], **baseline_layouts(system)}
