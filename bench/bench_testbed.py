@@ -4,6 +4,8 @@ Needs root, loop devices and a blkio/io cgroup; mpi4py + mpiexec for the collect
 
     .venv/bin/python bench/bench_testbed.py [--dir /tmp/pario-bt] [--reuse TB] [--profile CAL.toml]
                                             [--cap 16m] [--block 32m] [--reps 3] [--skip-collective]
+                                            [--orders romcio,cacio,hacio] [--coll-layouts fixed:64k,fixed:1m]
+                                            [--unthrottled-reps 1] [--skip-independent] [--skip-burst]
 
 1. ``pario testbed up DIR --hdd 4 --ssd 4`` (HDD-like 250 IOPS / 120 MiB/s, SSD-like
    2000 IOPS / 400 MiB/s), unless ``--reuse`` names a running testbed.
@@ -14,10 +16,16 @@ Needs root, loop devices and a blkio/io cgroup; mpi4py + mpiexec for the collect
    rule: the bytes beyond what fits on the SSDs go to the HServers only.  Each layout is
    predicted by ``pario simulate`` (calibrated and nominal profile) and replayed with
    ``pario bench run`` (independent, 8 rank streams, O_DIRECT) ``--reps`` times.
-4. IOR random 512 KiB with ``-c`` (collective), fixed 64 KiB striping over the 8 servers:
-   ``pario bench run --collective --order romcio|hacio`` (8 MPI ranks, one aggregator per
-   rank, 4 MiB collective buffer) vs ``pario simulate --collective --order …``.
-5. Prints the tables (markdown) and releases the testbed it made.
+4. IOR random 512 KiB with ``-c`` (collective), fixed 64 KiB and 1 MiB striping over the 8
+   servers: ``pario bench run --collective --order romcio|cacio|hacio`` (8 MPI ranks, 8
+   aggregators, 4 MiB collective buffer, hint ``pario_direct``) ``--reps`` times,
+   interleaved, vs ``pario simulate --collective --order …`` (seed 004: ROMCIO, CACIO,
+   HACIO Algorithm 1).  Per run: wall time of the call, requests per server inside the
+   call (throttle and device counters), the same program outside the cgroup
+   (``--unthrottled-reps``: the runtime's own time), and the I/O phases priced by
+   :mod:`pario.testbed.throttle` with α + β·s and with the throttle's max(n·α, B·β).
+5. The throttle's credit after idle (1 MiB writes after 0.5 s idle on H0 and S0).
+6. Prints the tables (markdown) and releases the testbed it made.
 """
 
 from __future__ import annotations
@@ -77,6 +85,142 @@ def order(vals: dict, tie: float = 1e-6) -> str:
     return out
 
 
+def _spread(vals) -> str:
+    return f"{min(vals):.3f}–{max(vals):.3f}"
+
+
+def collective_section(a, cal, nominal, store, block) -> dict:
+    """Step 4: collective IOR replay, ROMCIO vs CACIO vs HACIO, predicted vs measured.
+
+    Repetitions are interleaved (rep → layout → order) so that drifting load from other
+    sessions hits every order alike; every run's 1-minute load average is recorded."""
+    import os
+
+    from pario.layout import parse_layout
+    from pario.simulate import simulate
+    from pario.testbed.bench import replay_collective
+    from pario.testbed.throttle import collective_io_estimate
+    from pario.workload.ior import ior
+
+    orders = [o for o in a.orders.split(",") if o]
+    specs = [s for s in a.coll_layouts.split(",") if s]
+    trace = ior(procs=8, xfer=512 << 10, block=block, pattern="random", op="write", collective=True)
+    lays = {spec: parse_layout(spec, cal) for spec in specs}
+    runs: dict = {(spec, o): [] for spec in specs for o in orders}
+    free: dict = {(spec, o): [] for spec in specs for o in orders}
+    loads = []
+    print(f"\ncollective IOR random 512 KiB -c, 8 ranks x {a.block} write, layouts {', '.join(specs)} over "
+          f"{cal.n} servers, {a.aggregators} aggregators, cb 4 MiB; {a.reps} interleaved repetitions", flush=True)
+    for rep in range(a.reps):
+        for spec in specs:
+            for o in orders:
+                r = replay_collective(trace, store, procs=8, layout=lays[spec], order=o, cb_nodes=a.aggregators)
+                loads.append(os.getloadavg()[0])
+                runs[(spec, o)].append(r)
+                print(f"  rep {rep + 1} {spec} {o}: {r.wall_s:.3f} s, throttle requests "
+                      f"{None if r.device_ios is None else int(r.device_ios.sum())}, device requests "
+                      f"{None if r.block_ios is None else int(r.block_ios.sum())}, load {loads[-1]:.1f}", flush=True)
+                if rep < a.unthrottled_reps:   # same program outside the cgroup: the runtime's own time
+                    u = replay_collective(trace, store, procs=8, layout=lays[spec], order=o, cb_nodes=a.aggregators,
+                                          throttled=False)
+                    free[(spec, o)].append(u.wall_s)
+    names = cal.names
+    rows = {}
+    for (spec, o), rs in runs.items():
+        walls = [r.wall_s for r in rs]
+        naggr = rs[0].calls[0]["aggregators"]
+        ncyc = rs[0].calls[0]["cycles"]
+        sim_c = simulate(trace, cal, lays[spec], collective=True, order=o, aggregators=naggr)
+        sim_n = simulate(trace, nominal, lays[spec], collective=True, order=o, aggregators=naggr)
+        est_max = collective_io_estimate(trace, cal, lays[spec], order=o, aggregators=naggr, shape="max")
+        est_add = collective_io_estimate(trace, cal, lays[spec], order=o, aggregators=naggr, shape="additive")
+        # requests per server inside the timed call: [throttle (cgroup io_serviced), device (/sys/block)]
+        have = all(r.call_ios is not None for r in rs)
+        thr = np.median(np.array([r.call_ios[0] for r in rs]), axis=0) if have else None
+        blk = np.median(np.array([r.call_ios[1] for r in rs]), axis=0) if have else None
+        whole = int(np.median([r.device_ios.sum() for r in rs])) if rs[0].device_ios is not None else None
+        rows[(spec, o)] = dict(walls=walls, med=statistics.median(walls), naggr=naggr, ncyc=ncyc,
+                               sim=sim_c.makespan_s, sim_nom=sim_n.makespan_s, sim_req=sim_c.server_subrequests,
+                               est_max=est_max.total_s, est_add=est_add.total_s, thr=thr, blk=blk, whole=whole,
+                               free_runs=free[(spec, o)],
+                               free=statistics.median(free[(spec, o)]) if free[(spec, o)] else float("nan"),
+                               direct=all(c["direct_fds"] == c["data_fds"] > 0 for r in rs for c in r.calls))
+    print(f"\nload average (1 min) during the collective runs: median {statistics.median(loads):.1f}, "
+          f"range {min(loads):.1f}–{max(loads):.1f}")
+    print("\n| layout | order | cycles | simulate, calibrated (s) | simulate, nominal (s) | measured median (s) "
+          "[range] | error | I/O only: α+βs / max(nα, Bβ) (s) | unthrottled median (s) [range] | requests per "
+          "server in the call: simulated / throttle / device (median) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (spec, o), d in rows.items():
+        req = "–" if d["thr"] is None else f"{int(np.median(d['sim_req']))} / {int(np.median(d['thr']))} / " \
+                                              f"{int(np.median(d['blk']))}"
+        print(f"| {spec} | {o} | {d['ncyc']} | {d['sim']:.3f} | {d['sim_nom']:.3f} | {d['med']:.3f} "
+              f"[{_spread(d['walls'])}] | {100 * (d['sim'] - d['med']) / d['med']:+.1f} % | "
+              f"{d['est_add']:.3f} / {d['est_max']:.3f} | {d['free']:.3f} "
+              f"[{_spread(d['free_runs']) if d['free_runs'] else '–'}] | {req} |")
+    print("\nrequests per server inside the timed call (median over the runs), throttle (cgroup io_serviced) / "
+          "device (/sys/block stat); last column: all servers over the whole MPI program (open and close included):")
+    print("| layout | order | " + " | ".join(names) + " | whole program |")
+    print("|---|---|" + "---|" * (len(names) + 1))
+    for (spec, o), d in rows.items():
+        if d["thr"] is not None:
+            print(f"| {spec} | {o} | " + " | ".join(f"{int(t)} / {int(b)}" for t, b in zip(d["thr"], d["blk"]))
+                  + f" | {d['whole']} |")
+    for spec in specs:
+        sub = {o: rows[(spec, o)] for o in orders}
+        print(f"{spec}: predicted order (simulate, calibrated): {order({o: d['sim'] for o, d in sub.items()}, tie=0.01)}; "
+              f"I/O with max(nα, Bβ): {order({o: d['est_max'] for o, d in sub.items()}, tie=0.01)}; "
+              f"measured (medians): {order({o: d['med'] for o, d in sub.items()}, tie=0.0)}")
+    print(f"O_DIRECT on every data file in every run: {all(d['direct'] for d in rows.values())}")
+    return rows
+
+
+def burst_section(tbdir, servers=("H0", "S0"), sizes_mib=(4, 8, 12, 16, 24, 32, 48, 64), reps=3) -> dict:
+    """Step 5: the throttle's credit after idle.  blk-throttle admits ``rate × slice`` per
+    time slice (``throtl_slice`` = HZ/10 = 100 ms on a rotational queue, which loop devices
+    are here), so a device idle for a slice passes the next ``BPS × 0.1 s`` bytes (and
+    ``IOPS × 0.1 s`` requests) at once.  Time to write k MiB as 1 MiB O_DIRECT writes
+    (queue depth 1) after 0.5 s idle, median of ``reps``, vs k / BPS."""
+    import mmap
+    import os
+
+    from pario.testbed import core
+
+    tb = core.load_state(tbdir)
+    out = {}
+    print("\n| server | MiB after 0.5 s idle | measured median (ms) [range] | k / BPS (ms) |")
+    print("|---|---|---|---|")
+    for name in servers:
+        srv = tb.server(name)
+        path = Path(tbdir) / name / "pario-burst-probe.dat"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+        buf = mmap.mmap(-1, 1 << 20)
+        buf.write(os.urandom(1 << 20))
+        mv = memoryview(buf)
+        try:
+            for off in range(0, max(sizes_mib) << 20, 1 << 20):   # allocate first (untimed, unthrottled)
+                os.pwrite(fd, mv, off)
+            os.fsync(fd)
+            with core.enter(tb):
+                for k in sizes_mib:
+                    ts = []
+                    for _ in range(reps):
+                        time.sleep(0.5)
+                        t0 = time.perf_counter()
+                        for j in range(k):
+                            os.pwrite(fd, mv, j << 20)
+                        ts.append(1e3 * (time.perf_counter() - t0))
+                    out[(name, k)] = ts
+                    print(f"| {name} | {k} | {statistics.median(ts):.1f} [{min(ts):.1f}–{max(ts):.1f}] | "
+                          f"{1e3 * (k << 20) / srv.limits()['write_bps']:.1f} |", flush=True)
+        finally:
+            mv.release()
+            buf.close()
+            os.close(fd)
+            path.unlink(missing_ok=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/pario-bt")
@@ -88,15 +232,20 @@ def main() -> int:
     ap.add_argument("--skip-collective", action="store_true")
     ap.add_argument("--skip-independent", action="store_true")
     ap.add_argument("--coll-layouts", default="fixed:64k,fixed:1m", help="layouts of the collective runs")
+    ap.add_argument("--orders", default="romcio,cacio,hacio", help="collective orders (default all three)")
+    ap.add_argument("--aggregators", type=int, default=8, help="cb_nodes of the collective runs (default 8)")
+    ap.add_argument("--skip-burst", action="store_true", help="skip the throttle-credit probe (step 5)")
+    ap.add_argument("--unthrottled-reps", type=int, default=1,
+                    help="collective runs per layout and order outside the cgroup (default 1; 0 = none)")
     a = ap.parse_args()
 
     from pario.calibrate.core import calibrate, parse_target
-    from pario.layout import describe, parse_layout
+    from pario.layout import describe
     from pario.simulate import simulate
     from pario.store import init_store
     from pario.system import load_system
     from pario.testbed import core
-    from pario.testbed.bench import replay, replay_collective
+    from pario.testbed.bench import replay
     from pario.units import parse_size
     from pario.workload.ior import ior
 
@@ -157,35 +306,9 @@ def main() -> int:
             print(f"predicted order (simulate, calibrated): {order({r[0]: r[2] for r in capped})}")
             print(f"measured order:                         {order({r[0]: r[4] for r in capped}, tie=0.0)}")
         if not a.skip_collective:
-            trace = ior(procs=8, xfer=512 << 10, block=block, pattern="random", op="write", collective=True)
-            crow = {}
-            for spec in a.coll_layouts.split(","):
-                lay = parse_layout(spec, cal)
-                print(f"\ncollective IOR random 512 KiB -c, 8 ranks x {a.block} write, {spec} over 8 servers, cb 4 MiB")
-                for order_name in ("romcio", "hacio"):
-                    def one():
-                        r = replay_collective(trace, store, procs=8, layout=lay, order=order_name, cb_nodes=8)
-                        return r.wall_s, r
-                    med, last, allv = _median_runs(one, a.reps)
-                    naggr = last.calls[0]["aggregators"]
-                    sim_c = simulate(trace, cal, lay, collective=True, order=order_name, aggregators=naggr)
-                    p_nom = simulate(trace, nominal, lay, collective=True, order=order_name, aggregators=naggr).makespan_s
-                    ios = None if last.device_ios is None else int(last.device_ios.sum())
-                    crow[(spec, order_name)] = (sim_c.makespan_s, p_nom, med, allv, naggr, last.calls[0]["cycles"],
-                                                int(sim_c.server_subrequests.sum()), ios)
-                    print(f"  {order_name}: measured {med:.3f} s (runs {', '.join(f'{v:.3f}' for v in allv)}) "
-                          f"simulate(cal) {sim_c.makespan_s:.3f} s simulate(nominal) {p_nom:.3f} s aggregators {naggr} "
-                          f"device requests {ios} (simulated {int(sim_c.server_subrequests.sum())})", flush=True)
-            print("\n| layout | order | aggregators | cycles | predicted, calibrated (s) | predicted, nominal (s) | "
-                  "measured median (s) | error (cal) | device requests: simulated / measured |")
-            print("|---|---|---|---|---|---|---|---|---|")
-            for (spec, k), (pc, pn, med, allv, naggr, ncyc, nsub, ios) in crow.items():
-                print(f"| {spec} | {k} | {naggr} | {ncyc} | {pc:.3f} | {pn:.3f} | {med:.3f} | "
-                      f"{100 * (pc - med) / med:+.1f} % | {nsub} / {ios} |")
-            for spec in a.coll_layouts.split(","):
-                sub = {k: v for (sp, k), v in crow.items() if sp == spec}
-                print(f"{spec}: predicted order (simulate, calibrated): {order({k: v[0] for k, v in sub.items()})}; "
-                      f"measured: {order({k: v[2] for k, v in sub.items()}, tie=0.0)}")
+            collective_section(a, cal, nominal, store, block)
+        if not a.skip_burst:
+            burst_section(tbdir)
     finally:
         if made and (tbdir / core.STATE_FILE).exists():
             print(f"testbed down {tbdir}", flush=True)

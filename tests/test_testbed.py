@@ -147,6 +147,14 @@ def test_up_calibrate_replay_down_leaves_nothing(tmp_path):
             assert rc.bytes == 2 << 20 and int(rc.mapped_bytes.sum()) == rc.bytes
             assert rc.device_bytes is not None and np.all(rc.device_bytes >= rc.mapped_bytes)
             assert np.all(rc.device_bytes <= rc.mapped_bytes + (256 << 10))
+            # the pario_direct hint: every data file the ranks had open carried O_DIRECT, and every
+            # rank ran inside the testbed's cgroup (replay_collective raises otherwise; checked here too)
+            call = rc.calls[0]
+            assert call["data_fds"] > 0 and call["direct_fds"] == call["data_fds"]
+            assert call["cgroups"] == ["/" + os.path.basename(tb.cgroup)]
+            # requests per server: the throttle passed some on every server, the devices completed them
+            assert rc.device_ios is not None and np.all(rc.device_ios > 0)
+            assert rc.block_ios is not None and np.all(rc.block_ios >= rc.device_ios)
     finally:
         if (d / core.STATE_FILE).exists():
             core.down(d)
@@ -200,9 +208,9 @@ def test_calibrate_recovers_throttle_within_20_percent(tmp_path):
 
 
 def _have_mpi() -> bool:
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("mpi4py") is None:
         return False
     from pario.testbed.bench import mpiexec_path
 
@@ -244,3 +252,107 @@ def test_collective_replay_writes_every_rank_s_bytes(tmp_path):
         f.close()
     finally:
         st.close()
+
+
+# ---------------------------------------------------------------------------- throttle estimate
+def _two_servers(e=0.0, t=0.0):
+    from pario.system import Network, Server, System
+
+    return System(name="h1s1", servers=(Server(name="H0", kind="hdd", alpha=4e-3, beta=1 / (120 << 20)),
+                                        Server(name="S0", kind="ssd", alpha=5e-4, beta=1 / (400 << 20))),
+                  network=Network(e, t), procs_per_node=1)
+
+
+def _small_collective_trace():
+    """2 ranks write 8 × 64 KiB (512 KiB) collectively; rank = block index mod 2."""
+    from pario.trace import Trace
+
+    n = 8
+    return Trace.from_arrays(np.arange(n) % 2, np.zeros(n, np.int64), np.ones(n, np.int64),
+                             np.arange(n, dtype=np.int64) * (64 << 10), np.full(n, 64 << 10),
+                             files=["f"], collective=True)
+
+
+def test_throttle_estimate_by_hand():
+    """fixed:64k over H0 S0, one aggregator, 256 KiB buffer.  ROMCIO: each of the 2 cycles holds
+    blocks H S H S, the two H blocks contiguous on H0 (one 128 KiB request), same on S0.  HACIO
+    (seed 004 Algorithm 1): cycle 0 = the four H blocks (one 256 KiB request), cycle 1 = S."""
+    from pario.layout import parse_layout
+    from pario.testbed.throttle import collective_io_estimate
+
+    system = _two_servers()
+    trace = _small_collective_trace()
+    lay = parse_layout("fixed:64k", system)
+    aH, bH, aS, bS = 4e-3, 1 / (120 << 20), 5e-4, 1 / (400 << 20)
+    K = 1024
+    est = lambda order, shape, split=None: collective_io_estimate(  # noqa: E731
+        trace, system, lay, order=order, aggregators=1, cb_buffer=256 * K, shape=shape, split=split)
+    r = est("romcio", "max")
+    assert r.total_s == pytest.approx(2 * max(max(aH, 128 * K * bH), max(aS, 128 * K * bS)))   # 2 × 4 ms
+    assert r.server_requests.tolist() == [2, 2] and r.server_bytes.tolist() == [256 * K, 256 * K]
+    assert est("romcio", "additive").total_s == pytest.approx(2 * (aH + 128 * K * bH))
+    h = est("hacio", "max")
+    assert h.cycle_s == pytest.approx([max(aH, 256 * K * bH), max(aS, 256 * K * bS)])        # 4 ms + 0.625 ms
+    assert h.server_requests.tolist() == [1, 1]
+    assert est("hacio", "additive").total_s == pytest.approx(aH + 256 * K * bH + aS + 256 * K * bS)
+    hs = est("hacio", "max", split=64 * K)   # the kernel cutting each request into 64 KiB ones
+    assert hs.server_requests.tolist() == [4, 4]
+    assert hs.total_s == pytest.approx(max(4 * aH, 256 * K * bH) + max(4 * aS, 256 * K * bS))
+    # the same order of the two shapes flips: α + βs favours HACIO, max(nα, Bβ) does not here
+    assert est("hacio", "additive").total_s < est("romcio", "additive").total_s
+    with pytest.raises(ParioError, match="cost shape"):
+        est("romcio", "sum")
+    with pytest.raises(ParioError, match="split"):
+        est("romcio", "max", split=0)
+
+
+def test_throttle_additive_equals_simulator_without_network():
+    """With e = t = 0 the simulator's collective makespan is its I/O phases alone, priced α + β·s:
+    the additive estimate must reproduce it for every order (IOR random, 4 servers, 2 aggregators)."""
+    from pario.layout import parse_layout
+    from pario.simulate import simulate
+    from pario.system import Network, Server, System
+    from pario.testbed.throttle import collective_io_estimate
+    from pario.workload.ior import ior
+
+    system = System(name="h2s2", servers=tuple(
+        Server(name=n, kind=k, alpha=a, beta=b) for n, k, a, b in
+        (("H0", "hdd", 4e-3, 1 / (120 << 20)), ("H1", "hdd", 4e-3, 1 / (120 << 20)),
+         ("S0", "ssd", 5e-4, 1 / (400 << 20)), ("S1", "ssd", 5e-4, 1 / (400 << 20)))),
+        network=Network(0.0, 0.0), procs_per_node=1)
+    trace = ior(procs=4, xfer=64 << 10, block=1 << 20, pattern="random", op="write", collective=True)
+    for spec in ("fixed:64k", "fixed:256k"):
+        lay = parse_layout(spec, system)
+        for order in ("romcio", "cacio", "hacio"):
+            sim = simulate(trace, system, lay, collective=True, order=order, aggregators=2, cb_buffer=512 << 10)
+            est = collective_io_estimate(trace, system, lay, order=order, aggregators=2, cb_buffer=512 << 10,
+                                         shape="additive")
+            assert est.total_s == pytest.approx(sim.makespan_s, rel=1e-9), (spec, order)
+            assert est.server_requests.tolist() == sim.server_subrequests.tolist()
+            assert int(est.server_bytes.sum()) == int(trace.length.sum())
+
+
+def test_collective_driver_sees_o_direct_and_cgroup(tmp_path):
+    """The checks the collective driver reports: O_DIRECT flags of the fds under a directory
+    (from /proc/self/fdinfo) and this process's block-I/O cgroup."""
+    from pario.testbed.collective import data_fds, io_cgroup
+
+    d = tmp_path / "srv"
+    d.mkdir()
+    plain = os.open(d / "a", os.O_RDWR | os.O_CREAT, 0o644)
+    other = os.open(tmp_path / "outside", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        direct = os.open(d / "b", os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    except OSError:
+        direct = None
+    try:
+        assert data_fds([str(d)]) == ((2, 1) if direct is not None else (1, 0))
+        assert data_fds([str(tmp_path / "nothing")]) == (0, 0)
+    finally:
+        for fd in (plain, other, direct):
+            if fd is not None:
+                os.close(fd)
+    cg = io_cgroup()
+    assert cg.startswith("/")
+    own = open("/proc/self/cgroup").read()
+    assert f":{cg}\n" in own or own.endswith(f":{cg}")

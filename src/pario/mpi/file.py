@@ -93,6 +93,13 @@ class File:
             self.aggregators = list(forced)
         self.order = hints.order or (self.plan.collective_order if self.plan is not None and self.plan.collective_order else "romcio")
         self.placement = self.backend.placement()
+        if self.order != "romcio" and self.placement is not None:
+            # the CACIO/HACIO order (seed 004 Algorithm 1) lives in pario.plan.collective
+            # (numpy only; pario.plan loads its planners lazily): import it here, at the
+            # collective open, so that the first collective call pays no import
+            import importlib
+
+            importlib.import_module("pario.plan.collective")
         if hints.trace:
             from .profiler import Recorder
 

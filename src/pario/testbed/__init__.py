@@ -6,7 +6,10 @@ throttled per device by the blkio cgroup ``pario-…``: cgroup v1
 ``blkio.throttle.{read,write}_{bps,iops}_device`` or, where the machine runs the unified
 hierarchy, cgroup v2 ``io.max``.  The throttle is a per-device token bucket, so a
 queue-depth-1 stream of requests of ``s`` bytes costs on average
-``max(1/IOPS, s/BPS)`` per request (measured in ``docs/calibration.md``).
+``max(1/IOPS, s/BPS)`` per request (measured in ``docs/calibration.md``), and a device
+that idled for one throttle slice (100 ms on these rotational loop queues) passes the
+next slice's worth of bytes and requests at once.  :mod:`pario.testbed.throttle` prices a
+two-phase collective schedule with that ``max`` shape next to the papers' ``α + β·s``.
 
 Throttling only applies to the processes *inside* the cgroup and only to I/O that reaches
 the block layer from them (O_DIRECT; buffered writes are written back by the kernel's

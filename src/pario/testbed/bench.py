@@ -104,6 +104,26 @@ def device_ios(tb: Testbed, names: list[str]) -> np.ndarray | None:
     return np.array([by_dev.get(majmin.get(n, ""), 0) for n in names], dtype=np.int64)
 
 
+def device_stat_ios(tb: Testbed, names: list[str]) -> np.ndarray | None:
+    """Requests (reads + writes) completed by each server's loop device so far, from
+    ``/sys/block/loopN/stat`` (fields 1 and 5): what the block layer really issued after
+    splitting and merging, from every process (the collective replay is alone on them)."""
+    if tb is None:
+        return None
+    loops = {s.name: s.loop for s in tb.servers}
+    out = []
+    for n in names:
+        dev = loops.get(n)
+        if not dev:
+            return None
+        try:
+            f = Path("/sys/block", os.path.basename(dev), "stat").read_text().split()
+        except OSError:
+            return None
+        out.append(int(f[0]) + int(f[4]))
+    return np.array(out, dtype=np.int64)
+
+
 def _device_bytes_v2(tb: Testbed, names: list[str]) -> np.ndarray | None:
     try:
         text = Path(tb.cgroup, "io.stat").read_text()
@@ -262,7 +282,9 @@ class CollectiveResult:
     server_names: list[str]
     device_bytes: np.ndarray | None
     mapped_bytes: np.ndarray
-    device_ios: np.ndarray | None = None  # requests per server device (testbed only)
+    device_ios: np.ndarray | None = None  # requests per server passed by the throttle (cgroup, testbed only)
+    block_ios: np.ndarray | None = None   # requests completed per server loop device (/sys/block, testbed only)
+    call_ios: np.ndarray | None = None    # the same two, inside the timed calls only: [throttle, device] × server
 
     @property
     def bandwidth_MiBps(self) -> float:
@@ -273,7 +295,9 @@ class CollectiveResult:
                 "order": self.order, "bandwidth_MiBps": self.bandwidth_MiBps, "servers": self.server_names,
                 "mapped_bytes": self.mapped_bytes.tolist(),
                 "device_bytes": None if self.device_bytes is None else self.device_bytes.tolist(),
-                "device_ios": None if self.device_ios is None else self.device_ios.tolist()}
+                "device_ios": None if self.device_ios is None else self.device_ios.tolist(),
+                "block_ios": None if self.block_ios is None else self.block_ios.tolist(),
+                "call_ios": None if self.call_ios is None else self.call_ios.tolist()}
 
 
 def mpiexec_path() -> str | None:
@@ -287,14 +311,22 @@ def mpiexec_path() -> str | None:
 
 def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, order: str = "romcio",
                       cb_buffer: int = 4 << 20, cb_nodes: int | None = None, prefill: bool = True,
-                      keep: bool = False, timeout: float = 600.0, progress=None) -> CollectiveResult:
+                      keep: bool = False, timeout: float = 600.0, throttled: bool = True,
+                      progress=None) -> CollectiveResult:
     """Collective replay: ``procs`` MPI ranks run :mod:`pario.testbed.collective` under ``mpiexec``.
 
     The files are created in the store with their layout and prefilled here (untimed,
     O_DIRECT), the store is closed, and the MPI program opens it through
-    :class:`pario.mpi.File` (``pario_store`` hint).  On a testbed the MPI processes run in
-    its cgroup (they inherit it from this process) and the per-server bytes come from the
-    cgroup's statistics.  Wall time = sum over the collective calls (one per file and op).
+    :class:`pario.mpi.File` (hints ``pario_store`` and ``pario_direct=true``: every rank's
+    data files are opened with O_DIRECT, checked by the program; ParioError otherwise).  On
+    a testbed the MPI processes run in its cgroup (they inherit it from this process;
+    checked too) and the per-server bytes and requests come from the cgroup's statistics
+    (``device_ios``: requests that passed the throttle) and from ``/sys/block/loopN/stat``
+    (``block_ios``: requests the loop devices completed), over the whole program and
+    (``call_ios``) inside the timed calls only.  Wall time = sum over the
+    collective calls (one per file and op).  ``throttled=False`` runs the MPI program
+    outside the testbed's cgroup (same devices, O_DIRECT, no throttle): the time the
+    runtime needs besides the throttled device time (exchange, copies, Python).
     """
     import json
     import subprocess
@@ -310,10 +342,10 @@ def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, 
         raise ParioError("--procs must be >= 1")
     if len(trace) == 0:
         raise ParioError("the trace has no requests")
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        raise ParioError("--collective replays through the MPI runtime and needs mpi4py (pip install mpi4py mpich)") from None
+    import importlib.util
+
+    if importlib.util.find_spec("mpi4py") is None:
+        raise ParioError("--collective replays through the MPI runtime and needs mpi4py (pip install mpi4py mpich)")
     mpiexec = mpiexec_path()
     if mpiexec is None:
         raise ParioError("--collective needs mpiexec (pip install mpich puts it in the venv's bin/)")
@@ -360,22 +392,26 @@ def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, 
         tpath = os.path.join(tmp, "trace.parquet")
         save(trace, tpath)
         spec = {"trace": tpath, "store": str(Path(store_root).resolve()), "names": names, "order": order,
-                "cb_buffer": int(cb_buffer), "cb_nodes": cb_nodes, "direct": True}
+                "cb_buffer": int(cb_buffer), "cb_nodes": cb_nodes, "direct": True,
+                "testbed": tb.dir if tb is not None and tb.cgroup else None, "servers": list(system.names)}
         spath = os.path.join(tmp, "spec.json")
         Path(spath).write_text(json.dumps(spec))
         cmd = [mpiexec, "-n", str(procs), sys.executable, "-m", "pario.testbed.collective", spath]
-        ctx = enter(tb) if tb is not None and tb.cgroup else contextlib.nullcontext()
+        inside = throttled and tb is not None and bool(tb.cgroup)
+        ctx = enter(tb) if inside else contextlib.nullcontext()
         if progress:
             progress(f"collective replay ({order}) with {procs} MPI ranks")
         with ctx:
             before = _device_bytes(tb, system.names)
             ios0 = device_ios(tb, system.names)
+            blk0 = device_stat_ios(tb, system.names)
             try:
                 res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             except subprocess.TimeoutExpired:
                 raise ParioError(f"collective replay did not finish within {timeout:g} s") from None
             after = _device_bytes(tb, system.names)
             ios1 = device_ios(tb, system.names)
+            blk1 = device_stat_ios(tb, system.names)
     if res.returncode != 0:
         lines = [ln for ln in (res.stderr + res.stdout).strip().splitlines() if ln.strip()]
         raise ParioError(f"collective replay failed (exit {res.returncode}): {lines[-1] if lines else 'no output'}")
@@ -385,6 +421,15 @@ def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, 
             out = json.loads(line)
     if out is None:
         raise ParioError("collective replay printed no result")
+    for c in out["calls"]:  # the measurement is only meaningful with O_DIRECT inside the throttle
+        if c.get("direct_fds", 0) < c.get("data_fds", 0):
+            raise ParioError(f"collective replay: only {c['direct_fds']} of the {c['data_fds']} data files the ranks "
+                             f"had open used O_DIRECT (pario_direct hint not honoured)")
+        if inside:
+            want = "/" + os.path.relpath(tb.cgroup, tb.cgroup_root or os.path.dirname(tb.cgroup))
+            if c.get("cgroups") != [want]:
+                raise ParioError(f"collective replay: the MPI ranks ran in cgroup(s) {c.get('cgroups')}, "
+                                 f"not in the testbed's {want}")
     if not keep:
         store = Store(store_root)
         try:
@@ -394,7 +439,12 @@ def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, 
         finally:
             store.close()
     dev = None if before is None or after is None else after - before
+    call_ios = None
+    if out["calls"] and all("throttle_ios" in c for c in out["calls"]):
+        call_ios = np.array([np.sum([c["throttle_ios"] for c in out["calls"]], axis=0),
+                             np.sum([c["device_ios"] for c in out["calls"]], axis=0)], dtype=np.int64)
     return CollectiveResult(wall_s=float(sum(c["wall_s"] for c in out["calls"])), calls=out["calls"],
                             bytes=int(trace.length.sum()), procs=procs, order=order,
                             server_names=list(system.names), device_bytes=dev, mapped_bytes=mapped,
-                            device_ios=None if ios0 is None or ios1 is None else ios1 - ios0)
+                            device_ios=None if ios0 is None or ios1 is None else ios1 - ios0,
+                            block_ios=None if blk0 is None or blk1 is None else blk1 - blk0, call_ios=call_ios)
