@@ -43,8 +43,9 @@ def test_per_op_fallbacks_and_tables(tmp_path):
     p = tmp_path / "p.toml"
     p.write_text('[network]\ne = 0.001\nt = 1e-9\n[clients]\nprocs_per_node = 3\n'
                  '[[server]]\nname = "A"\nkind = "ssd"\nalpha = 0.5\nbeta = 2.0\nbeta_write = 3.0\nalpha_read_rand = 0.7\n'
-                 '[[server]]\nname = "B"\nkind = "hdd"\nalpha = 1\nbeta = 1\ncapacity = "2k"\n')
+                 '[[server]]\nname = "B"\nkind = "hdd"\nalpha = 1\nbeta = 1\ncapacity = "2k"\ncost = "max"\n')
     sysp = load_system(p)
+    assert sysp.cost_table().tolist() == [0, 1]      # additive by default, max where the profile says so
     a = sysp.alpha_table()
     assert a[0, 0, 0] == 0.7 and a[0, 0, 1] == 0.5 and a[0, 1, 0] == 0.5
     assert sysp.beta_table().tolist() == [[2.0, 3.0], [1.0, 1.0]]
@@ -61,6 +62,7 @@ def test_per_op_fallbacks_and_tables(tmp_path):
     ("[network]\ne = 1\nt = 1\n[[server]]\nname='a'\nkind='hdd'\nalpha=-1\nbeta=1\n", "'alpha'"),
     ("[network]\ne = 1\nt = 1\n[[server]]\nname='a'\nkind='hdd'\nalpha=1\nbeta=1\ncapacity='lots'\n", "'capacity'"),
     ("[network]\ne = 1\nt = 1\n[[server]]\nname='a'\nkind='hdd'\nalpha=1\nbeta=1\nspeed=3\n", "'speed'"),
+    ("[network]\ne = 1\nt = 1\n[[server]]\nname='a'\nkind='hdd'\nalpha=1\nbeta=1\ncost='sum'\n", "'cost'"),
     ("[network]\ne = 1\nt = 1\n[clients]\nprocs_per_node=0\n[[server]]\nname='a'\nkind='hdd'\nalpha=1\nbeta=1\n", "'procs_per_node'"),
     ("[network]\ne = 1\nt = 1\n", "server"),
     ("this is = not = toml", "TOML"),

@@ -356,3 +356,31 @@ def test_collective_driver_sees_o_direct_and_cgroup(tmp_path):
     assert cg.startswith("/")
     own = open("/proc/self/cgroup").read()
     assert f":{cg}\n" in own or own.endswith(f":{cg}")
+
+
+def test_simulator_max_cost_equals_throttle_pricing_without_network():
+    """A profile with ``cost = "max"`` (what calibrate finds on the testbed): the simulator serves
+    each request in max(α, s·β).  Where a server's requests in a cycle lie on one side of the knee
+    α/β this equals the token bucket's max(n·α, B·β) of :mod:`pario.testbed.throttle` (a second
+    implementation), so with e = t = 0 the two must agree for every order."""
+    import dataclasses
+
+    from pario.layout import parse_layout
+    from pario.simulate import simulate
+    from pario.system import Network, Server, System
+    from pario.testbed.throttle import collective_io_estimate
+    from pario.workload.ior import ior
+
+    servers = tuple(Server(name=n, kind=k, alpha=a, beta=b, cost="max") for n, k, a, b in
+                    (("H0", "hdd", 4e-3, 1 / (120 << 20)), ("H1", "hdd", 4e-3, 1 / (120 << 20)),
+                     ("S0", "ssd", 5e-4, 1 / (400 << 20)), ("S1", "ssd", 5e-4, 1 / (400 << 20))))
+    system = System(name="h2s2max", servers=servers, network=Network(0.0, 0.0), procs_per_node=1)
+    additive = dataclasses.replace(system, servers=tuple(dataclasses.replace(s, cost="additive") for s in servers))
+    trace = ior(procs=4, xfer=64 << 10, block=1 << 20, pattern="random", op="write", collective=True)
+    lay = parse_layout("fixed:64k", system)
+    for order in ("romcio", "cacio", "hacio"):
+        kw = dict(collective=True, order=order, aggregators=2, cb_buffer=512 << 10)
+        sim = simulate(trace, system, lay, **kw)
+        est = collective_io_estimate(trace, system, lay, order=order, aggregators=2, cb_buffer=512 << 10, shape="max")
+        assert sim.makespan_s == pytest.approx(est.total_s, rel=1e-9), order
+        assert sim.makespan_s < simulate(trace, additive, lay, **kw).makespan_s   # max(a, b) < a + b

@@ -146,11 +146,13 @@ def calibrate(targets: list[Target], *, sizes=DEFAULT_SIZES, reps: int = 5, min_
         beta_r = max(fitmod.combine_beta([per[(READ, True)], per[(READ, False)]]), 0.0)
         beta_w = max(fitmod.combine_beta([per[(WRITE, True)], per[(WRITE, False)]]), 0.0)
         a = {k: max(per[k].alpha, 0.0) for k in per}
+        # the server's cost shape: max(α, s·β) when most of its four fits chose it (a rate limiter)
+        shape = "max" if sum(f.model == "max" for f in per.values()) > len(per) / 2 else "additive"
         servers.append(Server(
             name=tgt.name, kind=tgt.kind, alpha=a[(READ, False)], beta=beta_r,
             alpha_read_seq=a[(READ, True)], alpha_read_rand=a[(READ, False)],
             alpha_write_seq=a[(WRITE, True)], alpha_write_rand=a[(WRITE, False)],
-            beta_read=beta_r, beta_write=beta_w, capacity=caps[tgt.name] if capacity else math.inf))
+            beta_read=beta_r, beta_write=beta_w, capacity=caps[tgt.name] if capacity else math.inf, cost=shape))
     if progress:
         progress("network")
     net, _raw = netmod.measure(network, reps=net_reps)

@@ -143,7 +143,7 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
         raise ParioError("jitter must be >= 0")
     think = np.random.default_rng(seed).uniform(0.0, jitter, n_req) if jitter > 0 else np.zeros(n_req)
     arrays = arrays[:3] + (think,) + arrays[3:]
-    out = simulate_core(*arrays, system.alpha_table(), system.beta_table(), float(system.network.e),
+    out = simulate_core(*arrays, system.alpha_table(), system.beta_table(), system.cost_table(), float(system.network.e),
                         float(system.network.t), n_links, bool(elevator), int(seed))
     req_issue, req_done, busy, nbytes, nsub, nseq, link_busy, phase_end, phase_busy, n_events = out
     makespan = float(np.nanmax(req_done)) if len(req_done) else 0.0

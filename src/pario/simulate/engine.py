@@ -8,7 +8,9 @@ per client node, one network link per server, and one storage device per server.
   starts receiving no earlier than the sender starts sending (cut-through: an uncontended
   transfer takes ``e + s·t``, and a link's busy time is the sum of its transfers, so seed
   003 eq. 3's ``max{c·r·t, p·s·t}`` arises from contention, not from a formula).
-- A device serves a sub-request in ``α(op, seq) + s·β(op)``.  An HDD tracks its head: the
+- A device serves a sub-request in ``α(op, seq) + s·β(op)`` (profile ``cost = "additive"``,
+  the papers' model), or ``max(α, s·β)`` for a server whose profile says ``cost = "max"``
+  (a rate-limited device: the testbed's blkio throttle, as ``pario calibrate`` detects).  An HDD tracks its head: the
   sub-request is sequential (``α_seq``) when it starts at the byte where the previous one
   served by that device ended, in the same data object, else random (``α_rand``).
 - A write crosses the network first, then the device; a read is served by the device
@@ -111,7 +113,7 @@ def _pop(H, HK, HP, st):
 @njit(cache=True)
 def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_succ, req_phase, phase_ptr,
                   sub_req, sub_link_a, sub_link_b, sub_server, sub_local, sub_len, sub_obj,
-                  alpha, beta, e, t, n_links, elevator, seed):
+                  alpha, beta, shape, e, t, n_links, elevator, seed):
     n_req = req_op.shape[0]
     n_sub = sub_req.shape[0]
     n_srv = alpha.shape[0]
@@ -203,13 +205,13 @@ def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_suc
                         _finish(i, now, sub_req, req_left, req_max)
                     else:
                         end = _arrive(i, now, srv, op, elevator, dev_free, dev_busy, q_head, q_next, head_obj,
-                                      head_pos, sub_obj, sub_local, sub_len, alpha, beta, srv_busy, srv_bytes,
+                                      head_pos, sub_obj, sub_local, sub_len, alpha, beta, shape, srv_busy, srv_bytes,
                                       srv_nsub, srv_nseq, phase_busy, req_phase[r], H, HK, HP, st)
                         if end >= 0.0:
                             _finish(i, end, sub_req, req_left, req_max)
                 else:  # read: the device first, arrival now
                     end = _arrive(i, now, srv, op, elevator, dev_free, dev_busy, q_head, q_next, head_obj, head_pos,
-                                  sub_obj, sub_local, sub_len, alpha, beta, srv_busy, srv_bytes, srv_nsub, srv_nseq,
+                                  sub_obj, sub_local, sub_len, alpha, beta, shape, srv_busy, srv_bytes, srv_nsub, srv_nseq,
                                   phase_busy, req_phase[r], H, HK, HP, st)
                     if end >= 0.0:
                         _push(H, HK, HP, st, end, i * 8 + K_SND)
@@ -236,7 +238,7 @@ def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_suc
             i = ident
             r = sub_req[i]
             end = _arrive(i, now, sub_server[i], 1, elevator, dev_free, dev_busy, q_head, q_next, head_obj,
-                          head_pos, sub_obj, sub_local, sub_len, alpha, beta, srv_busy, srv_bytes, srv_nsub,
+                          head_pos, sub_obj, sub_local, sub_len, alpha, beta, shape, srv_busy, srv_bytes, srv_nsub,
                           srv_nseq, phase_busy, req_phase[r], H, HK, HP, st)
             if end >= 0.0:
                 fin_i = i
@@ -261,7 +263,7 @@ def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_suc
             i = _pick_clook(srv, q_head, q_next, head_obj, head_pos, sub_obj, sub_local)
             r = sub_req[i]
             op = req_op[r]
-            end = _serve(i, now, srv, op, head_obj, head_pos, sub_obj, sub_local, sub_len, alpha, beta,
+            end = _serve(i, now, srv, op, head_obj, head_pos, sub_obj, sub_local, sub_len, alpha, beta, shape,
                          srv_busy, srv_bytes, srv_nsub, srv_nseq, phase_busy, req_phase[r])
             dev_free[srv] = end
             _push(H, HK, HP, st, end, srv * 8 + K_FREE)
@@ -294,11 +296,16 @@ def _finish(i, end, sub_req, req_left, req_max):
 
 
 @njit(cache=True)
-def _serve(i, start, srv, op, head_obj, head_pos, sub_obj, sub_local, sub_len, alpha, beta,
+def _serve(i, start, srv, op, head_obj, head_pos, sub_obj, sub_local, sub_len, alpha, beta, shape,
            srv_busy, srv_bytes, srv_nsub, srv_nseq, phase_busy, phase):
     """Serve sub-request i on its device from `start`; returns the end time (head tracking)."""
     seq = 1 if (head_obj[srv] == sub_obj[i] and head_pos[srv] == sub_local[i]) else 0
-    dur = alpha[srv, op, seq] + sub_len[i] * beta[srv, op]
+    a = alpha[srv, op, seq]
+    x = sub_len[i] * beta[srv, op]
+    if shape[srv] == 0:      # additive: startup + transfer (the papers' α + s·β)
+        dur = a + x
+    else:                    # max: a rate limiter (IOPS and bandwidth caps), max(α, s·β)
+        dur = a if a > x else x
     head_obj[srv] = sub_obj[i]
     head_pos[srv] = sub_local[i] + sub_len[i]
     srv_busy[srv] += dur
@@ -311,20 +318,20 @@ def _serve(i, start, srv, op, head_obj, head_pos, sub_obj, sub_local, sub_len, a
 
 @njit(cache=True)
 def _arrive(i, now, srv, op, elevator, dev_free, dev_busy, q_head, q_next, head_obj, head_pos, sub_obj,
-            sub_local, sub_len, alpha, beta, srv_busy, srv_bytes, srv_nsub, srv_nseq, phase_busy, phase,
+            sub_local, sub_len, alpha, beta, shape, srv_busy, srv_bytes, srv_nsub, srv_nseq, phase_busy, phase,
             H, HK, HP, st):
     """Sub-request i arrives at its device: FIFO reservation, or the elevator queue.
 
     Returns the device end time, or -1 when queued (elevator: the end is known later)."""
     if not elevator:
         start = max(now, dev_free[srv])
-        end = _serve(i, start, srv, op, head_obj, head_pos, sub_obj, sub_local, sub_len, alpha, beta,
+        end = _serve(i, start, srv, op, head_obj, head_pos, sub_obj, sub_local, sub_len, alpha, beta, shape,
                      srv_busy, srv_bytes, srv_nsub, srv_nseq, phase_busy, phase)
         dev_free[srv] = end
         return end
     if not dev_busy[srv]:
         dev_busy[srv] = True
-        end = _serve(i, now, srv, op, head_obj, head_pos, sub_obj, sub_local, sub_len, alpha, beta,
+        end = _serve(i, now, srv, op, head_obj, head_pos, sub_obj, sub_local, sub_len, alpha, beta, shape,
                      srv_busy, srv_bytes, srv_nsub, srv_nseq, phase_busy, phase)
         dev_free[srv] = end
         _push(H, HK, HP, st, end, srv * 8 + K_FREE)

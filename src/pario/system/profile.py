@@ -16,6 +16,7 @@ A profile is TOML (see ``docs/profiles.md``)::
     alpha_read_seq = 0.0001   # optional per-op, per-pattern α
     beta_write = 1.2e-8       # optional per-op β
     capacity = "1g"     # bytes or a size string; absent = unlimited
+    cost = "additive"   # additive: α + s·β (the papers, a disk) | max: max(α, s·β) (a rate limiter)
 
 :class:`Server` answers ``alpha(op, sequential)`` and ``beta(op)`` with the most specific
 value given, falling back to ``alpha`` / ``beta``.  Vectorised forms
@@ -38,9 +39,10 @@ from .. import ParioError
 from ..units import parse_size
 
 KINDS = ("hdd", "ssd")
+COSTS = ("additive", "max")
 _ALPHA_KEYS = ("alpha_read_seq", "alpha_read_rand", "alpha_write_seq", "alpha_write_rand")
 _BETA_KEYS = ("beta_read", "beta_write")
-_SERVER_KEYS = {"name", "kind", "alpha", "beta", "capacity", "count", *_ALPHA_KEYS, *_BETA_KEYS}
+_SERVER_KEYS = {"name", "kind", "alpha", "beta", "capacity", "count", "cost", *_ALPHA_KEYS, *_BETA_KEYS}
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Server:
     beta_read: float | None = None
     beta_write: float | None = None
     capacity: float = math.inf
+    cost: str = "additive"   # time of a request of s bytes: α + s·β, or max(α, s·β) (see docs/profiles.md)
 
     def alpha_for(self, op: int, sequential: bool) -> float:
         """α for op (0 = read, 1 = write) and access pattern (sequential or random)."""
@@ -77,6 +80,8 @@ class Server:
                 d[k] = getattr(self, k)
         if math.isfinite(self.capacity):
             d["capacity"] = int(self.capacity)
+        if self.cost != "additive":
+            d["cost"] = self.cost
         return d
 
 
@@ -135,6 +140,10 @@ class System:
     def beta_table(self) -> np.ndarray:
         """Array [server, op] of β."""
         return np.array([[s.beta_for(0), s.beta_for(1)] for s in self.servers])
+
+    def cost_table(self) -> np.ndarray:
+        """Per-server cost shape code: 0 = additive (α + s·β), 1 = max (max(α, s·β))."""
+        return np.array([COSTS.index(s.cost) for s in self.servers], dtype=np.int8)
 
     def capacities(self) -> np.ndarray:
         return np.array([s.capacity for s in self.servers], dtype=float)
@@ -212,6 +221,9 @@ def _parse(data: dict[str, Any], origin: str) -> System:
                 capacity = float(parse_size(cap if isinstance(cap, (str, int)) else str(cap), "capacity"))
             except ParioError:
                 raise ParioError(f"{where}: key 'capacity' must be bytes or a size like '1g', got {cap!r}") from None
+        cost = tab.get("cost", "additive")
+        if cost not in COSTS:
+            raise ParioError(f"{where}: key 'cost' must be 'additive' or 'max', got {cost!r}")
         count = tab.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ParioError(f"{where}: key 'count' must be an integer >= 1")
@@ -225,6 +237,7 @@ def _parse(data: dict[str, Any], origin: str) -> System:
             alpha=_num(tab, "alpha", where),
             beta=_num(tab, "beta", where),
             capacity=capacity,
+            cost=cost,
             **{k: _num(tab, k, where, required=False) for k in (*_ALPHA_KEYS, *_BETA_KEYS)},
         )
         if count == 1:
