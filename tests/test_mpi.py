@@ -9,6 +9,7 @@ pattern each rank wrote.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,7 @@ def _mpiexec() -> str | None:
     return shutil.which("mpiexec")
 
 
-def run_mpi(script: str, *args, n: int = 4, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_mpi(script: str, *args, n: int = 4, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
     exe = _mpiexec()
     if exe is None:
         pytest.skip("mpiexec not found (pip install mpich mpi4py)")
@@ -39,7 +40,8 @@ def run_mpi(script: str, *args, n: int = 4, timeout: float = 120) -> subprocess.
         pytest.skip("mpi4py not installed")
     cmd = [exe, "-n", str(n), sys.executable, str(MPIDIR / script), *map(str, args)]
     try:
-        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
+        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(ROOT),
+                            env=None if env is None else {**os.environ, **env})
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{script} timed out after {timeout}s: {exc.stdout}")
     return cp
@@ -50,10 +52,12 @@ def _check(cp):
 
 
 # ---------------------------------------------------------------------- bytes vs mpi4py
-def test_bytes_identical_to_mpi4py(tmp_path):
+@pytest.mark.parametrize("overlap", ["1", "0"])
+def test_bytes_identical_to_mpi4py(tmp_path, overlap):
     """Independent and collective, with and without views (vector, subarray, struct, non-contiguous memory),
-    small pieces (merge path) and 8 KiB blocks over many cycles (pwritev/preadv path, overlapped writes)."""
-    cp = run_mpi("compare_mpi4py.py", tmp_path)
+    small pieces (merge path) and 8 KiB blocks over many cycles (pwritev/preadv path), with the
+    aggregator's writes overlapped with the next exchange (writer thread) and without."""
+    cp = run_mpi("compare_mpi4py.py", tmp_path, env={"PARIO_CB_OVERLAP": overlap})
     lines = [l for l in cp.stdout.splitlines() if l.startswith(("OK", "FAIL"))]
     assert len(lines) == 18, cp.stdout + cp.stderr
     assert all(l.startswith("OK") for l in lines), "\n".join(lines)

@@ -88,6 +88,7 @@ class File:
             self.comm.Free()
             raise
         self.aggregators = twophase.choose_aggregators(self.comm, hints.cb_nodes)
+        self.spare_core = twophase.spare_core(self.comm)   # write overlap only with a free core
         forced = getattr(self.backend, "forced_aggregators", None)
         if forced:  # a store file: its store rank aggregates (see pario.mpi.storeio)
             self.aggregators = list(forced)
