@@ -21,14 +21,6 @@ LAYOUTS = {
 }
 
 
-@pytest.fixture
-def store(tmp_path):
-    init_store(tmp_path / "s", "ceda-hdd8")
-    st = Store(tmp_path / "s")
-    yield st
-    st.close()
-
-
 @pytest.mark.parametrize("kind", sorted(LAYOUTS))
 def test_random_io_matches_reference(store, kind):
     store.create("f", LAYOUTS[kind])

@@ -24,9 +24,12 @@ flag change (:mod:`pario.store.locks`), so no flag is cleared under a write in f
 any process; the RMT cache follows other processes' commits through the generation
 counter, and a read past the size this process knows refreshes the size.
 
-Fast path: a request overlapping a few RMT entries is cut into segments with ``bisect``
-and integer compares (no numpy), and a segment served by an extent-map replica is placed
-by the scalar :func:`pario.store.pieces.fast_pieces`.
+Fast path: a request that hits no entry (CEDA seed 000 §6.4.1, Fig. 17) is recognised by
+the file's precomputed block table (:func:`pario.store.rmt._free_runs`: one byte index and
+two compares, inlined in :meth:`File.readinto`/:meth:`File.write`) or, when that cannot
+tell, one ``bisect``; a request overlapping a few RMT entries is cut into segments with
+``bisect`` and integer compares (no numpy), and a segment served by an extent-map replica
+is placed by the scalar :func:`pario.store.pieces.fast_pieces`.
 """
 
 from __future__ import annotations
@@ -194,20 +197,29 @@ class File:
         """Read ``len(buf)`` bytes at ``offset``; bytes past the end read as 0; returns bytes inside the file."""
         mv = memoryview(buf).cast("B")
         offset = int(offset)
+        if offset < 0:
+            raise ParioError("read: offset must be >= 0")
         with self.lock:
             self.store.fg_last = time.monotonic()
             n = len(mv)
-            inside = max(0, min(n, self.h.size - offset))
-            if inside < n and self.shared:    # past what this process knows: others may have extended
-                self.backend.refresh_size(self.h)
-                inside = max(0, min(n, self.h.size - offset))
-            if inside < n:
-                mv[inside:] = bytes(n - inside)
-            if inside <= 0:
-                return 0
+            inside = self.h.size - offset
+            if inside >= n > 0:
+                inside = n
+            else:
+                if inside < n and self.shared:    # past what this process knows: others may have extended
+                    inside = self.backend.refresh_size(self.h) - offset
+                inside = max(0, min(n, inside))
+                if inside < n:
+                    mv[inside:] = bytes(n - inside)
+                if inside <= 0:
+                    return 0
             e = offset + inside
             ent = self.rmt.entries(self.name)
-            if ent.n == 0 or not ent.hits(offset, e):
+            # no entry overlaps [offset, e) (CEDA Fig. 17's path): past every entry (also: the
+            # file has none), or the request's blocks are free in the per-file table (one byte),
+            # or the exact bisect says so -- Entries.hits, with its first tests inlined
+            if offset >= ent.top or ent.free[(blk := offset // ent.bsize)] > (e - 1) // ent.bsize - blk \
+                    or not ent.hits(offset, e):
                 self.backend.read1(self.h, offset, inside, mv)
                 return inside
             ent, segs = self._segments(offset, e, write=False)
@@ -232,29 +244,37 @@ class File:
             raise ParioError("write: offset must be >= 0")
         if n == 0:
             return 0
-        with self.lock, held(self.sync, self.h.id, False, self.name):
-            self.store.fg_last = time.monotonic()
-            e = offset + n
-            old = self.h.size
-            ent = self.rmt.entries(self.name)
-            if ent.n == 0 or not ent.hits(offset, e):
-                self.backend.write1(self.h, offset, mv)
-            else:
-                ent, segs = self._segments(offset, e, write=True)
-                # RMT first (durable), then the bytes (see module docstring)
-                flags = ent._flags
-                for s, t, j in segs:
-                    if j >= 0 and flags[j] == DIRTY:
-                        continue   # already the newest copy, every other copy STALE: nothing to mark
-                    self.rmt.mark_write(self.name, None if j < 0 else ent.r_file[j], s, t)
-                self._dispatch(ent, segs, offset, mv, write=True)
-            if self.full and e > old:
-                # hybrid full replicas grow with the file: the new range is stale there until synced
-                # (from the RMT's own coverage, so several processes extending the file agree)
-                self.rmt.grow_full(self.name, self.full, e)
-            if self.route == "cheapest" and self.rmt.entries(self.name).any_unclean:
-                self.store.lazy_sync(self)
-            return n
+        sync = self.sync          # shared store: the file's sync lock, shared, lookup → last byte
+        with self.lock:
+            if sync is not None:
+                sync.acquire(self.h.id, False, self.name)
+            try:
+                self.store.fg_last = time.monotonic()
+                e = offset + n
+                old = self.h.size
+                ent = self.rmt.entries(self.name)
+                if offset >= ent.top or ent.free[(blk := offset // ent.bsize)] > (e - 1) // ent.bsize - blk \
+                        or not ent.hits(offset, e):      # no entry overlaps: as in readinto
+                    self.backend.write1(self.h, offset, mv)
+                else:
+                    ent, segs = self._segments(offset, e, write=True)
+                    # RMT first (durable), then the bytes (see module docstring)
+                    flags = ent._flags
+                    for s, t, j in segs:
+                        if j >= 0 and flags[j] == DIRTY:
+                            continue   # already the newest copy, every other copy STALE: nothing to mark
+                        self.rmt.mark_write(self.name, None if j < 0 else ent.r_file[j], s, t)
+                    self._dispatch(ent, segs, offset, mv, write=True)
+                if self.full and e > old:
+                    # hybrid full replicas grow with the file: the new range is stale there until synced
+                    # (from the RMT's own coverage, so several processes extending the file agree)
+                    self.rmt.grow_full(self.name, self.full, e)
+                if self.route == "cheapest" and self.rmt.entries(self.name).any_unclean:
+                    self.store.lazy_sync(self)
+                return n
+            finally:
+                if sync is not None:
+                    sync.release(self.h.id)
 
     def readv(self, offsets, lengths, buf, buf_offsets) -> None:
         """Read many ranges at once: ``[offsets[k], +lengths[k])`` → ``buf[buf_offsets[k]:]``.
