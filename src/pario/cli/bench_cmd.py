@@ -69,30 +69,22 @@ def _run(args) -> int:
     res = replay(trace, args.store, procs=procs, layout=layout, plan=plan, prefill=not args.no_prefill,
                  direct=not args.buffered, keep=args.keep,
                  progress=None if args.json else (lambda m: console.print(f"[dim]{m}[/]")))
-    sim = None
-    try:
-        from ..simulate import simulate
+    from ..simulate import simulate
 
-        sim = simulate(trace, pred_system, layout, plan=plan)
-    except ImportError:
-        pass
+    sim = simulate(trace, pred_system, layout, plan=plan)
     if args.json:
         _print_json(res, sim, pred_system)
         return 0
     console.print(f"{res.requests} requests, {format_size(res.bytes)} with {res.procs} workers "
                   f"({'O_DIRECT' if res.direct else 'buffered'})")
-    line = f"measured wall time {res.wall_s:.4g} s ({res.bandwidth_MiBps:.1f} MiB/s)"
-    if sim is not None:
-        err = (sim.makespan_s - res.wall_s) / res.wall_s
-        line += f"   predicted ({pred_system.name}) {sim.makespan_s:.4g} s   model error {100 * err:+.1f} %"
-    console.print(line)
+    console.print(_measured_vs_predicted(res, sim, pred_system))
     tab = Table("server", "kind", "device bytes (measured)", "mapped bytes", "predicted bytes", "predicted busy (s)")
     for j, s in enumerate(store_system.servers):
         tab.add_row(s.name, s.kind,
                     format_size(int(res.device_bytes[j])) if res.device_bytes is not None else "-",
                     format_size(int(res.mapped_bytes[j])),
-                    format_size(int(sim.server_bytes[j])) if sim is not None else "-",
-                    f"{sim.server_busy_s[j]:.4g}" if sim is not None else "-")
+                    format_size(int(sim.server_bytes[j])),
+                    f"{sim.server_busy_s[j]:.4g}")
     console.print(tab)
     if res.device_bytes is None:
         console.print("[dim]device bytes are measured only on a pario testbed (blkio statistics)[/]")
@@ -109,14 +101,10 @@ def _run_collective(args, trace, store_system, pred_system, layout, plan, procs)
                             cb_buffer=args.cb_buffer, cb_nodes=args.aggregators, prefill=not args.no_prefill,
                             keep=args.keep, progress=None if args.json else (lambda m: console.print(f"[dim]{m}[/]")))
     naggr = max((c["aggregators"] for c in res.calls), default=None)
-    sim = None
-    try:
-        from ..simulate import simulate
+    from ..simulate import simulate
 
-        sim = simulate(trace, pred_system, layout, plan=plan, collective=True, order=order,
-                       cb_buffer=args.cb_buffer, aggregators=naggr)
-    except ImportError:
-        pass
+    sim = simulate(trace, pred_system, layout, plan=plan, collective=True, order=order,
+                   cb_buffer=args.cb_buffer, aggregators=naggr)
     if args.json:
         _print_json(res, sim, pred_system)
         return 0
@@ -124,11 +112,7 @@ def _run_collective(args, trace, store_system, pred_system, layout, plan, procs)
                   f"ranks, {naggr} aggregator(s), cb_buffer {format_size(args.cb_buffer)}")
     for c in res.calls:
         console.print(f"  {c['op']} {c['file']}: {c['wall_s']:.4g} s, {c['cycles']} cycles")
-    line = f"measured wall time {res.wall_s:.4g} s ({res.bandwidth_MiBps:.1f} MiB/s)"
-    if sim is not None:
-        err = (sim.makespan_s - res.wall_s) / res.wall_s
-        line += f"   predicted ({pred_system.name}) {sim.makespan_s:.4g} s   model error {100 * err:+.1f} %"
-    console.print(line)
+    console.print(_measured_vs_predicted(res, sim, pred_system))
     tab = Table("server", "kind", "device bytes (measured)", "mapped bytes", "device requests (measured)",
                 "predicted requests", "predicted busy (s)")
     for j, s in enumerate(store_system.servers):
@@ -136,16 +120,22 @@ def _run_collective(args, trace, store_system, pred_system, layout, plan, procs)
                     format_size(int(res.device_bytes[j])) if res.device_bytes is not None else "-",
                     format_size(int(res.mapped_bytes[j])),
                     str(int(res.device_ios[j])) if res.device_ios is not None else "-",
-                    str(int(sim.server_subrequests[j])) if sim is not None else "-",
-                    f"{sim.server_busy_s[j]:.4g}" if sim is not None else "-")
+                    str(int(sim.server_subrequests[j])),
+                    f"{sim.server_busy_s[j]:.4g}")
     console.print(tab)
     return 0
+
+
+def _measured_vs_predicted(res, sim, pred_system) -> str:
+    err = (sim.makespan_s - res.wall_s) / res.wall_s
+    return (f"measured wall time {res.wall_s:.4g} s ({res.bandwidth_MiBps:.1f} MiB/s)   predicted "
+            f"({pred_system.name}) {sim.makespan_s:.4g} s   model error {100 * err:+.1f} %")
 
 
 def _print_json(res, sim, pred_system) -> None:
     """The measured result with the simulator's prediction beside it."""
     d = res.to_dict()
-    d["predicted_s"] = sim.makespan_s if sim else None
-    d["predicted_server_bytes"] = sim.server_bytes.tolist() if sim else None
+    d["predicted_s"] = sim.makespan_s
+    d["predicted_server_bytes"] = sim.server_bytes.tolist()
     d["system"] = pred_system.name
     print_json(d)

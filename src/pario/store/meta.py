@@ -129,7 +129,9 @@ class Meta:
             self.con.close()
 
 
-def _guard(cls, names, what):
+def guard_db_methods(cls, names, what):
+    """SQLite errors of the listed methods of ``cls`` (busy beyond the timeout, I/O) → one-line
+    ParioError naming ``what`` and the database path."""
     import functools
 
     for n in names:
@@ -142,5 +144,5 @@ def _guard(cls, names, what):
         setattr(cls, n, wrapper)
 
 
-_guard(Meta, ("create", "get", "set_size", "grow_size", "dirty_names", "set_dirty", "delete", "names", "ids"),
-       "metadata database")
+guard_db_methods(Meta, ("create", "get", "set_size", "grow_size", "dirty_names", "set_dirty", "delete", "names", "ids"),
+                 "metadata database")

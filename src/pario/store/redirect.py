@@ -121,18 +121,21 @@ class File:
         for k in range(len(pts) - 1):
             sk, tk = pts[k], pts[k + 1]
             cov = [j for j in idx if starts[j] <= sk and ends[j] >= tk]
-            j = next((j for j in cov if flags[j] == DIRTY), None)
-            if j is not None:
-                out.append((sk, tk, j))
-                continue
-            clean = [j for j in cov if flags[j] == CLEAN]
-            if not clean:
-                out.append((sk, tk, -1))
-            elif self.route == "replica":
-                out.append((sk, tk, clean[0]))
-            else:
-                out.append((sk, tk, self._best(ent, sk, tk, clean)))
+            dirty = next((j for j in cov if flags[j] == DIRTY), None)
+            out.append((sk, tk, self._serving(ent, sk, tk, dirty, [j for j in cov if flags[j] == CLEAN])))
         return out
+
+    def _serving(self, ent, sk: int, tk: int, dirty, clean: list) -> int:
+        """The up-to-date copy that serves segment ``[sk, tk)``: the DIRTY replica if there is
+        one, else the original (-1) when no replica is CLEAN, else the first clean replica
+        (route ``replica``, CEDA) or the cheapest copy (route ``cheapest``, hybrid)."""
+        if dirty is not None:
+            return dirty
+        if not clean:
+            return -1
+        if self.route == "replica":
+            return clean[0]
+        return self._best(ent, sk, tk, clean)
 
     def _segments(self, x: int, e: int, write: bool):
         """Segments of ``[x, e)`` with uniform coverage and the copy serving each.
@@ -157,16 +160,8 @@ class File:
             sk, tk = int(s[k]), int(t[k])
             cov = np.flatnonzero(cover[k])
             dirty = cov[fl[cov] == DIRTY]
-            if len(dirty):
-                out.append((sk, tk, int(idx[dirty[0]])))
-                continue
-            clean = [int(idx[j]) for j in cov[fl[cov] == CLEAN]]
-            if not clean:
-                out.append((sk, tk, -1))
-            elif self.route == "replica":
-                out.append((sk, tk, clean[0]))
-            else:
-                out.append((sk, tk, self._best(ent, sk, tk, clean)))
+            out.append((sk, tk, self._serving(ent, sk, tk, int(idx[dirty[0]]) if len(dirty) else None,
+                                              [int(idx[j]) for j in cov[fl[cov] == CLEAN]])))
         return out
 
     def _dispatch(self, ent, segs, x: int, mv: memoryview, write: bool) -> None:

@@ -30,7 +30,6 @@ change committed before it started.
 from __future__ import annotations
 
 import bisect
-import functools
 import json
 import sqlite3
 import threading
@@ -41,7 +40,7 @@ import numpy as np
 
 from .. import ParioError
 from .locks import Generation
-from .meta import connect, db_errors
+from .meta import connect, db_errors, guard_db_methods
 
 CLEAN, DIRTY, STALE = 0, 1, 2
 
@@ -478,20 +477,8 @@ class RMT:
             if self.gen is not None:
                 gen, self.gen = self.gen, None     # drop our view of the mmap before it closes
                 gen.close()
-                self.gen = None
 
 
-def _guard_methods(cls, names):
-    """SQLite errors of the listed methods (busy beyond the timeout, I/O) → one-line ParioError."""
-    for n in names:
-        fn = getattr(cls, n)
-
-        @functools.wraps(fn)
-        def wrapper(self, *a, __fn=fn, **kw):
-            with db_errors(f"replica mapping table (RMT) {self.path}"):
-                return __fn(self, *a, **kw)
-        setattr(cls, n, wrapper)
-
-
-_guard_methods(RMT, ("_load", "all_rows", "files_with_unclean", "covered", "replica_bytes", "register", "replicas",
-                     "unregister", "set_job", "jobs", "add", "grow_full", "_update", "trim", "compact"))
+guard_db_methods(RMT, ("_load", "all_rows", "files_with_unclean", "covered", "replica_bytes", "register", "replicas",
+                     "unregister", "set_job", "jobs", "add", "grow_full", "_update", "trim", "compact"),
+                 "replica mapping table (RMT)")

@@ -143,23 +143,32 @@ def _bench_name(fname: str) -> str:
     return PREFIX + clean
 
 
+def _check_replay(trace, procs: int) -> None:
+    if procs < 1:
+        raise ParioError("--procs must be >= 1")
+    if len(trace) == 0:
+        raise ParioError("the trace has no requests")
+
+
+def _store_testbed(store):
+    """The testbed whose servers hold the store's data, or None (plain directories)."""
+    server_dirs = getattr(store.backend, "server_dirs", [])
+    return find_testbed(server_dirs[0]) if server_dirs else None
+
+
 def replay(trace, store_root, *, procs: int, layout=None, plan=None, prefill: bool = True, direct: bool = True,
            keep: bool = False, progress=None) -> BenchResult:
     """Replay ``trace`` through the store at ``store_root`` with ``procs`` workers (see module doc)."""
     from ..layout import server_load
     from ..store import Store
 
-    if procs < 1:
-        raise ParioError("--procs must be >= 1")
-    if len(trace) == 0:
-        raise ParioError("the trace has no requests")
+    _check_replay(trace, procs)
     if layout is None and plan is None:
         raise ParioError("give --layout SPEC or --plan PLAN.json")
     store = Store(store_root, direct=direct)
     try:
         system = store.system
-        server_dirs = getattr(store.backend, "server_dirs", [])
-        tb = find_testbed(server_dirs[0]) if server_dirs else None
+        tb = _store_testbed(store)
         layouts = {}
         for fname in trace.files:
             lay = plan.layout_for(fname) if plan is not None else None
@@ -338,10 +347,7 @@ def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, 
 
     if order not in ("romcio", "cacio", "hacio"):
         raise ParioError(f"unknown collective order {order!r} (romcio | cacio | hacio)")
-    if procs < 1:
-        raise ParioError("--procs must be >= 1")
-    if len(trace) == 0:
-        raise ParioError("the trace has no requests")
+    _check_replay(trace, procs)
     import importlib.util
 
     if importlib.util.find_spec("mpi4py") is None:
@@ -352,8 +358,7 @@ def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, 
     store = Store(store_root, direct=True)
     try:
         system = store.system
-        server_dirs = getattr(store.backend, "server_dirs", [])
-        tb = find_testbed(server_dirs[0]) if server_dirs else None
+        tb = _store_testbed(store)
         names, mapped = [], np.zeros(system.n, dtype=np.int64)
         ends = np.zeros(len(trace.files), dtype=np.int64)
         np.maximum.at(ends, trace.file, trace.offset + trace.length)
