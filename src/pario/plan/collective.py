@@ -11,12 +11,16 @@ and fills its collective buffer in that sequence (cycle 0 gets the first buffer-
 
 - :func:`romcio_order` – ROMIO's conventional order: logical file offset (seed 004 §2.2,
   Fig. 3).
-- :func:`cacio_order` – the concurrency-aware alternative of seed 004 §2.2 (Fig. 4–5): the
-  offset-ordered sequence rotated so that aggregator ``a`` starts on the ``a``-th server of
-  the layout (in the worked example aggregator A1 issues blocks 5, 6, 7, 4 instead of
-  4, 5, 6, 7).  Generalisation (the paper shows only one block per server and domain):
-  the sequence starts at the first piece on server position ``a mod n``; when the domain
-  has no piece there, the next server position that it has.
+- :func:`cacio_order` – the concurrency-aware alternative of seed 004 §2.2 (Fig. 4–5):
+  "each aggregator takes responsibility for the data that resides in a different server in
+  each cycle".  The domain's pieces are grouped by server and the groups issued starting at
+  server position ``a mod n`` (in the worked example aggregator A1 issues blocks 5, 6, 7, 4
+  instead of 4, 5, 6, 7).  Generalisation (the paper shows only one block per server and
+  domain): it is Algorithm 1's lines 15–25 without the type split, so with many stripes per
+  cycle a cycle still holds one or a few servers' data, different ones for different
+  aggregators.  (Until 2026-11 pario rotated the offset-ordered sequence instead; with
+  4 MB cycles that put every server into every aggregator's cycle, which is not what the
+  prose describes.)
 - :func:`hacio_order` – seed 004 §3.2 Algorithm 1: pieces are put into buckets
   ``T[type][number]`` (type 0 = HServer first, then SServer; ``number`` = the server's
   number among the servers of its type), walking the requests in process-rank order
@@ -65,26 +69,25 @@ def _positions(server: np.ndarray, servers) -> tuple[np.ndarray, int]:
 
 
 def cacio_order(offset, server, aggregator: int, servers=None) -> np.ndarray:
-    """CACIO (seed 004 §2.2, Fig. 4): offset order rotated to start on server position ``aggregator mod n``.
+    """CACIO (seed 004 §2.2, Fig. 4–5): "each aggregator takes responsibility for the data that
+    resides in a different server in each cycle".
 
-    ``servers`` is the layout's server order (default: the sorted distinct servers of the
-    pieces); every aggregator must use the same list.
+    The domain's pieces are grouped by server (in offset order inside a group) and the groups
+    are issued starting at server position ``aggregator mod n`` of the layout's server order
+    ``servers`` — Algorithm 1's lines 15–25 without its type split (lines 2–13), which is what
+    HACIO adds.  With one block per server and domain this is Fig. 4's rotation (A1 issues
+    5, 6, 7, 4); with many stripes per cycle it keeps the prose's property, a cycle holds the
+    aggregator's data of one or a few servers, different servers for different aggregators.
+    ``servers`` defaults to the sorted distinct servers of the pieces; every aggregator must
+    use the same list.
     """
     offset, server = _arr(offset), _arr(server)
     base = romcio_order(offset)
     if len(base) == 0:
         return base
     pos, n = _positions(server, servers)
-    pos_sorted = pos[base]
-    present = np.zeros(n, dtype=bool)
-    present[pos_sorted] = True
-    target = int(aggregator) % n
-    for k in range(n):  # first server position at or after the target that the domain has
-        p = (target + k) % n
-        if present[p]:
-            break
-    start = int(np.flatnonzero(pos_sorted == p)[0])
-    return np.concatenate((base[start:], base[:start]))
+    rot = (pos - int(aggregator)) % n
+    return base[np.argsort(rot[base], kind="stable")].astype(np.int64)
 
 
 def hacio_order(offset, server, kind, aggregator: int, proc=None, kind_servers=None) -> np.ndarray:

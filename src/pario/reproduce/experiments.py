@@ -295,11 +295,17 @@ HACIO = [
         x_label="access pattern",
         paper_numbers={"HACIO vs ROMCIO": "up to +58.5 % read, +61.1 % write", "HACIO vs CACIO": "up to +23.6 % / +39.3 %"},
         checks=(Check("HACIO", "ROMCIO", ">", paper="up to +58.5 % / +61.1 %", expected=False,
-                      note="With a 4 MB buffer each aggregator's cycle holds 16 stripes of every server; HACIO's "
-                           "Algorithm 1 then makes whole cycles HServer-only and others SServer-only, so HDDs idle "
-                           "in the SServer cycles: in the simulator's cycle model it is slower than ROMCIO (see "
-                           "hacio-fig11 for the buffer sizes where it wins)."),
-                Check("CACIO", "ROMCIO", "≈", tol=0.05, paper="CACIO > ROMCIO")),
+                      note="With a 4 MB buffer and 16 aggregators every ROMCIO cycle puts 512 KB of every "
+                           "aggregator on every server: balanced, it attains the busiest-server bound of the paper's "
+                           "own cycle model; HACIO's HServer-only cycles put 2–3 aggregators' 4 MB on each HServer, "
+                           "then all 16 meet on the SServers, so it cannot be faster (tests "
+                           "test_collective_cost_lower_bound_and_balanced_romcio, "
+                           "test_hacio_vs_cacio_in_seed004_cycle_model; hacio-fig11 shows the 1 MB buffer where it "
+                           "wins)."),
+                Check("CACIO", "ROMCIO", ">", xs=("interleaved",), paper="CACIO exceeds ROMCIO"),
+                Check("CACIO", "ROMCIO", ">", xs=("random",), paper="CACIO exceeds ROMCIO", expected=False,
+                      note="random: a tie (quick −1.1 … +0.4 %, full +0.6 … +0.7 %): random 256 KB pieces leave "
+                           "ROMCIO's cycles as balanced as CACIO's.")),
     ),
     Experiment(
         id="hacio-fig9", paper="HACIO", figure="Fig. 9", title="IOR interleaved, request sizes",
@@ -341,7 +347,10 @@ HACIO = [
         cases=({"x": "7:1", "ratio": (7, 1)}, {"x": "4:4", "ratio": (4, 4)}), quick={"segments": 16},
         scale="512 MiB file; quick 128 MiB", series=("HACIO", "ROMCIO", "CACIO"), x_label="HServers:SServers",
         paper_numbers={"7:1": "HACIO ≈ CACIO", "4:4": "HACIO large improvement"},
-        checks=(Check("HACIO", "CACIO", "≈", xs=("7:1",), tol=0.10, paper="≈ (marginal gap)"),
+        checks=(Check("HACIO", "CACIO", "≈", xs=("7:1",), tol=0.10, paper="≈ (marginal gap)", expected=False,
+                      note="16 aggregators rotated over 7 HServers put 3 on the busiest HServer in every HServer "
+                           "cycle, CACIO puts 2 on every server; the paper's own cycle model gives HACIO ≈ 30 % "
+                           "slower here whatever the network (test_hacio_vs_cacio_in_seed004_cycle_model)."),
                 Check("HACIO", "CACIO", ">", xs=("4:4",), paper="large improvement", expected=False,
                       note="4 MB buffer: see hacio-fig8.")),
     ),
