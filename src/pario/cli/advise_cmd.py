@@ -38,6 +38,7 @@ from rich.table import Table
 
 from .. import ParioError
 from ..layout import describe
+from ..plan.collective import ORDERS
 from ..system import load_system
 from ..units import format_size
 from .common import console, load_trace_arg, print_json, size_arg
@@ -63,6 +64,10 @@ def register(sub) -> None:
                    help="collective requests: number of aggregators (default one per client node of the profile)")
     p.add_argument("--no-collective-view", action="store_true",
                    help="plan collective requests as the ranks issued them, not as the aggregators' requests")
+    p.add_argument("--order", default="auto", choices=("auto", "paper", *ORDERS),
+                   help="collective requests: request order in the file domains written into the best plan; "
+                        "auto = the fastest of romcio/cacio/hacio in a simulated two-phase run (default), "
+                        "paper = seed 004's rule (HACIO on HDD + SSD servers)")
     p.add_argument("--json", action="store_true")
     p.add_argument("-o", "--output", default=None, metavar="PLAN.json", help="write the best plan (and one per scheme)")
     p.set_defaults(func=_advise)
@@ -137,12 +142,23 @@ def summary(plan, system) -> str:
     return "; ".join(parts) if parts else "(unchanged)"
 
 
+def _collective_order(raw, system, plan, args):
+    """The best plan's collective order (``--order``; :mod:`pario.plan.order_select`)."""
+    from ..plan.order_select import OrderChoice, choose_order, paper_order
+
+    if args.order in ORDERS:
+        return OrderChoice(args.order, "given", paper_order(system), {})
+    return choose_order(raw, system, plan=plan, cb_buffer=args.cb_buffer, aggregators=args.cb_nodes,
+                        rule="model" if args.order == "auto" else "paper")
+
+
 def _advise(args) -> int:
     from ..plan.schemes import parse_schemes
 
     system = load_system(args.system)
     schemes = parse_schemes(args.schemes)
     trace = load_trace_arg(args.trace)
+    raw = trace
     view = ""
     if trace.collective.any() and not args.no_collective_view:
         from ..plan.collective import aggregator_view
@@ -161,6 +177,10 @@ def _advise(args) -> int:
     inf = float("inf")
     best = min(plans, key=lambda k: (common[k] if common[k] is not None else inf,
                                      plans[k][0].predicted_s if plans[k][0].predicted_s is not None else inf))
+    order = None
+    if raw.collective.any():
+        order = _collective_order(raw, system, plans[best][0], args)
+        plans[best][0].collective_order = order.order
     if args.output:
         out = Path(args.output)
         plans[best][0].save(out, system)
@@ -175,6 +195,9 @@ def _advise(args) -> int:
                         for name, (plan, secs) in plans.items()},
             "skipped": skipped,
             "best": best,
+            "collective_order": None if order is None else {"order": order.order, "rule": order.rule,
+                                                            "paper_order": order.paper_order,
+                                                            "simulated_s": order.times},
             "collective_view": {"cb_buffer": int(args.cb_buffer), "requests": int(len(trace)),
                                 "aggregators": int(len(np.unique(trace.rank[trace.collective])))} if view else None,
         })
@@ -212,6 +235,8 @@ def _advise(args) -> int:
             tab.add_row(name + (" (best)" if name == best else ""), f"{plan.predicted_s:.6g} s",
                         "—" if c is None else f"{c:.6g} s", rel)
         console.print(tab)
+    if order is not None:
+        console.print(f"collective order for the plan of {best}: {order.describe()}")
     if args.output:
         console.print(f"plan of {best} written to {args.output}"
                       + (f" (and one file per scheme: {Path(args.output).stem}.<scheme>.json)" if len(plans) > 1 else ""))

@@ -59,7 +59,11 @@ def _evaluate(scheme, system, trace):
     if scheme == "hacio":
         bw = {o.upper(): simulate(trace, system, "fixed:64K", collective=True, order=o, cb_buffer=1 * M).bandwidth_MBps
               for o in ("hacio", "romcio", "cacio")}
-        return "collective order HACIO (HServer requests first, then SServer; seed 004 Alg. 1)", bw, None
+        from ..plan.order_select import choose_order
+
+        pick = choose_order(trace, system, "fixed:64K", cb_buffer=1 * M).order.upper()
+        return (f"order HACIO (seed 004 Alg. 1: HServer requests first); pario's pick by simulated "
+                f"two-phase I/O: {pick}"), bw, None
     if scheme == "ceda":
         from ..reproduce.families import _ceda_plans
 
