@@ -48,8 +48,13 @@ def test_select_and_testbed_engine():
     assert [e.id for e in select(["padp"])][:2] == ["padp-fig4", "padp-fig5"]
     with pytest.raises(ParioError):
         select(["nope"])
-    with pytest.raises(ParioError, match="not available"):
+    from pario.reproduce.engines import Unsupported
+
+    # the worked example is in abstract time units (β = 0): nothing for a throttle to emulate
+    with pytest.raises(Unsupported, match="hacio-tables1-3: not available on the testbed"):
         run_experiment(EXPERIMENTS["hacio-tables1-3"], engine="testbed")
+    with pytest.raises(ParioError, match="unknown engine"):
+        run_experiment(EXPERIMENTS["padp-fig4"], engine="disksim")
 
 
 def test_hacio_worked_example_outputs(tmp_path):

@@ -107,6 +107,7 @@ class Result:
     seconds: float
     quick: bool
     files: dict[str, Path] = field(default_factory=dict)
+    engine: str = "simulate"
 
     @property
     def ok(self) -> bool:
@@ -159,21 +160,42 @@ def evaluate_check(c: Check, rows: list[dict], metrics: dict) -> CheckResult:
 
 # ------------------------------------------------------------------ runner
 def run_experiment(exp: Experiment, *, quick: bool = False, out: Path | str | None = None,
-                   engine: str = "simulate", plot: bool = True) -> Result:
-    """Evaluate one experiment; with ``out`` write ``ID.csv``, ``ID.png``, ``ID.md`` there."""
-    if engine == "testbed":
-        raise ParioError("reproduce --engine testbed is not available yet (use --engine simulate)")
-    if engine != "simulate":
-        raise ParioError(f"unknown engine {engine!r} (simulate | testbed)")
-    from . import families
+                   engine: str = "simulate", plot: bool = True, testbed=None) -> Result:
+    """Evaluate one experiment; with ``out`` write ``ID.csv``, ``ID.png``, ``ID.md`` there.
 
+    ``engine="testbed"``: every run of the family is replayed on an emulated testbed
+    (:class:`pario.reproduce.engines.TestbedEngine`; ``testbed`` = one to share between
+    experiments, else one is made and torn down here).  An experiment the testbed cannot
+    measure raises :class:`pario.reproduce.engines.Unsupported` (one line, before any I/O
+    where that is known up front).
+    """
+    from . import engines, families
+
+    if engine not in engines.ENGINES:
+        raise ParioError(f"unknown engine {engine!r} (simulate | testbed)")
     fn = getattr(families, exp.family.replace("-", "_"), None)
     if fn is None:
         raise ParioError(f"experiment {exp.id}: unknown family {exp.family!r}")
-    t0 = time.perf_counter()
-    rows, metrics = fn(exp, quick)
+    own = None
+    if engine == "testbed":
+        why = engines.unsupported_reason(exp)
+        if why:
+            raise engines.Unsupported(f"experiment {exp.id}: not available on the testbed: {why}")
+        if testbed is None:
+            testbed = own = engines.TestbedEngine()
+        testbed.experiment = exp.id
+    try:
+        t0 = time.perf_counter()
+        with engines.using(testbed if engine == "testbed" else None):
+            rows, metrics = fn(exp, quick)
+        seconds = time.perf_counter() - t0
+    finally:
+        if own is not None:
+            own.close()
+    if engine == "testbed":  # say which engine produced the numbers (the simulator's CSV stays as it was)
+        rows = [{**r, "engine": "testbed"} for r in rows]
     checks = [evaluate_check(c, rows, metrics) for c in exp.checks]
-    res = Result(exp, rows, metrics, checks, time.perf_counter() - t0, quick)
+    res = Result(exp, rows, metrics, checks, seconds, quick, engine=engine)
     if out is not None:
         write_outputs(res, Path(out), plot=plot)
     return res
@@ -233,7 +255,11 @@ def markdown(res: Result) -> str:
         lines.append(f"- profile variant: {exp.variant_note}")
     if exp.scale:
         lines.append(f"- scale: {exp.scale}")
-    lines.append(f"- evaluated in the simulator in {res.seconds:.1f} s")
+    if res.engine == "testbed":
+        lines.append(f"- measured on the emulated testbed (engine `testbed`: real elapsed times of O_DIRECT "
+                     f"replays under blkio throttles, see docs/reproduce.md) in {res.seconds:.1f} s")
+    else:
+        lines.append(f"- evaluated in the simulator in {res.seconds:.1f} s")
     lines.append("")
     series, cases, val = pivot(res.rows)
     has_op = any(op for _, op in cases)

@@ -1,7 +1,8 @@
 """Evaluators of the experiment families: each takes (Experiment, quick) and returns
 (rows, metrics).  A row is ``{"x", "op", "series", "value", ...}`` (value: bandwidth in
-MiB/s unless the experiment's ``y_label`` says otherwise).  Everything runs through
-:func:`pario.simulate.simulate`; the planners are those of :mod:`pario.plan`.
+MiB/s unless the experiment's ``y_label`` says otherwise).  Every run goes through
+:func:`pario.reproduce.engines.measure` (:func:`pario.simulate.simulate`, or the testbed
+with ``--engine testbed``, same arguments); the planners are those of :mod:`pario.plan`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from ..plan.collective import aggregator_view
 from ..layout import Striped
-from ..simulate import simulate
+from .engines import measure
 from ..system import load_system
 from ..system.profile import Network, Server, System
 
@@ -146,7 +147,7 @@ def layout(exp, quick):
                 kw = {}
                 if collective:
                     kw = {"collective": True, "cb_buffer": other.get("buffer", 4 << 20)}
-                res = simulate(trace, system, lay, **kw)
+                res = measure(trace, system, lay, **kw)
                 rows.append({"x": case["x"], "op": op, "series": name, "value": _bw(res),
                              "stripes": note if name == exp.series[0] else ""})
     return rows, {}
@@ -164,14 +165,14 @@ def server_time(exp, quick):
     if exp.paper == "CEDA":
         plans = _ceda_plans(trace, system)
         for name in ("ORIG", "CIDA", "CEDA"):
-            busy[name] = simulate(trace, system, "fixed:64K", plan=plans[name]).server_busy_s
+            busy[name] = measure(trace, system, "fixed:64K", plan=plans[name]).server_busy_s
     else:
         from ..plan.padp import PADPPlanner, baseline_layouts
 
         plan = PADPPlanner().plan(trace, system)
         lays = {"PADP": plan.layouts[trace.files[0]], **baseline_layouts(system)}
         for name, lay in lays.items():
-            busy[name] = simulate(trace, system, lay).server_busy_s
+            busy[name] = measure(trace, system, lay).server_busy_s
     ref = float(np.min(busy[exp.series[0]]))
     rows = []
     metrics = {}
@@ -217,7 +218,7 @@ def ceda(exp, quick):
             plans = _ceda_plans(trace, system, orig)
             nbytes = float(trace.length.sum())
             for name in ("CEDA", "ORIG", "CIDA"):
-                res = simulate(trace, system, orig, plan=plans[name])
+                res = measure(trace, system, orig, plan=plans[name])
                 rows.append({"x": case["x"], "op": op, "series": name, "value": _bw(res)})
             for name in ("CEDA", "ORIG", "CIDA"):
                 t = plans["_model"][name]
@@ -239,7 +240,7 @@ def motivating(exp, quick):
                 a["segments"] = a["block"] // a["xfer"]
                 a["block"] = a["xfer"]
             trace = make_trace(a, "read")
-            res = simulate(trace, system, other.get("original", "fixed:64K"))
+            res = measure(trace, system, other.get("original", "fixed:64K"))
             rows.append({"x": case["x"], "op": "read", "series": pat, "value": _bw(res)})
     return rows, {}
 
@@ -257,8 +258,8 @@ def collective(exp, quick):
             system = case_system(exp, var)
             lay = other.get("original", "fixed:64K")
             for order in ("hacio", "romcio", "cacio"):
-                res = simulate(trace, system, lay, collective=True, order=order,
-                               cb_buffer=other.get("buffer", 4 << 20), aggregators=other.get("aggregators"))
+                res = measure(trace, system, lay, collective=True, order=order,
+                              cb_buffer=other.get("buffer", 4 << 20), aggregators=other.get("aggregators"))
                 rows.append({"x": case["x"], "op": op, "series": order.upper(), "value": _bw(res)})
     return rows, {}
 
@@ -278,7 +279,7 @@ def hacio_example(exp, quick):
                               np.array([0, 4, 1, 5, 2, 6, 3, 7]) * blk, [blk] * 8, collective=True)
     rows, metrics = [], {}
     for order, tab in (("romcio", "Table 1"), ("cacio", "Table 2"), ("hacio", "Table 3")):
-        res = simulate(trace, system, lay, collective=True, aggregators=2, cb_buffer=blk, order=order)
+        res = measure(trace, system, lay, collective=True, aggregators=2, cb_buffer=blk, order=order)
         rows.append({"x": tab, "op": "write", "series": order.upper(), "value": float(res.cost_s)})
         metrics[f"{order.upper()} total (T)"] = float(res.cost_s)
     return rows, metrics
@@ -320,7 +321,7 @@ def _ci_instance(system, p, size, nreq, pattern, op):
     from ..workload import ior
 
     tr = ior(p, size, size * nreq, pattern=pattern, op=op, seed=1, file_per_proc=True)
-    sim = {k: simulate(tr, system, _ci_layouts(k, tr.files, system.n, size)).makespan_s for k in CI_KINDS}
+    sim = {k: measure(tr, system, _ci_layouts(k, tr.files, system.n, size)).makespan_s for k in CI_KINDS}
     opc = 0 if op == "read" else 1
     mod = {k: _ci_model(p, size, system, k, opc, pattern == "sequential") for k in CI_KINDS}
     return tr, sim, mod
@@ -413,8 +414,8 @@ def hybrid_tile(exp, quick):
             trace = make_trace(dict(args, collective=coll), "read")
             t = {}
             for st in (16 << 10, 256 << 10, 4 << 20):
-                t[f"{st >> 10}K"] = simulate(trace, system, Striped.fixed(st, range(system.n)),
-                                             collective=coll).makespan_s
+                t[f"{st >> 10}K"] = measure(trace, system, Striped.fixed(st, range(system.n)),
+                                            collective=coll).makespan_s
             # seed 002 §6.4: every request reads the replica the CI-LAYOUT cost model (§3) prices
             # cheapest; the planner's per-request choice is handed to the simulator as is
             from ..plan.hybrid import replica_layouts
@@ -425,7 +426,7 @@ def hybrid_tile(exp, quick):
             lays = list(reps.values())
             _, choice = planner.route(trace, system, lays)
             rt = Routing(layouts=lays[0], replicas={"*": list(reps.items())[1:]}, choice=choice)
-            t["Cost"] = simulate(trace, system, routing=rt, collective=coll).makespan_s
+            t["Cost"] = measure(trace, system, routing=rt, collective=coll).makespan_s
             base = t["16K"]
             best_static = min(t[k] for k in ("16K", "256K", "4096K"))
             metrics.setdefault("n", 0)
