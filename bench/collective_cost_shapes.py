@@ -13,12 +13,12 @@ import argparse
 import dataclasses
 
 from pario.layout import parse_layout
+from pario.plan.collective import ORDERS
 from pario.simulate import simulate
 from pario.system import load_system
 from pario.units import parse_size
 from pario.workload.ior import ior
 
-ORDERS = ("romcio", "cacio", "hacio")
 
 
 def main() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import ParioError
+from ..plan.collective import ORDERS
 from ..units import format_size
 from .common import console, load_trace_arg, print_json, size_arg
 from ..arrays import unique
@@ -27,7 +28,7 @@ def register(subparsers) -> None:
     r.add_argument("--collective", action="store_true",
                    help="collective (two-phase) replay through the MPI runtime: N MPI ranks under mpiexec, "
                         "one write_at_all/read_at_all per file and op (needs mpi4py + mpiexec)")
-    r.add_argument("--order", choices=("romcio", "cacio", "hacio"), default=None,
+    r.add_argument("--order", choices=ORDERS, default=None,
                    help="[--collective] request order in a file domain (default: the plan's, else romcio)")
     r.add_argument("--cb-buffer", type=size_arg, default=4 << 20, metavar="SIZE",
                    help="[--collective] collective buffer per aggregator (default 4m)")
@@ -94,9 +95,10 @@ def _run(args) -> int:
 def _run_collective(args, trace, store_system, pred_system, layout, plan, procs) -> int:
     from rich.table import Table
 
+    from ..plan.collective import order_for
     from ..testbed.bench import replay_collective
 
-    order = args.order or (getattr(plan, "collective_order", None) if plan is not None else None) or "romcio"
+    order = order_for(plan, args.order)
     res = replay_collective(trace, args.store, procs=procs, layout=layout, plan=plan, order=order,
                             cb_buffer=args.cb_buffer, cb_nodes=args.aggregators, prefill=not args.no_prefill,
                             keep=args.keep, progress=None if args.json else (lambda m: console.print(f"[dim]{m}[/]")))

@@ -29,6 +29,7 @@ import os
 import numpy as np
 
 from .. import ParioError
+from ..plan.collective import order_for
 from ..trace.core import READ, WRITE
 from . import twophase
 from .backend import PosixBackend, posix_flags
@@ -92,7 +93,7 @@ class File:
         forced = getattr(self.backend, "forced_aggregators", None)
         if forced:  # a store file: its store rank aggregates (see pario.mpi.storeio)
             self.aggregators = list(forced)
-        self.order = hints.order or (self.plan.collective_order if self.plan is not None and self.plan.collective_order else "romcio")
+        self.order = order_for(self.plan, hints.order)
         self.placement = self.backend.placement()
         if self.order != "romcio" and self.placement is not None:
             # the CACIO/HACIO order (seed 004 Algorithm 1) lives in pario.plan.collective

@@ -46,7 +46,7 @@ from ..layout import Layout, layout_from_dict, layout_to_dict
 
 PLAN_VERSION = 1
 ROUTING_RULES = ("original", "cheapest", "replica")
-COLLECTIVE_ORDERS = ("romcio", "cacio", "hacio")
+from .collective import ORDERS as COLLECTIVE_ORDERS  # noqa: E402
 
 
 @dataclass

@@ -43,6 +43,12 @@ from .. import ParioError
 ORDERS = ("romcio", "cacio", "hacio")
 
 
+def order_for(plan=None, order: str | None = None) -> str:
+    """The order a run uses: ``order`` when given, else the plan's ``collective_order``, else
+    ``romcio`` (ROMIO's)."""
+    return order or (getattr(plan, "collective_order", None) if plan is not None else None) or "romcio"
+
+
 def _arr(x, dtype=np.int64) -> np.ndarray:
     return np.asarray(x, dtype=dtype).ravel()
 

@@ -202,7 +202,7 @@ class TestbedEngine:
     def _bed(self, system):
         """(Testbed, store root) for ``system``'s server configuration, brought up on first use."""
         from ..store import init_store
-        from ..testbed.core import _apply_limits, up
+        from ..testbed.core import set_limits, up
 
         kinds = [s.kind for s in system.servers]
         if any(k not in ("hdd", "ssd") for k in kinds):
@@ -223,12 +223,7 @@ class TestbedEngine:
             self._beds[key] = (tb, store, names)
             for kind in ("hdd", "ssd"):
                 for nm, lim in zip(names[kind], by_kind[kind]):
-                    s = tb.server(nm)
-                    lim = dict(lim)
-                    s.iops, s.bps = lim["read_iops"], lim["read_bps"]
-                    s.write_iops, s.write_bps = lim["write_iops"], lim["write_bps"]
-                    _apply_limits(tb, s)
-            tb.save()
+                    set_limits(tb, nm, dict(lim))
         tb, store, names = self._beds[key]
         # the store's profile: the experiment's servers in its order, renamed to the testbed server
         # they live on (k-th hdd server → H<k>, k-th ssd → S<k>), so layouts index the same
@@ -249,6 +244,7 @@ class TestbedEngine:
     def __call__(self, trace, system, layout=None, *, plan=None, routing=None, collective: bool = False,
                  order: str | None = None, cb_buffer=4 << 20, aggregators: int | None = None, **other):
         from ..layout import parse_layout
+        from ..plan.collective import order_for
         from ..testbed.bench import device_ios, replay, replay_collective
         from ..units import parse_size
 
@@ -270,8 +266,7 @@ class TestbedEngine:
         self.calls += 1
         ios0 = device_ios(tb, tnames)
         if collective:
-            if order is None:
-                order = (getattr(plan, "collective_order", None) if plan is not None else None) or "romcio"
+            order = order_for(plan, order)
             # the simulator's default: one aggregator per client node (ranks // procs_per_node)
             n_nodes = int(trace.rank.max()) // int(system.procs_per_node) + 1
             self._say(f"{self.experiment}: collective replay ({order}) of {len(trace)} requests, {procs} ranks")

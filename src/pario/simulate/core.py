@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import ParioError
 from ..layout import Layout
+from ..plan.collective import order_for
 from ..units import parse_size
 from .engine import simulate_core
 from .routing import OBJ_DATAFILES, Routing, route
@@ -124,8 +125,7 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
     rt = _as_routing(system, layout, plan, routing)
     cb = parse_size(cb_buffer, "collective buffer size") if isinstance(cb_buffer, str) else int(cb_buffer)
     al = None if align is None else (parse_size(align, "alignment") if isinstance(align, str) else int(align))
-    if order is None:
-        order = (getattr(plan, "collective_order", None) if plan is not None else None) or "romcio"
+    order = order_for(plan, order)
     if len(trace) == 0:
         raise ParioError("the trace has no requests")
     ppn = int(system.procs_per_node)

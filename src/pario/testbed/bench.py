@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import ParioError
+from ..plan.collective import ORDERS
 from .core import Testbed, enter, find_testbed
 
 PREFIX = "bench/"
@@ -345,8 +346,8 @@ def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, 
     from ..layout import server_load
     from ..store import Store
 
-    if order not in ("romcio", "cacio", "hacio"):
-        raise ParioError(f"unknown collective order {order!r} (romcio | cacio | hacio)")
+    if order not in ORDERS:
+        raise ParioError(f"unknown collective order {order!r} ({' | '.join(ORDERS)})")
     _check_replay(trace, procs)
     import importlib.util
 

@@ -187,6 +187,16 @@ def _apply_limits(tb: Testbed, s: TestbedServer) -> None:
                f"riops={lim['read_iops']} wiops={lim['write_iops']}\n")
 
 
+def set_limits(tb: Testbed, name: str, limits: dict[str, int]) -> None:
+    """Re-throttle server ``name`` of a running testbed with ``limits`` (the keys of
+    :meth:`TestbedServer.limits`) and save the state."""
+    s = tb.server(name)
+    s.iops, s.bps = int(limits["read_iops"]), int(limits["read_bps"])
+    s.write_iops, s.write_bps = int(limits["write_iops"]), int(limits["write_bps"])
+    _apply_limits(tb, s)
+    tb.save()
+
+
 # ---------------------------------------------------------------------------- state
 def load_state(d: str | Path) -> Testbed:
     """Load ``DIR/pario-testbed.json`` (ParioError if DIR is not a testbed)."""
