@@ -133,28 +133,6 @@ def test_random_ops_match_bytearray(tmp_path_factory, seq):
         st.close()
 
 
-@settings(max_examples=120, deadline=None)
-@given(st_.lists(st_.tuples(st_.integers(0, 2000), st_.integers(1, 400), st_.integers(0, 2), st_.integers(0, 2)),
-                 max_size=14),
-       st_.integers(0, 2500), st_.integers(1, 800), st_.sampled_from(["replica", "cheapest"]))
-def test_scalar_segments_equal_numpy_segments(rows, x, n, route):
-    """The bisect/integer segment cutter of the fast path equals the numpy one (any flags)."""
-    from types import SimpleNamespace
-
-    from pario.store.redirect import File
-    from pario.store.rmt import Entries
-
-    ent = Entries.from_rows(sorted(((i, o, f"r{r}", o + 7, ln, fl) for i, (o, ln, r, fl) in enumerate(rows)),
-                                   key=lambda t: (t[1], t[0])))
-    fake = SimpleNamespace(route=route, _best=lambda ent, sk, tk, clean: clean[-1] if (sk // 100) % 2 else -1)
-    fake._serving = lambda *a: File._serving(fake, *a)     # the copy choice both cutters share
-    fast = File._segments_fast(fake, ent, x, x + n)
-    ref = File._segments_numpy(fake, ent, x, x + n)
-    assert fast == ref
-    # segments tile the request
-    assert fast[0][0] == x and fast[-1][1] == x + n and all(a[1] == b[0] for a, b in zip(fast, fast[1:]))
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st_.lists(st_.tuples(st_.integers(0, N + 20_000), st_.integers(0, 40_000)), min_size=1, max_size=12),
        st_.booleans())

@@ -183,7 +183,7 @@ def _hy_reader(root, todo, done, q, check_gen, result):
         st = Store(root, shared=True, cost=size_cost, lock_timeout=TIMEOUT)
         st.lazy_sync = lambda f: None
         if not check_gen:
-            st.rmt.gen = None                   # the negative control: cache never invalidated
+            st.rmt.core.follow = False          # the negative control: reads never apply the writer's records
         f = st.open("f")
         init = initial()
         stale = 0
@@ -238,8 +238,8 @@ def test_reader_follows_rmt_changes_of_another_process(tmp_path):
 
 
 def test_without_invalidation_the_reader_would_see_stale_bytes(tmp_path):
-    """Negative control: the same run with the generation check switched off in the reader
-    reads stale bytes, so the test above can fail."""
+    """Negative control: the same run with the reader's core not following the journal (its
+    reads route by what it saw at open) reads stale bytes, so the test above can fail."""
     root, errs, stale = _run_reader_writer(tmp_path, check_gen=False)
     assert not errs, errs
     assert stale > 0
@@ -313,8 +313,7 @@ def test_shared_and_exclusive_modes(tmp_path):
     b = Store(root, shared=True, lock_timeout=1)          # two shared openers: fine
     with pytest.raises(ParioError, match="in use"):
         Store(root)                                       # exclusive refused while shared
-    for what, fn in (("delet", lambda: a.delete("f")), ("replica", lambda: a.delete_replica(".replica/f/r1")),
-                     ("replicator", lambda: Replicator(a, [ReplicaSpec("f", "r2", CEDA)]))):
+    for what, fn in (("delet", lambda: a.delete("f")), ("replica", lambda: a.delete_replica(".replica/f/r1"))):
         with pytest.raises(ParioError, match="exclusively"):
             fn()
     fa, fb = a.open("f"), b.open("f")
@@ -369,19 +368,3 @@ def test_first_shared_opener_recovers_a_crash(tmp_path):
         st.close()
     raw = _raw(root)
     assert raw[60_000:61_000] == b"\x05" * 1000
-
-
-def test_generation_counter_is_shared(tmp_path):
-    """Changes committed by one RMT connection move the counter another one sees."""
-    from pario.store.rmt import RMT
-
-    a, b = RMT(tmp_path / "rmt.db", shared=True), RMT(tmp_path / "rmt.db", shared=True)
-    assert b.entries("f").n == 0
-    a.add("f", "R", [0], [0], [100])
-    assert b.entries("f").n == 1                        # b's cache was dropped
-    a.mark_write("f", "R", 10, 20)
-    assert b.entries("f").flag.tolist() == [0, DIRTY, 0]
-    b.set_flag("f", "R", 0, 100, DIRTY, STALE)
-    assert a.entries("f").flag.tolist() == [0, STALE, 0]
-    a.close()
-    b.close()

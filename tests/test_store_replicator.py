@@ -73,7 +73,7 @@ def test_full_replica_space_touches_nothing(tmp_path):
     # budget admits replicas in plan order while they fit; the rest is skipped
     specs = [ReplicaSpec("f", "a", EXT), ReplicaSpec("f", "b", Striped.fixed(4096, (2, 3)))]
     r = Replicator(st, specs, space=60_000).run()
-    assert [s.name for s, _ in r.work] == ["a"] and [s.name for s, _ in r.skipped] == ["b"]
+    assert [s.name for s, _, _ in r.work] == ["a"] and [s.name for s, _ in r.skipped] == ["b"]
     st.close()
 
 

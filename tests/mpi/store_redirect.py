@@ -61,6 +61,7 @@ if mode == "run":
     if r == 0:
         ent = fh.backend.store.rmt.entries("data")
         print("dirty", int((ent.flag == 1).sum()), flush=True)
+    comm.Barrier()          # nobody starts closing (flushing the dirty replicas) before rank 0 counted
     fh.close()
     if r == 0:
         print("closed", flush=True)

@@ -128,11 +128,7 @@ def _store_roundtrip(root: Path, trace, plan, system_name: str) -> dict:
                 got = fh.read(off, ln)
                 checked += ln
                 bad += int(got != data[off:off + ln])
-                try:
-                    _, segs = fh._segments(off, off + ln, False)
-                    redirected += sum(e - s for s, e, k in segs if k >= 0)
-                except Exception:  # noqa: BLE001 - informational only
-                    pass
+                redirected += sum(e - s for s, e, r in fh.served_by(off, off + ln) if r is not None)
         out.update(checked=checked, mismatches=bad, redirected=redirected)
     return out
 

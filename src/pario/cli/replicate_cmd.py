@@ -1,5 +1,9 @@
 """``pario replicate PLAN.json --store DIR [--space SIZE] [--chunk SIZE]``, or ``--resume``:
-copy a plan's replicas into a store (CEDA replicator, resumable; see docs/store.md)."""
+copy a plan's replicas into a store (CEDA replicator, online and resumable; see docs/store.md).
+
+The store is opened shared: MPI programs, ``pario store get`` and other readers and writers
+keep using it while the replicas are copied (a writer waits at most for the one chunk of
+its range being copied)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ def register(sub) -> None:
     p.add_argument("--store", required=True, metavar="DIR")
     p.add_argument("--space", type=size_arg, default=None, metavar="SIZE",
                    help="replica space budget (total replica bytes in the store); default: server free space")
-    p.add_argument("--chunk", type=size_arg, default=4 << 20, metavar="SIZE", help="copy chunk (default 4m)")
+    p.add_argument("--chunk", type=size_arg, default=None, metavar="SIZE",
+                   help="copy chunk: the range a writer of the original may wait for (default 8m)")
     p.add_argument("--resume", action="store_true", help="finish unfinished replicator jobs (no plan needed)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_replicate)
@@ -24,13 +29,13 @@ def _replicate(args) -> int:
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
     from ..store import Store
-    from ..store.replicator import Replicator, resume_specs, specs_from_plan
+    from ..store.replicator import CHUNK, Replicator, resume_specs, specs_from_plan
 
     if not args.plan and not args.resume:
         raise ParioError("give PLAN.json or --resume")
-    with Store(args.store) as st:
+    with Store(args.store, shared=True) as st:
         specs = resume_specs(st) if args.resume and not args.plan else specs_from_plan(args.plan, st)
-        rep = Replicator(st, specs, space=args.space, chunk=args.chunk)
+        rep = Replicator(st, specs, space=args.space, chunk=args.chunk or CHUNK)
         with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                       TransferSpeedColumn(), TimeRemainingColumn(), console=console,
                       disable=args.json or not console.is_terminal) as prog:
@@ -38,14 +43,17 @@ def _replicate(args) -> int:
             rep.progress = lambda done, total: prog.update(task, completed=done)
             rep.run()
         out = {"replicas": [{"file": s.original, "name": s.name, "mode": s.mode, "copied": sum(n for _, n in t)}
-                            for s, t in rep.work],
+                            for s, t, _ in rep.work],
                "skipped": [{"file": s.original, "name": s.name, "why": why} for s, why in rep.skipped],
-               "copied_bytes": rep.done}
+               "copied_bytes": rep.done, "stale_chunks": rep.stale_chunks}
         if args.json:
             print_json(out)
         else:
             for r in out["replicas"]:
                 console.print(f"{r['file']} → {r['name']} ({r['mode']}): {format_size(r['copied'])} copied")
+            if rep.stale_chunks:
+                console.print(f"{rep.stale_chunks} chunk(s) were written by another process while being copied: "
+                              "left STALE, refreshed by the next flush")
             for r in out["skipped"]:
                 console.print(f"skipped {r['file']} → {r['name']}: {r['why']}")
     return 0

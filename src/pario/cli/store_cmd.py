@@ -69,10 +69,12 @@ def register(sub) -> None:
     fk.set_defaults(func=_fsck)
 
 
-def _open(args):
+def _open(args, exclusive: bool = False):
+    """The store, shared with other processes (MPI ranks, a running ``pario replicate``)
+    unless the command changes its structure (``rm``)."""
     from ..store import Store
 
-    return Store(args.store, direct=getattr(args, "direct", False))
+    return Store(args.store, direct=getattr(args, "direct", False), shared=not exclusive)
 
 
 def _init(args) -> int:
@@ -135,7 +137,7 @@ def _ls(args) -> int:
 
 
 def _rm(args) -> int:
-    with _open(args) as st:
+    with _open(args, exclusive=True) as st:
         st.delete(args.name)
     return 0
 

@@ -116,6 +116,18 @@ class Backend(ABC):
         """Write the bytes of ``mv`` at ``offset`` (backends may override with a scalar fast path)."""
         self.writev(h, (offset,), (len(mv),), mv, (0,))
 
+    def copy(self, src: Handle, src_offsets, dst: Handle, dst_offsets, lengths) -> None:
+        """Copy ranges of ``src`` to ranges of ``dst`` (default: through a buffer)."""
+        lens = np.asarray(lengths, dtype=np.int64)
+        bo = np.concatenate(([0], np.cumsum(lens)[:-1])) if len(lens) else lens
+        buf = bytearray(int(lens.sum()))
+        self.readv(src, src_offsets, lens, buf, bo)
+        self.writev(dst, dst_offsets, lens, buf, bo)
+
+    def extend(self, h: Handle, end: int) -> None:
+        """The logical size grows to ``end`` (its bytes were written elsewhere)."""
+        h.size = max(h.size, int(end))
+
     def refresh_size(self, h: Handle) -> int:
         """The size as other processes left it (shared stores); default: the handle's."""
         return h.size

@@ -112,6 +112,70 @@ def _transfer(runs, write: bool) -> None:
                 _finish(fd, bufs, pos, done, False)
 
 
+def _piece_pairs(src, sp, dst, dp, total: int) -> list[tuple[int, int, int, int, int]]:
+    """Walk the pieces of both sides (``(server, datafile, local, length, buf_offset)``
+    lists in buffer order) together: ``(src fd, src pos, dst fd, dst pos, n)`` runs, the ones
+    that continue each other on both sides merged."""
+    s_srv, s_df, s_loc, s_ln, s_bo = sp
+    d_srv, d_df, d_loc, d_ln, d_bo = dp
+    out: list[list[int]] = []
+    i = j = 0
+    pos = 0
+    while pos < total:
+        while s_bo[i] + s_ln[i] <= pos:
+            i += 1
+        while d_bo[j] + d_ln[j] <= pos:
+            j += 1
+        n = min(s_bo[i] + s_ln[i], d_bo[j] + d_ln[j]) - pos
+        sfd = src.fd(s_srv[i], s_df[i])
+        dfd = dst.fd(d_srv[j], d_df[j])
+        spos = s_loc[i] + pos - s_bo[i]
+        dpos = d_loc[j] + pos - d_bo[j]
+        if out and out[-1][0] == sfd and out[-1][2] == dfd and out[-1][1] + out[-1][4] == spos \
+                and out[-1][3] + out[-1][4] == dpos:
+            out[-1][4] += n
+        else:
+            out.append([sfd, spos, dfd, dpos, n])
+        pos += n
+    return [tuple(r) for r in out]
+
+
+_ZEROS = bytes(1 << 20)
+
+
+def _copy_range(sfd: int, spos: int, dfd: int, dpos: int, n: int) -> None:
+    """``n`` bytes from ``sfd`` at ``spos`` to ``dfd`` at ``dpos``: ``copy_file_range``,
+    else ``pread``/``pwrite``; bytes past the source's end are zeros."""
+    cfr = getattr(os, "copy_file_range", None)
+    while n > 0:
+        k = -1
+        if cfr is not None:
+            try:
+                k = cfr(sfd, dfd, n, spos, dpos)
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF):
+                    raise
+                cfr = None
+        if k < 0:
+            data = os.pread(sfd, min(n, 16 << 20), spos)
+            k = len(data)
+            if k:
+                view = memoryview(data)
+                w = 0
+                while w < k:
+                    w += os.pwrite(dfd, view[w:], dpos + w)
+        if k == 0:                     # past the end of the source data file: a hole
+            while n > 0:
+                z = min(n, len(_ZEROS))
+                w = os.pwrite(dfd, _ZEROS[:z], dpos)
+                dpos += w
+                n -= w
+            return
+        spos += k
+        dpos += k
+        n -= k
+
+
 class _Pool:
     """Daemon threads taking ``(fn, args, reply)`` from one queue and putting ``None`` or the
     raised exception on ``reply``.  ``os.preadv``/``os.pwritev`` release the GIL, so the
@@ -353,12 +417,52 @@ class LocalBackend(Backend):
             lo = np.where(ok, lo, mid + 1)
         return int(lo.max()) if len(lo) else 0
 
+    def size_problem(self, name: str) -> str | None:
+        """A one-line description if the data files of ``name`` hold bytes past its recorded
+        size although the metadata calls that size final (``dirty`` = 0) — a committed size
+        was lost — else None.  (Every extending write commits ``dirty`` = 1 before its first
+        byte, so no crash and no other process leaves such bytes.)"""
+        rec = self.meta.get(name)
+        if rec is None:
+            return None
+        fid, lay, size, dirty = rec
+        if dirty:
+            return None
+        layout = layout_from_dict(lay, self.system)
+        if isinstance(layout, ExtentMap):
+            return None
+        with self._lock:
+            h = self._handles.get(name)
+            if h is not None and (h.size_dirty or h.size != size):
+                return None               # open here and extended: the size is not committed yet
+        end = self._recover_size(LocalHandle(self, name, fid, layout, size), size)
+        if end > size:
+            return (f"file {name!r}: its data files hold bytes up to offset {end}, past its recorded size {size} "
+                    f"({end - size} bytes; was the metadata's write-ahead log lost?)")
+        return None
+
     def _commit_size(self, h: LocalHandle) -> None:
         if self.shared:
             self.meta.grow_size(h.name, h.size)
         else:
             self.meta.set_size(h.name, h.size, 0)
         h.size_dirty = False
+
+    def _mark_extending(self, h: LocalHandle) -> None:
+        """Before the first byte past the committed size reaches a data file: the file is
+        ``dirty`` in the metadata (committed), so that a crash from here on recovers the size
+        from the data files, and bytes past a clean file's recorded size always mean lost
+        metadata (fsck, ``store get``)."""
+        if h.size_dirty or isinstance(h.layout, ExtentMap):
+            return
+        if not self.shared:
+            self.meta.set_dirty(h.name, 1)
+        elif not h.dirty_marked:
+            rec = self.meta.get(h.name)          # another process may have marked it (no commit then)
+            if rec is None or not rec[3]:
+                self.meta.set_dirty(h.name, 1)
+            h.dirty_marked = True
+        h.size_dirty = True
 
     def _extend(self, h: LocalHandle, end: int) -> None:
         if end <= h.size:
@@ -370,16 +474,13 @@ class LocalBackend(Backend):
             else:
                 self.meta.set_size(h.name, end, 0)
             return
-        if not h.size_dirty:
-            if not self.shared:
-                self.meta.set_dirty(h.name, 1)
-            elif not h.dirty_marked:
-                rec = self.meta.get(h.name)          # another process may have marked it (no commit then)
-                if rec is None or not rec[3]:
-                    self.meta.set_dirty(h.name, 1)
-                h.dirty_marked = True
-            h.size_dirty = True
+        self._mark_extending(h)
         h.size = end
+
+    def extend(self, h: LocalHandle, end: int) -> None:
+        """The logical size grows to ``end`` (bytes written elsewhere, e.g. to a replica)."""
+        with h.lock:
+            self._extend(h, int(end))
 
     def refresh_size(self, h: LocalHandle) -> int:
         """Shared mode: the file's current size as all processes made it (metadata, and the
@@ -563,6 +664,8 @@ class LocalBackend(Backend):
                     fd = h.fds.get(key)
                     if fd is None:
                         fd = h.fd(*key)
+                    if offset + n > h.size:
+                        self._mark_extending(h)
                     done = os.pwritev(fd, [mv], pos)
                     if done < n:
                         _finish(fd, [mv], pos, done, True)
@@ -588,6 +691,12 @@ class LocalBackend(Backend):
         if len(offsets) == 0:
             return
         with h.lock:
+            if len(offsets) == 1:
+                end = int(offsets[0]) + int(lengths[0])
+            else:
+                end = int((np.asarray(offsets, dtype=np.int64) + np.asarray(lengths, dtype=np.int64)).max())
+            if end > h.size:
+                self._mark_extending(h)
             if self.direct:
                 tmp = self._aligned(len(mv))
                 tmp[:len(mv)] = mv
@@ -595,10 +704,38 @@ class LocalBackend(Backend):
                 tmp.close()
             else:
                 self._io(h, *self._pieces(h, offsets, lengths, buf_offsets), mv, True)
-            if len(offsets) == 1:
-                self._extend(h, int(offsets[0]) + int(lengths[0]))
-            else:
-                self._extend(h, int((np.asarray(offsets, dtype=np.int64) + np.asarray(lengths, dtype=np.int64)).max()))
+            self._extend(h, end)
+
+    def copy(self, src: LocalHandle, src_offsets, dst: LocalHandle, dst_offsets, lengths) -> None:
+        """Copy ranges ``[src_offsets[k], +lengths[k])`` of ``src`` to ``dst_offsets[k]`` of
+        ``dst`` (replication, flush).  Both sides are cut into single-server pieces and the
+        bytes move data file to data file with ``copy_file_range`` (in the kernel, as
+        ``cp`` does; read/write where the file system refuses it); a range of ``src`` past
+        its data file's end copies as zeros.  With ``direct`` I/O, through aligned buffers."""
+        lens = np.asarray(lengths, dtype=np.int64)
+        so = np.asarray(src_offsets, dtype=np.int64)
+        do = np.asarray(dst_offsets, dtype=np.int64)
+        keep = lens > 0
+        lens, so, do = lens[keep], so[keep], do[keep]
+        if len(lens) == 0:
+            return
+        end = int((do + lens).max())
+        if self.direct:
+            bo = np.concatenate(([0], np.cumsum(lens)[:-1]))
+            buf = bytearray(int(lens.sum()))
+            self.readv(src, so, lens, buf, bo)
+            self.writev(dst, do, lens, buf, bo)
+            return
+        bo = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        sp = [a if isinstance(a, list) else a.tolist() for a in self._pieces(src, so, lens, bo)]
+        dp = [a if isinstance(a, list) else a.tolist() for a in self._pieces(dst, do, lens, bo)]
+        with dst.lock:
+            if end > dst.size:
+                self._mark_extending(dst)
+            runs = _piece_pairs(src, sp, dst, dp, int(lens.sum()))
+            for sfd, spos, dfd, dpos, n in runs:
+                _copy_range(sfd, spos, dfd, dpos, n)
+            self._extend(dst, end)
 
     def readinto(self, h: LocalHandle, offset: int, buf) -> int:
         mv = memoryview(buf).cast("B")

@@ -259,4 +259,18 @@ def one_piece(layout: Layout):
         if fp is None or len(fp[0]) != 1:
             return None
         return (fp[0][0], fp[1][0]), fp[2][0]
+
+    if type(layout) is ExtentMap:
+        # a CEDA replica's extent map: one bisect over the extent starts, then the extent's
+        # data file and local offset (a range inside one extent); gaps and ranges over
+        # several extents take the general path
+        off, end, srv_a, loc_a, df_a = _extent_lists(layout)
+        ekeys = list(zip(srv_a, df_a))
+
+        def one_extent(x: int, L: int):
+            i = bisect_right(off, x) - 1
+            if i >= 0 and 0 < L and x + L <= end[i]:
+                return ekeys[i], loc_a[i] + x - off[i]
+            return one_generic(x, L)
+        return one_extent
     return one_generic

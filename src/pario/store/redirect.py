@@ -1,50 +1,49 @@
 """The redirector (CEDA seed 000 §4.6, §5.2) and hybrid routing (CI-LAYOUT seed 002 §5).
 
 :class:`File` is an open logical file of a :class:`~pario.store.root.Store`.  Every read and
-write consults the RMT (:mod:`pario.store.rmt`):
+write asks the RMT's C core (:mod:`pario.store.rmt`) where it goes — one call that does the
+binary searches, cuts the request into segments of uniform coverage and names the
+up-to-date copy that serves each:
 
-* no entry overlaps the request (the common case, one ``bisect``): the request goes to the
-  original file unchanged;
-* otherwise the request is cut at the entries' ends into segments; each segment is served by
-  an *up-to-date* copy: the DIRTY replica if there is one, else the original or a CLEAN
-  replica.  Route ``replica`` (CEDA) prefers a clean replica; route ``cheapest`` (hybrid)
-  picks the copy of least ``cost(layout, offset, length)``.  Stale copies are never read.
-* a write of a segment goes to the chosen up-to-date copy; the RMT is updated *first*
-  (target → DIRTY if it is a replica, all other copies → STALE; committed with
-  ``synchronous=FULL``), then the bytes are written.  A crash in between leaves a copy
+* no entry overlaps the request (the common case): the original serves it;
+* a segment is served by its DIRTY replica if there is one, else by a CLEAN replica
+  (route ``replica``, CEDA) or by the cheapest up-to-date copy (route ``cheapest``, hybrid:
+  ``cost(layout, offset, length)``, chosen here), else by the original.  Stale copies are
+  never read.
+* a write goes to the copy a read would use; the core records the flag change first (the
+  target DIRTY, every other copy STALE: one journal record when a copy changes state, none
+  when it is already DIRTY), then the bytes are written.  A crash in between leaves a copy
   marked newer that holds the old (identical) bytes, which the flush copies harmlessly.
 
-:meth:`File.flush` (and close, and the next open after a crash) writes DIRTY replica ranges
-back to the original and refreshes STALE replicas from the original, chunk by chunk, each
-chunk's flag cleared only after its bytes are fsync'ed (:meth:`File.sync_step`).
+A request served by one copy (a hit on one replica extent, or a miss) costs the lookup and
+one ``preadv``/``pwritev``: the backend's single-piece mapper places it (for an extent-map
+replica, one more binary search over the replica's extents).
 
-Several processes (shared store): a write holds the file's sync lock *shared* from the RMT
-lookup to its last byte, a synchronisation step holds it *exclusive* from its copy to the
-flag change (:mod:`pario.store.locks`), so no flag is cleared under a write in flight in
-any process; the RMT cache follows other processes' commits through the generation
-counter, and a read past the size this process knows refreshes the size.
+:meth:`File.flush` (and close, and the next open after a crash) copies DIRTY replica bytes
+back to the original, then refreshes STALE replicas from the original, in batches of up to
+64 MiB: one vectored copy (or ``copy_file_range``) per copy and batch, one fsync of the
+destination, then one transaction that marks the batch CLEAN — O(dirty bytes), and a flag
+is cleared only after the bytes it vouches for are durable.
 
-Fast path: a request that hits no entry (CEDA seed 000 §6.4.1, Fig. 17) is recognised by
-the file's precomputed block table (:func:`pario.store.rmt._free_runs`: one byte index and
-two compares, inlined in :meth:`File.readinto`/:meth:`File.write`) or, when that cannot
-tell, one ``bisect``; a request overlapping a few RMT entries is cut into segments with
-``bisect`` and integer compares (no numpy), and a segment served by an extent-map replica
-is placed by the scalar :func:`pario.store.pieces.fast_pieces`.
+Several processes (shared store): a write holds its byte range of the store's range lock
+*shared* from the lookup to its last byte; a synchronisation batch (and the replicator's
+chunk) holds its ranges *exclusive* from the copy to the flag change, so no flag is cleared
+under a write in flight in any process, and writers elsewhere in the file never wait
+(:mod:`pario.store.locks`, docs/store.md).  The core follows other processes' changes
+through the journal's end (one load per lookup).
 """
 
 from __future__ import annotations
 
 import time
-from bisect import bisect_left, bisect_right
 
 import numpy as np
 
 from .. import ParioError
-from .locks import held
-from .rmt import CLEAN, DIRTY, STALE
+from .rmt import CLEAN, COPYING, DIRTY, STALE
 
-SYNC_CHUNK = 4 << 20
-FAST_ENTRIES = 16
+SYNC_CHUNK = 4 << 20      # lazy synchronisation: bytes per step
+SYNC_BATCH = 64 << 20     # flush: bytes per batch (one copy, one fsync, one transaction)
 
 
 class File:
@@ -55,26 +54,35 @@ class File:
         self.name = name
         self.backend = store.backend
         self.rmt = store.rmt
+        self.core = store.rmt.core
         self.h = self.backend.open(name)
+        self.fid = self.h.id
         self.lock = self.h.lock
-        self.sync = getattr(store, "sync_locks", None)   # None: exclusive store, no inter-process locks
-        self.shared = self.sync is not None
+        self.shared = bool(getattr(store, "shared", False))
         self.closed = False
         self.refs = 1
-        self._reps: dict[str, object] = {}
+        self._reps: dict[int, object] = {}
         self.reload_replicas()
 
     # ------------------------------------------------------------------ replicas
     def reload_replicas(self) -> None:
+        """Routing and full replicas of this file (again when replicas came or went)."""
+        self._regver = self.core.regver
         reps = self.rmt.replicas(self.name)
-        self.route = "cheapest" if any(r["route"] == "cheapest" for r in reps) else "replica"
-        self.full = [r["r_file"] for r in reps if r["mode"] == "full"]
+        self.cheapest = any(r["route"] == "cheapest" for r in reps)
+        self.route = "cheapest" if self.cheapest else "replica"
+        self.full = [r["r"] for r in reps if r["mode"] == "full"]
 
-    def _rh(self, r_file: str):
-        h = self._reps.get(r_file)
+    def _rh(self, r: int):
+        """The backend handle of replica file ``r`` (opened on first use)."""
+        h = self._reps.get(r)
         if h is None:
-            h = self.backend.open(r_file)
-            self._reps[r_file] = h
+            name = self.rmt.name(r)
+            if name is None:
+                raise ParioError(f"{self.name}: the RMT names replica file id {r}, which the store does not have "
+                                 "(run pario store fsck)")
+            h = self.backend.open(name)
+            self._reps[r] = h
         return h
 
     @property
@@ -93,99 +101,49 @@ class File:
         return self.h.layout
 
     # ------------------------------------------------------------------ routing
-    def _best(self, ent, sk: int, tk: int, clean) -> int:
-        best, best_c = -1, self.store.cost(self.h.layout, sk, tk - sk)
-        for j in clean:
-            rf = ent.r_file[j]
-            c = self.store.cost(self._rh(rf).layout, ent._roff[j] + sk - ent._starts[j], tk - sk)
-            if c < best_c:
-                best, best_c = j, c
-        return best
-
-    def _segments_fast(self, ent, x: int, e: int):
-        """Scalar :meth:`_segments` for a request overlapping ≤ ``FAST_ENTRIES`` entries (else None)."""
-        starts, ends, flags = ent._starts, ent._ends, ent._flags
-        i0 = bisect_right(ent._pmax, x)
-        i1 = bisect_left(starts, e)
-        if i1 - i0 > FAST_ENTRIES:
-            return None
-        idx = [j for j in range(i0, i1) if ends[j] > x]
-        pts = {x, e}
-        for j in idx:
-            if starts[j] > x:
-                pts.add(starts[j])
-            if ends[j] < e:
-                pts.add(ends[j])
-        pts = sorted(pts)
-        out = []
-        for k in range(len(pts) - 1):
-            sk, tk = pts[k], pts[k + 1]
-            cov = [j for j in idx if starts[j] <= sk and ends[j] >= tk]
-            dirty = next((j for j in cov if flags[j] == DIRTY), None)
-            out.append((sk, tk, self._serving(ent, sk, tk, dirty, [j for j in cov if flags[j] == CLEAN])))
-        return out
-
-    def _serving(self, ent, sk: int, tk: int, dirty, clean: list) -> int:
-        """The up-to-date copy that serves segment ``[sk, tk)``: the DIRTY replica if there is
-        one, else the original (-1) when no replica is CLEAN, else the first clean replica
-        (route ``replica``, CEDA) or the cheapest copy (route ``cheapest``, hybrid)."""
-        if dirty is not None:
-            return dirty
-        if not clean:
-            return -1
-        if self.route == "replica":
-            return clean[0]
-        return self._best(ent, sk, tk, clean)
-
-    def _segments(self, x: int, e: int, write: bool):
-        """Segments of ``[x, e)`` with uniform coverage and the copy serving each.
-
-        Returns the entries and a list of (start, end, entry index or -1 for the original).
-        """
-        ent = self.rmt.entries(self.name)
-        fast = self._segments_fast(ent, x, e)
-        if fast is not None:
-            return ent, fast
-        return ent, self._segments_numpy(ent, x, e)
-
-    def _segments_numpy(self, ent, x: int, e: int):
-        """Vectorised :meth:`_segments` (any number of overlapping entries)."""
-        idx = ent.overlapping(x, e)
-        pts = np.unique(np.clip(np.concatenate(([x, e], ent.o_off[idx], ent.end[idx])), x, e))
-        s, t = pts[:-1], pts[1:]
-        lo, hi, fl = ent.o_off[idx], ent.end[idx], ent.flag[idx]
-        cover = (lo[None, :] <= s[:, None]) & (hi[None, :] >= t[:, None])
-        out = []
-        for k in range(len(s)):
-            sk, tk = int(s[k]), int(t[k])
-            cov = np.flatnonzero(cover[k])
-            dirty = cov[fl[cov] == DIRTY]
-            out.append((sk, tk, self._serving(ent, sk, tk, int(idx[dirty[0]]) if len(dirty) else None,
-                                              [int(idx[j]) for j in cov[fl[cov] == CLEAN]])))
-        return out
-
-    def _dispatch(self, ent, segs, x: int, mv: memoryview, write: bool) -> None:
-        groups: dict[int, list] = {}
-        for s, t, j in segs:
-            groups.setdefault(j, []).append((s, t))
-        be = self.backend
-        io = be.writev if write else be.readv
-        for j, parts in groups.items():
-            if j < 0:
-                h, shift = self.h, 0
-            else:
-                h, shift = self._rh(ent.r_file[j]), ent._roff[j] - ent._starts[j]
-            if len(parts) == 1:          # one range: the backend's scalar fast path
-                s, t = parts[0]
-                view = mv if (s == x and t - s == len(mv)) else mv[s - x:t - x]
-                if write:
-                    be.write1(h, s + shift, view)
-                else:
-                    be.read1(h, s + shift, t - s, view)
+    def _choose(self, s: int, t: int) -> tuple[int, int]:
+        """Route ``cheapest``: the up-to-date copy of least cost for ``[s, t)`` (the original
+        or a CLEAN replica), as ``(replica id or 0, shift)``."""
+        best, best_d = 0, 0
+        best_c = self.store.cost(self.h.layout, s, t - s)
+        for r, d, f in self.core.covers(self.fid, s):
+            if f != CLEAN:
                 continue
-            a = np.array(parts, dtype=np.int64)
-            s, ln = a[:, 0], a[:, 1] - a[:, 0]
-            io(h, s + shift, ln, mv, s - x)
+            c = self.store.cost(self._rh(r).layout, s + d, t - s)
+            if c < best_c:
+                best, best_d, best_c = r, d, c
+        return best, best_d
+
+    def _dispatch(self, segs, x: int, mv: memoryview, write: bool) -> None:
+        """Move the bytes of a request cut into segments ``(s, t, copy, shift, choice)``."""
+        be = self.backend
+        for s, t, r, d, choice in segs:
+            if choice:
+                r, d = self._choose(s, t)
+                if write:
+                    self.core.mark(self.fid, r, s, t)     # the flags first, then the bytes
+            h = self.h if r == 0 else self._rh(r)
+            view = mv[s - x:t - x]
+            if write:
+                be.write1(h, s + d, view)
+            else:
+                be.read1(h, s + d, t - s, view)
+
+    def served_by(self, x: int, e: int) -> list[tuple[int, int, str | None]]:
+        """Where a read of ``[x, e)`` goes now: ``(start, end, replica file or None for the
+        original)`` per segment (for reports and tests; the data path does not call it)."""
+        with self.lock:
+            r = self.core.route(self.fid, int(x), int(e))
+            if r is None:
+                return [(int(x), int(e), None)]
+            if type(r) is tuple:
+                return [(int(x), int(e), self.rmt.name(r[0]))]
+            out = []
+            for s, t, rr, _, choice in r:
+                if choice:
+                    rr = self._choose(s, t)[0]
+                out.append((s, t, self.rmt.name(rr) if rr else None))
+            return out
 
     # ------------------------------------------------------------------ I/O
     def readinto(self, offset: int, buf) -> int:
@@ -208,17 +166,14 @@ class File:
                     mv[inside:] = bytes(n - inside)
                 if inside <= 0:
                     return 0
-            e = offset + inside
-            ent = self.rmt.entries(self.name)
-            # no entry overlaps [offset, e) (CEDA Fig. 17's path): past every entry (also: the
-            # file has none), or the request's blocks are free in the per-file table (one byte),
-            # or the exact bisect says so -- Entries.hits, with its first tests inlined
-            if offset >= ent.top or ent.free[(blk := offset // ent.bsize)] > (e - 1) // ent.bsize - blk \
-                    or not ent.hits(offset, e):
+            r = self.core.route(self.fid, offset, offset + inside)
+            if r is None:                                  # the original serves all of it
                 self.backend.read1(self.h, offset, inside, mv)
-                return inside
-            ent, segs = self._segments(offset, e, write=False)
-            self._dispatch(ent, segs, offset, mv, write=False)
+            elif type(r) is tuple:                         # one replica serves all of it
+                h = self._reps.get(r[0]) or self._rh(r[0])
+                self.backend.read1(h, offset + r[1], inside, mv)
+            else:
+                self._dispatch(r, offset, mv if inside == n else mv[:inside], write=False)
             return inside
 
     def read(self, offset: int, length: int) -> bytes:
@@ -239,37 +194,37 @@ class File:
             raise ParioError("write: offset must be >= 0")
         if n == 0:
             return 0
-        sync = self.sync          # shared store: the file's sync lock, shared, lookup → last byte
+        e = offset + n
+        core, fid = self.core, self.fid
         with self.lock:
-            if sync is not None:
-                sync.acquire(self.h.id, False, self.name)
+            if self.shared:                   # held from the lookup to the last byte
+                core.lock(fid, offset, e, False)
             try:
                 self.store.fg_last = time.monotonic()
-                e = offset + n
-                old = self.h.size
-                ent = self.rmt.entries(self.name)
-                if offset >= ent.top or ent.free[(blk := offset // ent.bsize)] > (e - 1) // ent.bsize - blk \
-                        or not ent.hits(offset, e):      # no entry overlaps: as in readinto
-                    self.backend.write1(self.h, offset, mv)
-                else:
-                    ent, segs = self._segments(offset, e, write=True)
-                    # RMT first (durable), then the bytes (see module docstring)
-                    flags = ent._flags
-                    for s, t, j in segs:
-                        if j >= 0 and flags[j] == DIRTY:
-                            continue   # already the newest copy, every other copy STALE: nothing to mark
-                        self.rmt.mark_write(self.name, None if j < 0 else ent.r_file[j], s, t)
-                    self._dispatch(ent, segs, offset, mv, write=True)
-                if self.full and e > old:
-                    # hybrid full replicas grow with the file: the new range is stale there until synced
-                    # (from the RMT's own coverage, so several processes extending the file agree)
+                if e > self.h.size and self._regver != core.regver:
+                    self.reload_replicas()
+                if self.full and e > self.h.size:
+                    # hybrid full replicas grow with the file, stale where they grow, before the
+                    # bytes (from the RMT's own coverage, so several processes extending agree)
                     self.rmt.grow_full(self.name, self.full, e)
-                if self.route == "cheapest" and self.rmt.entries(self.name).any_unclean:
+                r = core.write(fid, offset, e)             # flags first (journal), then the bytes
+                if r is None:
+                    self.backend.write1(self.h, offset, mv)
+                elif type(r) is tuple:
+                    h = self._reps.get(r[0]) or self._rh(r[0])
+                    self.backend.write1(h, offset + r[1], mv)
+                    if e > self.h.size:                    # the original's size follows the logical file
+                        self.backend.extend(self.h, e)
+                else:
+                    self._dispatch(r, offset, mv, write=True)
+                    if e > self.h.size:
+                        self.backend.extend(self.h, e)
+                if self.cheapest and core.state(fid)[1]:
                     self.store.lazy_sync(self)
                 return n
             finally:
-                if sync is not None:
-                    sync.release(self.h.id)
+                if self.shared:
+                    core.unlock(fid, offset, e)
 
     def readv(self, offsets, lengths, buf, buf_offsets) -> None:
         """Read many ranges at once: ``[offsets[k], +lengths[k])`` → ``buf[buf_offsets[k]:]``.
@@ -286,8 +241,7 @@ class File:
         with self.lock:
             self.store.fg_last = time.monotonic()
             e = o + ln
-            ent = self.rmt.entries(self.name)
-            if int(e.max()) <= self.h.size and (ent.n == 0 or not ent.hits_many(o, e).any()):
+            if int(e.max()) <= self.h.size and not self._hits_any(o, e):
                 self.backend.readv(self.h, o, ln, mv, bo)
                 return
         for x, n, b in zip(o.tolist(), ln.tolist(), bo.tolist()):
@@ -303,14 +257,28 @@ class File:
             return
         if int(o.min()) < 0:
             raise ParioError("write: offset must be >= 0")
-        with self.lock, held(self.sync, self.h.id, False, self.name):
-            self.store.fg_last = time.monotonic()
-            ent = self.rmt.entries(self.name)
-            if not self.full and (ent.n == 0 or not ent.hits_many(o, o + ln).any()):
-                self.backend.writev(self.h, o, ln, mv, bo)
-                return
+        with self.lock:
+            lo, hi = int(o.min()), int((o + ln).max())
+            if self.shared:
+                self.core.lock(self.fid, lo, hi, False)
+            try:
+                self.store.fg_last = time.monotonic()
+                if self._regver != self.core.regver:
+                    self.reload_replicas()
+                if not self.full and not self._hits_any(o, o + ln):
+                    self.backend.writev(self.h, o, ln, mv, bo)
+                    return
+            finally:
+                if self.shared:
+                    self.core.unlock(self.fid, lo, hi)
         for x, n, b in zip(o.tolist(), ln.tolist(), bo.tolist()):
             self.write(x, mv[b:b + n])
+
+    def _hits_any(self, o: np.ndarray, e: np.ndarray) -> bool:
+        if len(o) == 1:
+            return self.core.hits(self.fid, int(o[0]), int(e[0]))
+        return bool(np.frombuffer(self.core.hit_mask(self.fid, np.ascontiguousarray(o, dtype=np.int64),
+                                                     np.ascontiguousarray(e, dtype=np.int64)), np.uint8).any())
 
     def truncate(self, size: int) -> None:
         with self.lock:
@@ -321,53 +289,106 @@ class File:
 
     # ------------------------------------------------------------------ synchronisation
     def sync_step(self, chunk: int = SYNC_CHUNK) -> bool:
-        """Synchronise one chunk: first DIRTY replica ranges → original, then original →
-        STALE replicas.  Each flag is cleared only after the bytes are fsync'ed.  Returns
+        """Synchronise at most ``chunk`` bytes (lazy synchronisation, hybrid replication):
+        DIRTY replica ranges → original first, then original → STALE replicas.  Returns
         whether unclean entries remain."""
         with self.lock:
-            if self.closed or not self.rmt.entries(self.name).any_unclean:
+            if self.closed:
                 return False
-            with held(self.sync, self.h.id, True, self.name):
-                return self._sync_step_locked(chunk)
+            return self._sync(chunk)
 
-    def _sync_step_locked(self, chunk: int) -> bool:
-        ent = self.rmt.entries(self.name)   # again, under the exclusive sync lock
-        if not ent.any_unclean:
-            return False
-        dirty = np.flatnonzero(ent.flag == DIRTY)
-        if len(dirty):
-            j = int(dirty[0])
-            o, r, n = int(ent.o_off[j]), int(ent.r_off[j]), min(int(ent.length[j]), chunk)
-            rh = self._rh(ent.r_file[j])
-            buf = bytearray(n)
-            self.backend.readv(rh, (r,), (n,), buf, (0,))
-            self.backend.writev(self.h, (o,), (n,), buf, (0,))
-            self.backend.fsync(self.h)
-            self.rmt.set_flag(self.name, ent.r_file[j], o, o + n, DIRTY, CLEAN)
+    def _sync(self, budget: int | None, copying: bool = False) -> bool:
+        """Copy unclean ranges in batches until none is left (``budget`` None) or ``budget``
+        bytes were copied; returns whether unclean entries (that this process may
+        synchronise) remain.  ``copying``: COPYING entries count as STALE (recovery: the
+        replicator that owned them is gone)."""
+        done = 0
+        while True:
+            ents = self.core.entries(self.fid, True)
+            dirty = [x for x in ents if x[4] == DIRTY]
+            todo = dirty or [x for x in ents if x[4] == STALE or (copying and x[4] == COPYING)]
+            if not todo:
+                return False
+            if budget is not None and done >= budget:
+                return True
+            cap = SYNC_BATCH if budget is None else min(SYNC_BATCH, max(budget - done, 1))
+            batch, size = [], 0
+            for r, off, n, ro, f in todo:
+                if size >= cap:
+                    break
+                take = min(n, cap - size)
+                batch.append((r, off, take, ro, f))
+                size += take
+            self._sync_batch(batch, DIRTY if dirty else None, copying)
+            done += size
+
+    def _sync_batch(self, batch, flag, copying: bool, locked: bool = False) -> None:
+        """One batch: lock its ranges exclusive (unless the caller holds them), re-read the
+        unclean entries inside them (another process may have changed them), copy, fsync
+        the destinations, then mark the copied ranges CLEAN in one transaction."""
+        ranges = _merge([(off, off + n) for _, off, n, _, _ in batch])
+        if self.shared and not locked:
+            held = []
+            try:
+                for a, b in ranges:
+                    self.core.lock(self.fid, a, b, True)
+                    held.append((a, b))
+                self._sync_locked(ranges, flag, copying)
+            finally:
+                for a, b in held:
+                    self.core.unlock(self.fid, a, b)
         else:
-            j = int(np.flatnonzero(ent.flag == STALE)[0])
-            o, r, n = int(ent.o_off[j]), int(ent.r_off[j]), min(int(ent.length[j]), chunk)
-            rh = self._rh(ent.r_file[j])
-            buf = bytearray(n)
-            self.backend.readv(self.h, (o,), (n,), buf, (0,))
-            self.backend.writev(rh, (r,), (n,), buf, (0,))
-            self.backend.fsync(rh)
-            self.rmt.set_flag(self.name, ent.r_file[j], o, o + n, STALE, CLEAN)
-        return self.rmt.entries(self.name).any_unclean
+            self._sync_locked(ranges, flag, copying)
+
+    def _sync_locked(self, ranges, flag, copying: bool) -> None:
+        want = (DIRTY,) if flag == DIRTY else ((STALE, COPYING) if copying else (STALE,))
+        pieces = []          # (replica, off, len, r_off, flag) clipped to the locked ranges
+        for r, off, n, ro, f in self.core.entries(self.fid, True):
+            if f not in want:
+                continue
+            for a, b in ranges:
+                s, t = max(a, off), min(b, off + n)
+                if s < t:
+                    pieces.append((r, s, t - s, ro + (s - off), f))
+        if not pieces:
+            return
+        by_r: dict[int, list] = {}
+        for p in pieces:
+            by_r.setdefault(p[0], []).append(p)
+        be = self.backend
+        dsts = []
+        for r, lst in by_r.items():
+            rh = self._rh(r)
+            o = [p[1] for p in lst]
+            ro = [p[3] for p in lst]
+            n = [p[2] for p in lst]
+            if flag == DIRTY:      # the replica holds the newest bytes: to the original
+                be.copy(rh, ro, self.h, o, n)
+                dsts.append(self.h)
+            else:                  # the original is up to date: to the stale replica
+                be.copy(self.h, o, rh, ro, n)
+                dsts.append(rh)
+        for h in {id(h): h for h in dsts}.values():
+            be.fsync(h)                       # the bytes durable ...
+        with self.rmt.transaction():          # ... then the flags that vouch for them
+            for r, s, n, _, f in pieces:
+                self.core.set_flag(self.fid, r, s, s + n, f, CLEAN)
 
     def flush(self) -> None:
         """Write dirty replica data back and refresh stale replicas (CEDA: at close)."""
         with self.lock:
-            while self.sync_step():
-                pass
-            self.rmt.compact(self.name)
+            self._sync(None, copying=getattr(self.store, "recovering", False))
             self.backend.fsync(self.h)
+            self.rmt.sync()
 
     def fsync(self) -> None:
+        """Make every byte written so far durable: data files (original and replicas), size,
+        and the RMT records that say where the newest bytes are."""
         with self.lock:
             self.backend.fsync(self.h)
             for h in self._reps.values():
                 self.backend.fsync(h)
+            self.rmt.sync()
 
     def close(self) -> None:
         if self.closed:
@@ -388,6 +409,17 @@ class File:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _merge(ranges):
+    """Sorted ranges with touching or overlapping ones merged."""
+    out = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def _vec(offsets, lengths, buf_offsets):

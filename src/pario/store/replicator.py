@@ -11,15 +11,24 @@ benefit) while they fit in the free replica space (``space`` budget minus the by
 in the RMT) and in the free space of every server they use; the rest are skipped.  All
 checks run before any byte is written.
 
-Copying runs in chunks (default 4 MiB) under the file's lock, yielding to foreground I/O
-(it waits until no foreground request came for ``idle`` seconds, at most ``max_wait``):
-read the up-to-date bytes of the original, write them to the replica, fsync the replica,
-*then* commit the chunk's RMT entries (CLEAN).  A killed replicator leaves at worst
-uncommitted replica bytes that no entry points to; run it again with the same plan and it
-continues from the RMT (what is covered is done).
+Online (seed 000 §4: replication is background work while the application runs): the
+store may be open in other processes (shared mode) that read and write the original
+meanwhile.  Per chunk (default 8 MiB) of a replica: hold the chunk's byte range of the
+original exclusive (writers of *that* range wait for one chunk's copy, writers elsewhere
+never), write back any DIRTY bytes of other replicas there, add the chunk's RMT entry as
+COPYING (never read; a write to it from now on makes it STALE), copy the original's bytes
+into the replica (``copy_file_range``, data file to data file), release the range.  Every
+``batch`` bytes (default 256 MiB) and at the end: fsync the replica, *then* publish the
+batch — COPYING → CLEAN in one transaction, which leaves any chunk a write touched
+meanwhile STALE (the flush or lazy synchronisation refreshes it).  So a reader never gets a
+replica byte that is older than the original, and a flag that makes a copy readable is
+only recorded once its bytes are durable.
 
-The replicator is a structural change: it needs the store opened exclusively (a shared
-store refuses it with a one-line error), so no other process writes while it copies.
+A killed replicator leaves COPYING entries (the next recovery refreshes them from the
+original) or bytes no entry points to; its job stays pending in the RMT, and
+``pario replicate --resume`` (or the same plan again) continues from what is covered.
+Within one process the copy also yields to foreground I/O of the store (it waits until no
+foreground request came for ``idle`` seconds, at most ``max_wait``).
 """
 
 from __future__ import annotations
@@ -34,9 +43,11 @@ import numpy as np
 from .. import ParioError
 from ..layout import ExtentMap, Layout, layout_from_dict, layout_to_dict
 from ..units import format_size
+from .rmt import CLEAN, COPYING, DIRTY, STALE
 from .root import Store, replica_name
 
-CHUNK = 4 << 20
+CHUNK = 8 << 20      # bytes per chunk: the range a writer of the original may wait for
+BATCH = 256 << 20    # bytes per publication: one fsync of the replica, one transaction
 
 
 @dataclass
@@ -144,15 +155,19 @@ class Replicator:
     a background thread.  ``progress(done_bytes, total_bytes)`` is called after each chunk."""
 
     def __init__(self, store: Store, specs: list[ReplicaSpec], *, space: int | None = None, chunk: int = CHUNK,
-                 idle: float = 0.002, max_wait: float = 0.5, progress=None):
-        self.store, self.chunk, self.idle, self.max_wait = store, int(chunk), idle, max_wait
+                 batch: int = BATCH, idle: float = 0.002, max_wait: float = 0.5, progress=None):
+        self.store, self.chunk, self.batch = store, int(chunk), int(batch)
+        self.idle, self.max_wait = idle, max_wait
+        if self.chunk <= 0 or self.batch <= 0:
+            raise ParioError("replicate: chunk and batch sizes must be > 0")
         self.progress = progress
         self.space = space
         self.specs = list(specs)
         self.skipped: list[tuple[ReplicaSpec, str]] = []
-        self.work: list[tuple[ReplicaSpec, list[tuple[int, int]]]] = []
+        self.work: list[tuple[ReplicaSpec, list[tuple[int, int]], int]] = []
         self.total = 0
         self.done = 0
+        self.stale_chunks = 0      # chunks a concurrent write made STALE before their publication
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -161,8 +176,6 @@ class Replicator:
     # ------------------------------------------------------------------ admission (no data touched)
     def _admit(self) -> None:
         st = self.store
-        if getattr(st, "shared", False):
-            st._need_exclusive("the replicator")
         seen = set()
         for s in self.specs:
             if s.r_file in seen:
@@ -175,9 +188,8 @@ class Replicator:
                 raise ParioError(f"replica {s.name!r} uses server index {bad[0]}; store has {st.system.n} servers")
             existing = [r for r in st.rmt.replicas(s.original) if r["r_file"] == s.r_file]
             if existing and st.exists(s.r_file):
-                from ..layout import layout_to_dict as _l2d
-                old = _l2d(st.stat(s.r_file).layout, st.system)
-                if old != _l2d(s.replica_layout(), st.system):
+                old = layout_to_dict(st.stat(s.r_file).layout, st.system)
+                if old != layout_to_dict(s.replica_layout(), st.system):
                     raise ParioError(f"replica {s.name!r} of {s.original!r} exists with another layout; delete it first")
         used = st.rmt.replica_bytes()
         free_space = st.backend.free_space()
@@ -186,10 +198,10 @@ class Replicator:
         for s in self.specs:
             size = st.stat(s.original).size
             offs, lens = s.extents(size)
-            todo = _subtract(offs, lens, st.rmt.covered(s.r_file))
+            todo = _subtract(offs, lens, self._done_ranges(s))
             need = sum(n for _, n in todo)
             if need == 0:
-                self.work.append((s, []))
+                self.work.append((s, [], size))
                 continue
             if budget is not None and need > budget:
                 self.skipped.append((s, f"needs {format_size(need)}, {format_size(max(budget, 0))} of replica space left"))
@@ -202,11 +214,18 @@ class Replicator:
             per_server += srv
             if budget is not None:
                 budget -= need
-            self.work.append((s, todo))
+            self.work.append((s, todo, size))
             self.total += need
-        if self.specs and not any(t for _, t in self.work) and self.skipped:
+        if self.specs and not any(t for _, t, _ in self.work) and self.skipped:
             s, why = self.skipped[0]
             raise ParioError(f"replica space full: no replica fits (replica {s.name!r} of {s.original!r} {why})")
+
+    def _done_ranges(self, s: ReplicaSpec) -> list[tuple[int, int]]:
+        """What the replica covers already, except COPYING entries (a killed replicator's:
+        copied again)."""
+        e = self.store.rmt.entries(s.original)
+        keep = [k for k in range(e.n) if e.r_file[k] == s.r_file and int(e.flag[k]) != COPYING]
+        return [(int(e.o_off[k]), int(e.length[k])) for k in keep]
 
     def _server_need(self, s: ReplicaSpec, todo) -> np.ndarray:
         from ..layout import map_requests
@@ -228,45 +247,99 @@ class Replicator:
 
     def run(self) -> "Replicator":
         st = self.store
-        for s, todo in self.work:
-            st.rmt.register(s.r_file, s.original, s.name, s.mode, s.routing())
+        for s, todo, size in self.work:
+            spec = {**s.to_dict(st.system), "size": int(size)}
+            # the replica file first (the RMT names files by id), then its job, then its registration
             st.backend.create(s.r_file, s.replica_layout(), exist_ok=True)
-            st.rmt.set_job(s.r_file, s.to_dict(st.system), 0)
+            st.rmt.set_job(s.r_file, spec, 0)
+            st.rmt.register(s.r_file, s.original, s.name, s.mode, s.routing())
             f = st.open(s.original)
             f.reload_replicas()
             try:
-                if todo:
-                    f.flush()  # copy from a clean original
-                rh = st.backend.open(s.r_file)
-                try:
-                    for o, n in todo:
-                        pos = o
-                        while pos < o + n:
-                            if self._stop.is_set():
-                                return self
-                            self._wait_idle()
-                            c = min(self.chunk, o + n - pos)
-                            with f.lock:
-                                ent = st.rmt.entries(s.original)
-                                idx = ent.overlapping(pos, pos + c)
-                                if len(idx) and (ent.flag[idx] != 0).any():
-                                    f.flush()
-                                buf = bytearray(c)
-                                st.backend.readv(f.h, (pos,), (c,), buf, (0,))
-                                st.backend.writev(rh, (pos,), (c,), buf, (0,))
-                                st.backend.fsync(rh)          # bytes durable ...
-                                st.rmt.add(s.original, s.r_file, [pos], [pos], [c])  # ... then the entry
-                            pos += c
-                            self.done += c
-                            if self.progress:
-                                self.progress(self.done, self.total)
-                finally:
-                    st.backend.close(rh)
-                st.rmt.set_job(s.r_file, s.to_dict(st.system), 1)
+                complete = self._copy(f, s, todo)
+                if complete:
+                    st.rmt.set_job(s.r_file, spec, 1)
                 f.reload_replicas()
             finally:
                 f.close()
+            if self._stop.is_set():
+                break
         return self
+
+    def _copy(self, f, s: ReplicaSpec, todo) -> bool:
+        """Copy ``todo`` into the replica chunk by chunk (class docstring); True when all of
+        it was copied and published."""
+        st = self.store
+        core, be = st.rmt.core, st.backend
+        o, r = f.fid, st.rmt.fid(s.r_file)
+        rh = be.open(s.r_file)
+        pending: list[tuple[int, int]] = []
+        nbytes = 0
+        try:
+            for x, n in todo:
+                pos = x
+                while pos < x + n:
+                    if self._stop.is_set():
+                        self._publish(f, rh, o, r, pending)
+                        return False
+                    self._wait_idle()
+                    want = min(self.chunk, x + n - pos)
+                    with f.lock:
+                        if st.shared:
+                            core.lock(o, pos, pos + want, True)
+                        try:
+                            c = self._copy_chunk(f, rh, o, r, pos, want)
+                        finally:
+                            if st.shared:
+                                core.unlock(o, pos, pos + want)
+                    if c <= 0:            # the original was truncated meanwhile
+                        break
+                    pending.append((pos, c))
+                    nbytes += c
+                    pos += c
+                    self.done += c
+                    if nbytes >= self.batch:
+                        self._publish(f, rh, o, r, pending)
+                        nbytes = 0
+                    if self.progress:
+                        self.progress(self.done, self.total)
+            self._publish(f, rh, o, r, pending)
+            return True
+        finally:
+            be.close(rh)
+
+    def _copy_chunk(self, f, rh, o: int, r: int, pos: int, c: int) -> int:
+        """Under the chunk's range lock: the original up to date there, the entry COPYING,
+        the bytes copied.  Returns the bytes copied (the chunk clipped to the file's size)."""
+        st = self.store
+        core = st.rmt.core
+        size = f.current_size()
+        c = min(c, size - pos)
+        if c <= 0:
+            return 0
+        dirty = [e for e in core.entries(o, True) if e[4] == DIRTY and e[1] < pos + c and e[1] + e[2] > pos]
+        if dirty:      # another replica holds the newest bytes: to the original first
+            f._sync_batch([(rr, max(off, pos), min(off + n, pos + c) - max(off, pos), ro + max(0, pos - off), fl)
+                           for rr, off, n, ro, fl in dirty], DIRTY, False, locked=True)
+        core.add(o, r, pos, pos, c, COPYING)
+        st.backend.copy(f.h, [pos], rh, [pos], [c])
+        return c
+
+    def _publish(self, f, rh, o: int, r: int, pending: list) -> None:
+        """fsync the replica's bytes, then COPYING → CLEAN for the pending chunks (one
+        transaction; a chunk a write made STALE meanwhile stays STALE)."""
+        if not pending:
+            return
+        st = self.store
+        st.backend.fsync(rh)
+        with st.rmt.transaction():
+            for pos, c in pending:
+                st.rmt.core.set_flag(o, r, pos, pos + c, COPYING, CLEAN)
+        for pos, c in pending:
+            if any(e[0] == r and e[4] == STALE for e in st.rmt.core.entries(o, True)
+                   if e[1] < pos + c and e[1] + e[2] > pos):
+                self.stale_chunks += 1
+        pending.clear()
 
     def _run_bg(self) -> None:
         try:

@@ -5,25 +5,27 @@ Directory layout::
     DIR/store.json        {"pario_store": 1, "id": …, "backend": "local", "system": NAME,
                            "profile": {…system profile…}, "servers": {"H0": "servers/H0", …}}
     DIR/meta.db           file metadata (SQLite): name → id, layout JSON, size
-    DIR/rmt.db            the replica mapping table (SQLite, see pario.store.rmt)
+    DIR/rmt.log           the replica mapping table: a journal (see pario.store.rmt)
     DIR/servers/NAME/     one directory per server (default; ``--server NAME=PATH`` elsewhere)
     DIR/.lock             flock: exclusive (one process) or shared (``shared=True``)
-    DIR/.sync.lock        shared mode: per-file write/synchronisation record locks
-    DIR/rmt.gen           shared mode: RMT change counter (mmap)
+    DIR/.sync.lock        shared mode: byte-range locks of writes and synchronisation
 
 :func:`init_store` creates a store for a system profile; :class:`Store` opens one: it checks
 every server directory, opens the metadata and the RMT (a corrupt database is a one-line
-error) and *recovers*: files with DIRTY or STALE RMT entries left by a crash are flushed.
+error) and *recovers* (:meth:`Store.recover`): files with unclean RMT entries left by a crash
+are flushed, entries past a file's end dropped, unregistered replica files removed, and
+after a crash of another boot (a power failure: the journal was not closed cleanly and the
+machine rebooted since) every CLEAN entry is verified byte for byte first.
 Replica files live in the same namespace under ``.replica/<original>/<name>``.
 
 ``Store(root, shared=True)`` lets several processes (MPI ranks) use one store at once:
 ``LOCK_SH`` on ``.lock`` (an exclusive opener is refused, and refuses them); the first
 shared opener holds ``LOCK_EX`` while it recovers, the others wait for it (every wait has a
-timeout, ``lock_timeout``).  Data-path I/O, ``create``, ``flush`` and lazy synchronisation
-work from any process (see :mod:`pario.store.locks`); structural changes that other
-processes could trip over — ``delete``, ``delete_replica``, the replicator — need the
-store opened exclusively.  The last process to close (it can take ``LOCK_EX``) flushes
-what is left and commits final sizes.
+timeout, ``lock_timeout``).  Data-path I/O, ``create``, ``flush``, lazy synchronisation and
+the replicator work from any process (range locks, :mod:`pario.store.redirect`);
+``delete`` and ``delete_replica``, which other processes could trip over, need the store
+opened exclusively.  The last process to close (it can take ``LOCK_EX``) flushes what is
+left, commits final sizes, compacts the RMT journal and marks it closed cleanly.
 """
 
 from __future__ import annotations
@@ -39,12 +41,13 @@ from ..layout import Layout, parse_layout
 from ..system import System, load_system
 from .hybrid import LazySync, profile_cost
 from .local import LocalBackend
-from .locks import DEFAULT_TIMEOUT, StoreLock, SyncLocks, _poll
+from .locks import DEFAULT_TIMEOUT, StoreLock, _poll
 from .redirect import File
-from .rmt import RMT
+from .rmt import CLEAN, RMT
 
 CONFIG = "store.json"
 REPLICA_PREFIX = ".replica/"
+JOURNAL_COMPACT_MIN = 4 << 20     # compact the RMT journal at close beyond this size (and 4x its state)
 
 
 def replica_name(original: str, name: str) -> str:
@@ -169,17 +172,18 @@ class Store:
                 self._slock.close()
                 raise
             first = state["first"]
-        self.sync_locks = None
+        self.backend = self.rmt = None
         try:
             self.backend = LocalBackend(self.root, self.system, dirs, direct=direct, shared=self.shared)
-            self.rmt = RMT(self.root / "rmt.db", shared=self.shared)
-            if self.shared:
-                self.sync_locks = SyncLocks(self.root / ".sync.lock", self.lock_timeout)
+            self.rmt = RMT(self.root, self.backend.meta, shared=self.shared, first=first, timeout=self.lock_timeout)
         except BaseException:
+            if self.backend is not None:
+                self.backend.shutdown()
             self._slock.close()
             raise
         self.cost = cost or profile_cost(self.system, op=0)
         self.fg_last = 0.0
+        self.recovering = False
         self._files: dict[str, File] = {}
         self._lock = threading.RLock()
         self._lazy: LazySync | None = None
@@ -202,16 +206,97 @@ class Store:
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> list[str]:
-        """Finish the flush of every file with DIRTY/STALE entries (after a crash)."""
-        done = []
-        for name in self.rmt.files_with_unclean():
-            if not self.backend.exists(name):
+        """Bring the store to a consistent state after a crash (this process is alone):
+
+        1. replica files (``.replica/…``) that no replica registration or pending
+           replicator job owns are deleted (a replicator killed between creating and
+           registering);
+        2. entries past an original's end are dropped (a hybrid full replica grown for an
+           extending write whose size never committed);
+        3. after a crash in another boot (the journal was not closed cleanly, and the machine
+           rebooted since: a power failure may have lost journal records that were not yet
+           durable, while data pages reached the disk), every CLEAN entry is compared byte
+           for byte with the original; where they differ, a write was not acknowledged as
+           durable, and the copy reads were served from wins (CEDA route: the replica;
+           hybrid: the original) — :meth:`verify_clean`;
+        4. every file with unclean entries is flushed (COPYING entries of a replicator that
+           is gone count as STALE).
+
+        Returns the names of the files flushed."""
+        rmt = self.rmt
+        self.recovering = True
+        try:
+            pending = {r for r, _, _ in rmt.jobs(pending_only=True)}
+            owned = {r["r_file"] for r in rmt.replicas()} | pending
+            for name in self.backend.list():
+                if name.startswith(REPLICA_PREFIX) and name not in owned and name not in self._files:
+                    self.backend.delete(name)
+                    rmt.forget(name)
+            for o in rmt.files():
+                name = rmt.name(o)
+                if name is None or not self.backend.exists(name):
+                    continue
+                size = self.backend.stat(name).size
+                ent = rmt.entries(name)
+                if ent.n and int(ent.end.max()) > size:
+                    rmt.trim(name, size)
+            st = rmt.stats()
+            if st["prev_other_boot"] and not st["prev_clean"]:
+                self.verify_clean()
+            done = []
+            for name in rmt.files_with_unclean():
+                if not self.backend.exists(name):
+                    continue
+                f = self.open(name)
+                try:
+                    f.flush()
+                finally:
+                    f.close()
+                done.append(name)
+            rmt.sync()
+            return done
+        finally:
+            self.recovering = False
+
+    def verify_clean(self, chunk: int = 8 << 20) -> list[tuple[str, int, int]]:
+        """Compare every CLEAN entry with the original; where they differ, record the copy
+        reads were served from as the newest (CEDA: the replica DIRTY; hybrid: the original,
+        replicas STALE), for the flush to propagate.  Returns the ranges that differed."""
+        from .rmt import ROUTES
+
+        rmt, be = self.rmt, self.backend
+        differ = []
+        routes = {r["r"]: r["route"] for r in rmt.replicas()}
+        for o in rmt.files():
+            name = rmt.name(o)
+            if name is None or not be.exists(name):
                 continue
-            f = self.open(name)
-            f.flush()
-            f.close()
-            done.append(name)
-        return done
+            oh = be.open(name)
+            try:
+                for r, off, n, ro, f in rmt.core.entries(o):
+                    if f != CLEAN:
+                        continue
+                    rname = rmt.name(r)
+                    if rname is None or not be.exists(rname):
+                        continue
+                    rh = be.open(rname)
+                    try:
+                        pos = 0
+                        while pos < n:
+                            c = min(chunk, n - pos)
+                            a, b = bytearray(c), bytearray(c)
+                            be.readv(oh, (off + pos,), (c,), a, (0,))
+                            be.readv(rh, (ro + pos,), (c,), b, (0,))
+                            if a != b:
+                                target = 0 if routes.get(r) == "cheapest" else r
+                                rmt.core.mark(o, target, off + pos, off + pos + c)
+                                differ.append((name, off + pos, c))
+                            pos += c
+                    finally:
+                        be.close(rh)
+            finally:
+                be.close(oh)
+        return differ
 
     # ------------------------------------------------------------------ namespace
     def _check_name(self, name: str) -> str:
@@ -267,7 +352,9 @@ class Store:
             self.rmt.unregister(r["r_file"])
             if self.backend.exists(r["r_file"]):
                 self.backend.delete(r["r_file"])
+            self.rmt.forget(r["r_file"])
         self.backend.delete(name)
+        self.rmt.forget(name)
 
     def delete_replica(self, r_file: str) -> None:
         """Drop one replica (its data and RMT entries); dirty data is flushed first."""
@@ -280,6 +367,7 @@ class Store:
         self.rmt.unregister(r_file)
         if self.backend.exists(r_file):
             self.backend.delete(r_file)
+        self.rmt.forget(r_file)
 
     # ------------------------------------------------------------------ whole-file helpers
     def put(self, src, name: str, layout, *, chunk: int = 16 << 20) -> int:
@@ -304,10 +392,20 @@ class Store:
             f.close()
         return total
 
+    def check_size(self, name: str) -> None:
+        """ParioError if the data files of ``name`` hold bytes past its recorded size while
+        the metadata says the size is final (``dirty`` = 0): a committed size was lost (e.g.
+        the metadata's write-ahead log deleted after a crash) and reading the file would
+        silently return it short."""
+        problem = self.backend.size_problem(name)
+        if problem:
+            raise ParioError(f"{problem}; the file is incomplete as recorded: run 'pario store fsck --store {self.root}'")
+
     def get(self, name: str, dst, *, chunk: int = 16 << 20) -> int:
         """Copy a store file out to a local file; returns bytes copied."""
         if not self.backend.exists(name):
             raise ParioError(f"no file {name!r} in the store")
+        self.check_size(name)
         f = self.open(name)
         try:
             buf = bytearray(chunk)
@@ -355,19 +453,31 @@ class Store:
             if self._lazy is not None:
                 self._lazy.stop()
                 self._lazy = None
-            if self.shared and self._slock.fd >= 0 and self._slock.try_exclusive():
-                # the last process out: finish what others left (dirty flags, uncommitted sizes)
-                self.flush()
-                self.backend.finalize_sizes()
+            alone = not self.shared or (self._slock.fd >= 0 and self._slock.try_exclusive())
+            if alone and self.rmt is not None:
+                if self.shared:
+                    # the last process out: finish what others left (dirty flags, uncommitted sizes)
+                    self.flush()
+                    self.backend.finalize_sizes()
+                self._close_rmt_alone()
         finally:
             self.closed = True
             try:
-                self.backend.shutdown()
-                self.rmt.close()
-                if self.sync_locks is not None:
-                    self.sync_locks.close()
+                if self.backend is not None:
+                    self.backend.shutdown()
+                if self.rmt is not None:
+                    self.rmt.close()
             finally:
                 self._slock.close()
+
+    def _close_rmt_alone(self) -> None:
+        """Nobody else has the store open: compact the journal when it has grown well beyond
+        its state, and mark it closed cleanly when nothing is left to synchronise."""
+        st = self.rmt.stats()
+        live = 64 * (st["entries"] + st["replicas"] + st["jobs"]) + 4096
+        if st["end"] > max(JOURNAL_COMPACT_MIN, 4 * live):
+            self.rmt.checkpoint()
+        self.rmt.core.set_clean(not self.rmt.core.files(True))
 
     def __enter__(self):
         return self

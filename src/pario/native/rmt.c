@@ -1,0 +1,328 @@
+/* The RMT of a store, as one process uses it: the journal (rmt_log.c) plus the in-memory
+ * index that follows it (rmt_index.c), transactions, and the store's range locks.
+ *
+ * Seed 000 (CEDA §5.1) writes RMT updates synchronously so they survive power failures.
+ * Here a change is a journal record, appended to the shared mapping before the bytes it
+ * describes are written (so it survives the process being killed at any point), and made
+ * durable with the data at every sync point (fsync, close, flush): a write that was
+ * acknowledged as durable has its record on disk, and a record that makes a copy readable
+ * (-> CLEAN) is only appended after that copy's bytes were fsync'ed.  docs/store.md has
+ * the whole argument.
+ */
+#define _GNU_SOURCE
+#include "rmt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void read_boot_id(char *out, size_t n)
+{
+    const char *env = getenv("PARIO_BOOT_ID");   /* tests: pretend the machine rebooted */
+    memset(out, 0, n);
+    if (env && *env) {
+        strncpy(out, env, n - 1);
+        return;
+    }
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f)
+        return;
+    if (fgets(out, (int)n, f)) {
+        char *nl = strchr(out, '\n');
+        if (nl)
+            *nl = 0;
+    }
+    fclose(f);
+}
+
+int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, int first, double timeout)
+{
+    memset(c, 0, sizeof *c);
+    c->sync_fd = -1;
+    c->log.fd = -1;
+    c->shared = shared;
+    c->follow = 1;
+    c->timeout = timeout;
+    c->path = strdup(path);
+    if (!c->path)
+        return RMT_ENOMEM;
+    rmt_index_init(&c->ix);
+    read_boot_id(c->boot_id, sizeof c->boot_id);
+    int rc = rmt_log_open(&c->log, path, first);
+    if (rc)
+        goto fail;
+    if (sync_path) {
+        c->sync_fd = open(sync_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (c->sync_fd < 0) {
+            rc = RMT_EIO;
+            goto fail;
+        }
+    }
+    if (first) {
+        rmt_hdr *h = c->log.hdr;
+        c->prev_clean = h->clean == 1;
+        c->prev_other_boot = h->boot_id[0] && strncmp(h->boot_id, c->boot_id, sizeof h->boot_id) != 0;
+        rc = rmt_log_replay(&c->log, &c->ix, 0, &c->skipped);
+        if (!rc)
+            rc = rmt_log_repair(&c->log, c->boot_id);
+    } else {
+        rc = rmt_log_replay(&c->log, &c->ix, __atomic_load_n(&c->log.hdr->end, __ATOMIC_ACQUIRE), &c->skipped);
+    }
+    if (rc)
+        goto fail;
+    return RMT_OK;
+fail: {
+        int e = errno;
+        rmt_close(c);
+        errno = e;
+        return rc;
+    }
+}
+
+void rmt_close(rmt_core *c)
+{
+    rmt_log_close(&c->log);
+    rmt_index_free(&c->ix);
+    if (c->sync_fd >= 0)
+        close(c->sync_fd);
+    c->sync_fd = -1;
+    free(c->path);
+    c->path = NULL;
+}
+
+/* apply what other processes published since we last looked */
+int rmt_catch_up(rmt_core *c)
+{
+    if (c->broken)
+        return RMT_EINVAL;
+    uint64_t end = __atomic_load_n(&c->log.hdr->end, __ATOMIC_ACQUIRE);
+    if (end == c->log.end)
+        return RMT_OK;
+    if (end < c->log.end)
+        return RMT_ECORRUPT;   /* rewritten under us: only an exclusive opener rewrites it */
+    return rmt_log_replay(&c->log, &c->ix, end, &c->skipped);
+}
+
+/* start a transaction: the journal lock (shared stores), then everything published so far.
+ * timeout 0: do not wait (RMT_ETIMEDOUT when another process holds the lock). */
+int rmt_begin(rmt_core *c, double timeout)
+{
+    if (c->broken)
+        return RMT_EINVAL;
+    if (c->depth++ > 0)
+        return RMT_OK;
+    if (c->shared) {
+        int rc = rmt_lock(c->log.fd, 0, 1, 1, timeout);
+        if (rc) {
+            c->depth--;
+            return rc;
+        }
+    }
+    int rc = rmt_catch_up(c);
+    if (rc) {
+        c->depth--;
+        if (c->shared)
+            rmt_unlock(c->log.fd, 0, 1);
+    }
+    return rc;
+}
+
+/* end a transaction: publish its records, release the lock */
+int rmt_commit(rmt_core *c)
+{
+    if (c->depth <= 0)
+        return RMT_EINVAL;
+    if (--c->depth > 0)
+        return RMT_OK;
+    if (!c->broken)
+        rmt_log_publish(&c->log);
+    if (c->shared)
+        return rmt_unlock(c->log.fd, 0, 1);
+    return RMT_OK;
+}
+
+static const int NU[REC_NTYPES] = {0, 5, 4, 4, 2, 3, 1, 2, 1};
+
+/* inside a transaction: check the change against the state, append it, apply it */
+int rmt_op(rmt_core *c, int type, int a16, const uint64_t *u, const void *bytes, size_t nbytes)
+{
+    if (c->depth <= 0 || type <= 0 || type >= REC_NTYPES || nbytes > UINT32_MAX)
+        return RMT_EINVAL;
+    if (c->broken)
+        return RMT_EINVAL;
+    rmt_rec_head h = {0, 0, 0, (uint16_t)type, (uint16_t)a16, (uint32_t)nbytes};
+    int rc = rmt_index_check(&c->ix, &h, u, bytes);
+    if (rc)
+        return rc;
+    rc = rmt_log_append(&c->log, &h, u, NU[type], bytes, nbytes);
+    if (rc)
+        return rc;
+    rc = rmt_index_apply(&c->ix, &h, u, bytes);
+    if (rc)
+        c->broken = 1;   /* the journal has it, the index not: this process must reopen */
+    return rc;
+}
+
+int rmt_route(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg)
+{
+    if (c->shared && c->follow) {
+        int rc = rmt_catch_up(c);
+        if (rc)
+            return rc;
+    }
+    return rmt_index_route(&c->ix, o, x, e, segs, max, nseg);
+}
+
+/* A write of [x, e): the segments and the copy each goes to (as a read would be served),
+ * with the flag changes recorded first (MARK: the target DIRTY, or for the original,
+ * every replica there STALE).  Segments with choice = 1 are not marked: the caller picks
+ * a copy and calls MARK itself.  One transaction. */
+int rmt_write(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg, double timeout)
+{
+    int rc = c->shared ? rmt_catch_up(c) : RMT_OK;
+    if (!rc)
+        rc = rmt_index_route(&c->ix, o, x, e, segs, max, nseg);
+    if (rc || *nseg == 0)
+        return rc;
+    int need = 0;
+    for (int i = 0; i < *nseg; i++)
+        need |= segs[i].mark && !segs[i].choice;
+    if (!need)
+        return RMT_OK;     /* e.g. rewriting a DIRTY extent: no record, no lock */
+    rc = rmt_begin(c, timeout);
+    if (rc)
+        return rc;
+    if (c->shared)         /* another process may have changed the state before we got the lock */
+        rc = rmt_index_route(&c->ix, o, x, e, segs, max, nseg);
+    for (int i = 0; !rc && i < *nseg; i++) {
+        if (!segs[i].mark || segs[i].choice)
+            continue;
+        uint64_t u[4] = {o, segs[i].r, (uint64_t)segs[i].s, (uint64_t)segs[i].t};
+        rc = rmt_op(c, REC_MARK, 0, u, NULL, 0);
+        if (!rc)
+            segs[i].mark = 0;
+    }
+    int rc2 = rmt_commit(c);
+    return rc ? rc : rc2;
+}
+
+int rmt_sync(rmt_core *c)
+{
+    return rmt_log_sync(&c->log);
+}
+
+int rmt_set_clean(rmt_core *c, int clean)
+{
+    if (clean) {
+        int rc = rmt_log_sync(&c->log);
+        if (rc)
+            return rc;
+    }
+    c->log.hdr->clean = clean ? 1 : 0;
+    return clean ? rmt_log_sync(&c->log) : RMT_OK;
+}
+
+/* Rewrite the journal as the state it describes (one record per replica, job and entry),
+ * then continue on the new file.  Only when no other process has the store open. */
+int rmt_checkpoint(rmt_core *c)
+{
+    if (c->depth > 0 || c->broken)
+        return RMT_EINVAL;
+    size_t n = strlen(c->path);
+    char *tmp = malloc(n + 5);
+    if (!tmp)
+        return RMT_ENOMEM;
+    memcpy(tmp, c->path, n);
+    memcpy(tmp + n, ".new", 5);
+    uint64_t records = 0;
+    int rc = rmt_log_write_snapshot(&c->ix, tmp, &records);
+    if (rc) {
+        unlink(tmp);
+        free(tmp);
+        return rc;
+    }
+    /* the new journal must describe exactly this state: replay it into a scratch index */
+    rmt_log lg;
+    rmt_index ix;
+    rmt_index_init(&ix);
+    uint64_t skipped = 0;
+    rc = rmt_log_open(&lg, tmp, 0);
+    if (!rc) {
+        rc = rmt_log_replay(&lg, &ix, 0, &skipped);
+        if (!rc && (skipped || lg.seq != records || ix.nent != c->ix.nent || ix.reps.n != c->ix.reps.n
+                    || ix.jobs.n != c->ix.jobs.n || ix.files.n != c->ix.files.n))
+            rc = RMT_ECORRUPT;
+        if (!rc) {
+            memcpy(lg.hdr->boot_id, c->log.hdr->boot_id, sizeof lg.hdr->boot_id);
+            lg.hdr->clean = 0;
+            if (fdatasync(lg.fd) != 0)
+                rc = RMT_EIO;
+        }
+        if (rc)
+            rmt_log_close(&lg);
+    }
+    rmt_index_free(&ix);
+    if (rc) {
+        unlink(tmp);
+        free(tmp);
+        return rc;
+    }
+    if (rename(tmp, c->path) != 0) {
+        rmt_log_close(&lg);
+        unlink(tmp);
+        free(tmp);
+        return RMT_EIO;
+    }
+    free(tmp);
+    /* the directory entry durable too */
+    char *dir = strdup(c->path);
+    if (dir) {
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+        int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        free(dir);
+    }
+    rmt_log_close(&c->log);
+    c->log = lg;
+    return RMT_OK;
+}
+
+static void lock_range(uint64_t fid, int64_t x, int64_t e, int64_t *start, int64_t *len)
+{
+    int64_t b0 = x >> RMT_LOCK_BLOCK, b1 = (e - 1) >> RMT_LOCK_BLOCK;
+    *start = (int64_t)(fid << RMT_LOCK_SHIFT) + b0;
+    *len = b1 - b0 + 1;
+}
+
+/* writers hold [x, e) of file fid shared from their lookup to their last byte; a
+ * synchronisation step or the replicator holds its range exclusive (docs/store.md) */
+int rmt_range_lock(rmt_core *c, uint64_t fid, int64_t x, int64_t e, int exclusive, double timeout)
+{
+    if (c->sync_fd < 0)
+        return RMT_OK;
+    if (x < 0 || e <= x || fid >= ((uint64_t)1 << (62 - RMT_LOCK_SHIFT))
+        || ((e - 1) >> RMT_LOCK_BLOCK) >= ((int64_t)1 << RMT_LOCK_SHIFT))
+        return RMT_EINVAL;   /* ids below 2^22, offsets below 2^52 */
+    int64_t s, n;
+    lock_range(fid, x, e, &s, &n);
+    return rmt_lock(c->sync_fd, s, n, exclusive, timeout);
+}
+
+int rmt_range_unlock(rmt_core *c, uint64_t fid, int64_t x, int64_t e)
+{
+    if (c->sync_fd < 0)
+        return RMT_OK;
+    if (x < 0 || e <= x)
+        return RMT_EINVAL;
+    int64_t s, n;
+    lock_range(fid, x, e, &s, &n);
+    return rmt_unlock(c->sync_fd, s, n);
+}

@@ -1,0 +1,242 @@
+/* The replica mapping table (RMT) of a pario store: journal format, in-memory index, API.
+ *
+ * CEDA (seed 000 §4.5, Fig. 8; §5.1) keeps, for every replicated range, an entry
+ * (O_file, O_offset, R_file, R_offset, Length, R_flag) and writes RMT changes
+ * synchronously "to survive power failures".  pario keeps the RMT as an append-only
+ * journal (DIR/rmt.log) that every process maps and replays, plus an in-memory index per
+ * process that follows the journal incrementally (docs/store.md, "The RMT journal").
+ *
+ * This header is shared by the Python store (pario.native._rmt) and by the C runtime
+ * library of MPI programs: both read and update the same journal with the same code.
+ *
+ * Flags (R_flag):
+ *   CLEAN   the replica holds the same bytes as the original;
+ *   DIRTY   the replica holds the newest bytes (a redirected write), every other copy of
+ *           those bytes is stale until flushed;
+ *   STALE   the replica is older than the up-to-date copy and is never read;
+ *   COPYING the replicator is filling the replica (never read; a write to those bytes turns
+ *           it STALE, so the replicator's publication COPYING -> CLEAN then does nothing).
+ * Invariant: a byte has at most one DIRTY entry; if it has one, every other entry of that
+ * byte is STALE.  The original is up to date where no DIRTY entry covers a byte.
+ */
+#ifndef PARIO_RMT_H
+#define PARIO_RMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { RMT_CLEAN = 0, RMT_DIRTY = 1, RMT_STALE = 2, RMT_COPYING = 3, RMT_NFLAGS = 4 };
+enum { RMT_PARTIAL = 0, RMT_FULL = 1 };                  /* replica modes */
+enum { RMT_ROUTE_REPLICA = 0, RMT_ROUTE_CHEAPEST = 1 };  /* read routing of an original */
+
+/* ------------------------------------------------------------------ journal format
+ * All integers little-endian.  The file starts with a 4096-byte header page, then records.
+ * Every record starts with rmt_rec_head; size is a multiple of 8; crc is CRC-32 (the zlib
+ * polynomial) of the record's bytes from offset 8 (seq) to its end; seq counts 1, 2, 3 ...
+ * A reader replays records in order and stops at the first one that is incomplete, has a
+ * bad crc or a seq that does not follow: that is the end of the journal. */
+#define RMT_MAGIC "PARIORMT"
+#define RMT_VERSION 1u
+#define RMT_HDR_SIZE 4096u
+
+typedef struct {
+    char magic[8];         /*  0: "PARIORMT" */
+    uint32_t version;      /*  8 */
+    uint32_t hdr_size;     /* 12: 4096 */
+    uint64_t epoch;        /* 16: random, new for every rewritten (checkpointed) journal */
+    uint64_t end;          /* 24: offset after the last published record (the generation) */
+    uint64_t seq;          /* 32: seq of the last published record */
+    uint64_t synced;       /* 40: offset up to which the journal was fdatasync'ed */
+    uint32_t clean;        /* 48: 1 = closed cleanly (no copy pending, everything durable) */
+    uint32_t reserved;     /* 52 */
+    char boot_id[40];      /* 56: boot of the session that opened the store first */
+} rmt_hdr;
+
+typedef struct {
+    uint32_t size;         /* bytes of the whole record, multiple of 8 */
+    uint32_t crc;          /* CRC-32 of bytes [8, size) */
+    uint64_t seq;
+    uint16_t type;
+    uint16_t a16;          /* type-specific small field */
+    uint32_t a32;          /* type-specific small field */
+} rmt_rec_head;            /* 24 bytes; the payload follows: u64 fields, then bytes */
+
+enum {
+    REC_ADD = 1,      /* u64 o, r, o_off, r_off, len; a16 = flag.  Fill the parts of
+                         [o_off, +len) that replica r does not cover yet; a non-DIRTY
+                         entry over bytes another replica has DIRTY becomes STALE; a DIRTY
+                         one only where every other copy is STALE */
+    REC_MARK = 2,     /* u64 o, t, a, b.  A write of [a, b) went to copy t (0 = the original):
+                         t's entries there become DIRTY, every other entry STALE */
+    REC_SETFLAG = 3,  /* u64 o, r, a, b; a16 = old | new << 8.  Entries of r in [a, b) with
+                         flag old get flag new (never DIRTY: only a MARK makes a copy
+                         DIRTY); to CLEAN or COPYING only outside other replicas' DIRTY bytes */
+    REC_TRIM = 4,     /* u64 o, size.  The original was truncated: entries end at size */
+    REC_GROW = 5,     /* u64 o, r, end.  Full replica r grows with the file: STALE from its
+                         last entry's end (r_off = o_off) to end */
+    REC_DROP = 6,     /* u64 r.  Replica r, its entries and its job are gone */
+    REC_REGISTER = 7, /* u64 r, o; a16 = mode | route << 8; a32 = name length; name bytes */
+    REC_JOB = 8,      /* u64 r; a16 = done; a32 = spec length; spec bytes (JSON) */
+    REC_NTYPES = 9
+};
+
+/* ------------------------------------------------------------------ in-memory index */
+typedef struct {
+    int64_t off, len;      /* [off, off + len) of the original */
+    int64_t delta;         /* R_offset - O_offset */
+    int32_t flag, pad;
+} rmt_ent;
+
+typedef struct rmt_rep {
+    uint64_t r, o;         /* replica file id, original file id */
+    int registered, mode, route;
+    char *name;            /* replica name (registered replicas) */
+    size_t n, cap;         /* entries: sorted by off, never overlapping, canonical */
+    rmt_ent *e;
+} rmt_rep;
+
+typedef struct rmt_ofile {
+    uint64_t o;
+    int nrep, caprep;
+    rmt_rep **reps;        /* sorted by r */
+    int cheapest;          /* route: 1 if any registered replica routes "cheapest" */
+    uint64_t nunclean;     /* entries with a flag other than CLEAN */
+} rmt_ofile;
+
+typedef struct {
+    uint64_t r;
+    int done;
+    char *spec;
+    size_t len;
+} rmt_job;
+
+typedef struct {
+    uint64_t key;
+    void *val;
+} rmt_slot;
+
+typedef struct {
+    rmt_slot *s;
+    size_t cap, n;          /* key 0 = empty */
+} rmt_map;
+
+typedef struct {
+    rmt_map files;          /* o -> rmt_ofile* */
+    rmt_map reps;           /* r -> rmt_rep* */
+    rmt_map jobs;           /* r -> rmt_job* */
+    uint64_t regver;        /* bumped by REGISTER / DROP (routing of files may change) */
+    uint64_t nent;          /* entries in all replicas */
+} rmt_index;
+
+/* a segment of a request with uniform coverage and the copy that serves it */
+typedef struct {
+    int64_t s, t;           /* [s, t) */
+    uint64_t r;             /* serving copy: 0 = original, else replica file id */
+    int64_t delta;          /* replica offset = offset + delta */
+    int choice;             /* 1: route "cheapest" and a clean replica could serve: the caller chooses */
+    int mark;               /* a write of [s, t) to r changes flags (a MARK record is needed) */
+} rmt_seg;
+
+/* one copy covering a segment (for callers that choose the copy themselves) */
+typedef struct {
+    uint64_t r;
+    int64_t delta;
+    int flag;
+} rmt_cover;
+
+/* ------------------------------------------------------------------ errors */
+enum {
+    RMT_OK = 0,
+    RMT_EINVAL = -1,    /* bad argument or an operation the state does not allow */
+    RMT_ENOMEM = -2,
+    RMT_EIO = -3,       /* system call failed: errno is set */
+    RMT_ECORRUPT = -4,  /* not a journal, or unreadable header */
+    RMT_ETIMEDOUT = -5, /* a lock was not granted in time */
+    RMT_EFULL = -6,     /* the journal reached its reserved size */
+    RMT_EMORE = -7      /* more segments than the caller's buffer */
+};
+
+/* crc32.c */
+uint32_t rmt_crc32(uint32_t crc, const void *buf, size_t n);
+
+/* rmt_index.c: the state, and applying one record to it (no I/O) */
+void rmt_index_init(rmt_index *ix);
+void rmt_index_free(rmt_index *ix);
+int rmt_index_check(const rmt_index *ix, const rmt_rec_head *h, const uint64_t *u, const char *bytes);
+int rmt_index_apply(rmt_index *ix, const rmt_rec_head *h, const uint64_t *u, const char *bytes);
+rmt_ofile *rmt_index_file(const rmt_index *ix, uint64_t o);
+rmt_rep *rmt_index_rep(const rmt_index *ix, uint64_t r);
+rmt_job *rmt_index_job(const rmt_index *ix, uint64_t r);
+int rmt_index_hits(const rmt_index *ix, uint64_t o, int64_t x, int64_t e);
+int rmt_index_route(const rmt_index *ix, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg);
+int rmt_index_covers(const rmt_index *ix, uint64_t o, int64_t s, rmt_cover *cov, int max);
+void rmt_map_init(rmt_map *m);
+void rmt_map_free(rmt_map *m);
+void *rmt_map_get(const rmt_map *m, uint64_t key);
+int rmt_map_put(rmt_map *m, uint64_t key, void *val);
+void *rmt_map_del(rmt_map *m, uint64_t key);
+
+/* rmt_log.c: the journal file */
+typedef struct {
+    int fd;
+    uint8_t *map;          /* the whole reservation, MAP_SHARED */
+    size_t reserve;        /* bytes reserved for the mapping */
+    uint64_t fsize;        /* file size as this process last saw or made it */
+    rmt_hdr *hdr;          /* = (rmt_hdr *)map */
+    uint64_t end, seq;     /* what this process has applied */
+} rmt_log;
+
+int rmt_log_open(rmt_log *lg, const char *path, int create);
+void rmt_log_close(rmt_log *lg);
+/* replay records from lg->end up to limit (0: scan until the first invalid record) */
+int rmt_log_replay(rmt_log *lg, rmt_index *ix, uint64_t limit, uint64_t *applied);
+int rmt_log_append(rmt_log *lg, rmt_rec_head *h, const uint64_t *u, int nu, const void *bytes, size_t nbytes);
+void rmt_log_publish(rmt_log *lg);
+int rmt_log_sync(rmt_log *lg);
+int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *records);
+
+int rmt_log_repair(rmt_log *lg, const char *boot_id);
+
+/* locks.c: fcntl open-file-description locks with a timeout */
+int rmt_lock(int fd, int64_t start, int64_t len, int exclusive, double timeout);
+int rmt_unlock(int fd, int64_t start, int64_t len);
+
+/* ------------------------------------------------------------------ rmt.c: the RMT of a store
+ * One per process and store.  Exclusive (shared = 0): this process alone uses the journal.
+ * Shared: appends take the journal lock (byte 0 of rmt.log), and every lookup first applies
+ * the records other processes published (rmt_catch_up: one load when nothing changed). */
+typedef struct {
+    rmt_log log;
+    rmt_index ix;
+    int shared;
+    double timeout;        /* seconds any wait for another process may take */
+    int sync_fd;           /* DIR/.sync.lock: range locks of writers and synchronisation (-1: none) */
+    int depth;             /* nesting of rmt_begin */
+    int broken;            /* a record was appended but could not be applied: reopen */
+    int follow;            /* lookups apply other processes' records first (tests switch it off) */
+    uint64_t skipped;      /* records the replay refused (a damaged journal) */
+    int prev_clean;        /* first opener: the journal was closed cleanly */
+    int prev_other_boot;   /* first opener: ... last opened in another boot (power loss?) */
+    char *path;
+    char boot_id[40];
+} rmt_core;
+
+/* range locks: file `fid`'s bytes [x, e) map to lock bytes (fid << 40) + x / 4096 ... */
+#define RMT_LOCK_SHIFT 40
+#define RMT_LOCK_BLOCK 12
+
+int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, int first, double timeout);
+void rmt_close(rmt_core *c);
+int rmt_catch_up(rmt_core *c);
+int rmt_begin(rmt_core *c, double timeout);
+int rmt_commit(rmt_core *c);
+int rmt_op(rmt_core *c, int type, int a16, const uint64_t *u, const void *bytes, size_t nbytes);
+int rmt_route(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg);
+int rmt_write(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg, double timeout);
+int rmt_sync(rmt_core *c);
+int rmt_checkpoint(rmt_core *c);
+int rmt_set_clean(rmt_core *c, int clean);
+int rmt_range_lock(rmt_core *c, uint64_t fid, int64_t x, int64_t e, int exclusive, double timeout);
+int rmt_range_unlock(rmt_core *c, uint64_t fid, int64_t x, int64_t e);
+
+#endif
