@@ -308,6 +308,37 @@ def test_journal_lock_and_range_locks_wait_with_a_limit(tmp_path):
     b.close()
 
 
+def test_a_process_killed_holding_the_journal_lock_does_not_block_the_others(tmp_path):
+    """SIGKILL while holding the journal lock (in a transaction, a record appended but not
+    published): the next process gets the lock at once (robust mutex), the unpublished
+    record is not applied and is overwritten."""
+    import signal
+
+    p, s = tmp_path / "rmt.log", tmp_path / ".sync.lock"
+    a = core(p, shared=True, first=True, sync=s)
+    a.register(11, 1, 0, 0, "a")
+    a.add(1, 11, 0, 0, 100, CLEAN)
+    pid = os.fork()
+    if pid == 0:                                    # the child: its own view, then dies mid-transaction
+        try:
+            c = core(p, shared=True, first=False, sync=s)
+            c.begin()
+            c.mark(1, 11, 0, 10)
+            os.kill(os.getpid(), signal.SIGKILL)
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status)
+    b = core(p, shared=True, first=False, sync=s, timeout=5)
+    b.mark(1, 0, 50, 60)                           # takes over the lock, appends over the dead record
+    assert b.stats()["dead_holders"] == 1
+    assert [f for *_, f in b.entries(1)] == [CLEAN, STALE, CLEAN]
+    m, _ = J.replay(p)
+    assert m.diff(a) == [] and m.diff(b) == []
+    a.close()
+    b.close()
+
+
 def test_checkpoint_keeps_the_state_and_shrinks_the_journal(tmp_path):
     p = tmp_path / "rmt.log"
     c = core(p)

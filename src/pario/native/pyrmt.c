@@ -192,7 +192,17 @@ static PyObject *segs_result(const rmt_seg *sg, int n)
     if (n == 1 && !sg[0].choice) {
         if (sg[0].r == 0)
             Py_RETURN_NONE;
-        return Py_BuildValue("(KL)", (unsigned long long)sg[0].r, (long long)sg[0].delta);
+        /* the hot case (a request inside one replica extent): no format parsing */
+        PyObject *t = PyTuple_New(2), *r = PyLong_FromUnsignedLongLong(sg[0].r), *d = PyLong_FromLongLong(sg[0].delta);
+        if (!t || !r || !d) {
+            Py_XDECREF(t);
+            Py_XDECREF(r);
+            Py_XDECREF(d);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, 0, r);
+        PyTuple_SET_ITEM(t, 1, d);
+        return t;
     }
     PyObject *out = PyList_New(n);
     if (!out)
@@ -480,17 +490,21 @@ static int catch_up_locked(Core *self)
     return rc ? -1 : 0;
 }
 
-/* entries(o, unclean_only=False) -> [(r, off, len, r_off, flag)] sorted by (off, r) */
+/* entries(o, unclean_only=False, a=0, b=2**63-1) -> [(r, off, len, r_off, flag)] of the
+ * entries overlapping [a, b), sorted by (off, r) */
 static PyObject *Core_entries(Core *self, PyObject *const *args, Py_ssize_t n)
 {
     uint64_t o;
     int only = 0;
-    if ((n != 1 && n != 2) || get_u64(args[0], &o) || check_open(self)) {
+    int64_t a = 0, b = INT64_MAX;
+    if ((n < 1 || n > 4) || get_u64(args[0], &o) || check_open(self)) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "entries(o, unclean_only=False)");
+            PyErr_SetString(PyExc_TypeError, "entries(o, unclean_only=False, a=0, b=2**63-1)");
         return NULL;
     }
-    if (n == 2 && (only = PyObject_IsTrue(args[1])) < 0)
+    if (n >= 2 && (only = PyObject_IsTrue(args[1])) < 0)
+        return NULL;
+    if ((n >= 3 && get_i64(args[2], &a)) || (n >= 4 && get_i64(args[3], &b)))
         return NULL;
     lock_mu(self);
     if (catch_up_locked(self)) {
@@ -501,7 +515,7 @@ static PyObject *Core_entries(Core *self, PyObject *const *args, Py_ssize_t n)
     const rmt_ofile *f = rmt_index_file(&self->c.ix, o);
     for (int k = 0; out && f && k < f->nrep; k++) {
         const rmt_rep *p = f->reps[k];
-        for (size_t i = 0; i < p->n; i++) {
+        for (size_t i = rmt_rep_first_after(p, a); i < p->n && p->e[i].off < b; i++) {
             const rmt_ent *c = &p->e[i];
             if (only && c->flag == RMT_CLEAN)
                 continue;
@@ -691,14 +705,14 @@ static PyObject *Core_stats(Core *self, PyObject *unused)
     }
     const rmt_core *c = &self->c;
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:K,s:K,s:i,s:i,s:i,s:s,s:s,s:i}", "end",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:K,s:K,s:i,s:i,s:i,s:s,s:s,s:i,s:K}", "end",
         (unsigned long long)c->log.end, "seq", (unsigned long long)c->log.seq, "synced",
         (unsigned long long)c->log.hdr->synced, "epoch", (unsigned long long)c->log.hdr->epoch, "entries",
         (unsigned long long)c->ix.nent, "skipped", (unsigned long long)c->skipped, "files", (Py_ssize_t)c->ix.files.n,
         "replicas", (Py_ssize_t)c->ix.reps.n, "jobs", (Py_ssize_t)c->ix.jobs.n, "regver",
         (unsigned long long)c->ix.regver, "file_bytes", (unsigned long long)c->log.fsize, "clean",
         (int)c->log.hdr->clean, "prev_clean", c->prev_clean, "prev_other_boot", c->prev_other_boot, "boot_id",
-        c->boot_id, "path", c->path, "shared", c->shared);
+        c->boot_id, "path", c->path, "shared", c->shared, "dead_holders", (unsigned long long)c->dead_holders);
     unlock_mu(self);
     return d;
 }
@@ -832,7 +846,7 @@ static PyMethodDef Core_methods[] = {
     {"register", (PyCFunction)(void (*)(void))Core_register, METH_FASTCALL, "register(r, o, mode, route, name)"},
     {"job", (PyCFunction)(void (*)(void))Core_job, METH_FASTCALL, "job(r, done, spec)"},
     {"entries", (PyCFunction)(void (*)(void))Core_entries, METH_FASTCALL,
-     "entries(o, unclean_only=False) -> [(r, off, len, r_off, flag)]"},
+     "entries(o, unclean_only=False, a=0, b=2**63-1) -> [(r, off, len, r_off, flag)] overlapping [a, b)"},
     {"coverage", (PyCFunction)(void (*)(void))Core_coverage, METH_FASTCALL, "coverage(r) -> [(off, len)]"},
     {"replicas", (PyCFunction)Core_replicas, METH_NOARGS,
      "replicas() -> [(r, o, registered, mode, route, name, bytes, entries)]"},

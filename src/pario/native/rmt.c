@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static void read_boot_id(char *out, size_t n)
@@ -36,6 +37,43 @@ static void read_boot_id(char *out, size_t n)
             *nl = 0;
     }
     fclose(f);
+}
+
+/* the journal lock: initialised by a first opener (alone: a holder of an earlier session,
+ * or of another boot, left whatever state) */
+static int init_journal_lock(rmt_hdr *h)
+{
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a))
+        return RMT_EIO;
+    int rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) || pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST)
+             || pthread_mutex_init(&h->lock.m, &a);
+    pthread_mutexattr_destroy(&a);
+    return rc ? RMT_EIO : RMT_OK;
+}
+
+static int journal_lock(rmt_core *c, double timeout)
+{
+    pthread_mutex_t *m = &c->log.hdr->lock.m;
+    int e = pthread_mutex_trylock(m);
+    if (e == EBUSY && timeout > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double t = (double)ts.tv_nsec * 1e-9 + timeout;
+        ts.tv_sec += (time_t)t;
+        ts.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
+        e = pthread_mutex_timedlock(m, &ts);
+    }
+    if (e == EOWNERDEAD) {
+        /* the holder died (killed mid-append): its unpublished record is past `end` and the
+         * next append overwrites it */
+        pthread_mutex_consistent(m);
+        c->dead_holders++;
+        return RMT_OK;
+    }
+    if (e == EBUSY || e == ETIMEDOUT)
+        return RMT_ETIMEDOUT;
+    return e ? (errno = e, RMT_EIO) : RMT_OK;
 }
 
 int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, int first, double timeout)
@@ -66,6 +104,8 @@ int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, i
         c->prev_clean = h->clean == 1;
         c->prev_other_boot = h->boot_id[0] && strncmp(h->boot_id, c->boot_id, sizeof h->boot_id) != 0;
         rc = rmt_log_replay(&c->log, &c->ix, 0, &c->skipped);
+        if (!rc)
+            rc = init_journal_lock(c->log.hdr);
         if (!rc)
             rc = rmt_log_repair(&c->log, c->boot_id);
     } else {
@@ -115,7 +155,7 @@ int rmt_begin(rmt_core *c, double timeout)
     if (c->depth++ > 0)
         return RMT_OK;
     if (c->shared) {
-        int rc = rmt_lock(c->log.fd, 0, 1, 1, timeout);
+        int rc = journal_lock(c, timeout);
         if (rc) {
             c->depth--;
             return rc;
@@ -125,7 +165,7 @@ int rmt_begin(rmt_core *c, double timeout)
     if (rc) {
         c->depth--;
         if (c->shared)
-            rmt_unlock(c->log.fd, 0, 1);
+            pthread_mutex_unlock(&c->log.hdr->lock.m);
     }
     return rc;
 }
@@ -140,7 +180,7 @@ int rmt_commit(rmt_core *c)
     if (!c->broken)
         rmt_log_publish(&c->log);
     if (c->shared)
-        return rmt_unlock(c->log.fd, 0, 1);
+        pthread_mutex_unlock(&c->log.hdr->lock.m);
     return RMT_OK;
 }
 
@@ -255,6 +295,8 @@ int rmt_checkpoint(rmt_core *c)
         if (!rc && (skipped || lg.seq != records || ix.nent != c->ix.nent || ix.reps.n != c->ix.reps.n
                     || ix.jobs.n != c->ix.jobs.n || ix.files.n != c->ix.files.n))
             rc = RMT_ECORRUPT;
+        if (!rc)
+            rc = init_journal_lock(lg.hdr);
         if (!rc) {
             memcpy(lg.hdr->boot_id, c->log.hdr->boot_id, sizeof lg.hdr->boot_id);
             lg.hdr->clean = 0;

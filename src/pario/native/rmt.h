@@ -22,6 +22,7 @@
 #ifndef PARIO_RMT_H
 #define PARIO_RMT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +51,13 @@ typedef struct {
     uint32_t clean;        /* 48: 1 = closed cleanly (no copy pending, everything durable) */
     uint32_t reserved;     /* 52 */
     char boot_id[40];      /* 56: boot of the session that opened the store first */
+    char pad[32];          /* 96 */
+    union {                /* 128: the journal lock of a shared store: a process-shared, robust
+                              pthread mutex (the kernel hands it on when its holder dies);
+                              initialised by every first opener */
+        pthread_mutex_t m;
+        char bytes[64];
+    } lock;
 } rmt_hdr;
 
 typedef struct {
@@ -169,6 +177,7 @@ rmt_rep *rmt_index_rep(const rmt_index *ix, uint64_t r);
 rmt_job *rmt_index_job(const rmt_index *ix, uint64_t r);
 int rmt_index_hits(const rmt_index *ix, uint64_t o, int64_t x, int64_t e);
 int rmt_index_route(const rmt_index *ix, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg);
+size_t rmt_rep_first_after(const rmt_rep *p, int64_t x);
 int rmt_index_covers(const rmt_index *ix, uint64_t o, int64_t s, rmt_cover *cov, int max);
 void rmt_map_init(rmt_map *m);
 void rmt_map_free(rmt_map *m);
@@ -215,6 +224,7 @@ typedef struct {
     int broken;            /* a record was appended but could not be applied: reopen */
     int follow;            /* lookups apply other processes' records first (tests switch it off) */
     uint64_t skipped;      /* records the replay refused (a damaged journal) */
+    uint64_t dead_holders; /* journal locks taken over from a process that died holding them */
     int prev_clean;        /* first opener: the journal was closed cleanly */
     int prev_other_boot;   /* first opener: ... last opened in another boot (power loss?) */
     char *path;

@@ -264,6 +264,11 @@ static size_t first_after(const rmt_rep *p, int64_t x)
     return lo;
 }
 
+size_t rmt_rep_first_after(const rmt_rep *p, int64_t x)
+{
+    return first_after(p, x);
+}
+
 static uint64_t count_unclean(const rmt_rep *p, size_t a, size_t b)
 {
     uint64_t n = 0;

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,10 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+_Static_assert(sizeof(rmt_rec_head) == 24, "record head is 24 bytes");
+_Static_assert(offsetof(rmt_hdr, boot_id) == 56 && offsetof(rmt_hdr, lock) == 128, "header layout");
+_Static_assert(sizeof(pthread_mutex_t) <= 64 && sizeof(rmt_hdr) <= RMT_HDR_SIZE, "header fits its page");
 
 #define RESERVE ((size_t)1 << 36)   /* 64 GiB of address space for the mapping */
 #define GROW_MIN ((uint64_t)1 << 20)

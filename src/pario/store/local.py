@@ -55,6 +55,7 @@ from .pieces import fast_pieces, one_piece, pieces
 
 ALIGN = 4096
 IOV_MAX = 1024
+FAST_RANGES = 8192   # vectored requests of up to this many ranges are cut by the scalar fast path
 _DIRECT = getattr(os, "O_DIRECT", 0)
 
 
@@ -628,10 +629,29 @@ class LocalBackend(Backend):
         return mmap.mmap(-1, max(ALIGN, -(-n // ALIGN) * ALIGN))
 
     def _pieces(self, h, offsets, lengths, buf_offsets):
-        if len(offsets) == 1:
+        """Single-server pieces of the ranges: the scalar :func:`fast_pieces` range by range
+        (lists) for up to ``FAST_RANGES`` ranges, else (or when a range has no fast path)
+        :func:`pieces` (numpy arrays)."""
+        n = len(offsets)
+        if n == 1:
             fp = fast_pieces(h.layout, int(offsets[0]), int(lengths[0]), int(buf_offsets[0]))
             if fp is not None:
                 return fp
+        elif n <= FAST_RANGES:
+            lay = h.layout
+            srv, df, loc, ln, bo = [], [], [], [], []
+            o_l = offsets.tolist() if hasattr(offsets, "tolist") else list(offsets)
+            n_l = lengths.tolist() if hasattr(lengths, "tolist") else list(lengths)
+            b_l = buf_offsets.tolist() if hasattr(buf_offsets, "tolist") else list(buf_offsets)
+            for x, L, b in zip(o_l, n_l, b_l):
+                if L <= 0:
+                    continue
+                fp = fast_pieces(lay, x, L, b)
+                if fp is None:
+                    break
+                srv += fp[0]; df += fp[1]; loc += fp[2]; ln += fp[3]; bo += fp[4]
+            else:
+                return srv, df, loc, ln, bo
         return pieces(h.layout, offsets, lengths, buf_offsets)
 
     def read1(self, h: LocalHandle, offset: int, length: int, mv: memoryview) -> None:

@@ -264,11 +264,16 @@ def one_piece(layout: Layout):
         # a CEDA replica's extent map: one bisect over the extent starts, then the extent's
         # data file and local offset (a range inside one extent); gaps and ranges over
         # several extents take the general path
+        # (CEDA builds replica extents from the requests it saw, so a later request usually
+        # starts exactly at an extent: a dict finds that one without the bisect)
         off, end, srv_a, loc_a, df_a = _extent_lists(layout)
         ekeys = list(zip(srv_a, df_a))
+        at = {x: i for i, x in enumerate(off)}
 
         def one_extent(x: int, L: int):
-            i = bisect_right(off, x) - 1
+            i = at.get(x)
+            if i is None:
+                i = bisect_right(off, x) - 1
             if i >= 0 and 0 < L and x + L <= end[i]:
                 return ekeys[i], loc_a[i] + x - off[i]
             return one_generic(x, L)

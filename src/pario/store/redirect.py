@@ -36,6 +36,7 @@ through the journal's end (one load per lookup).
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 
 import numpy as np
 
@@ -343,13 +344,17 @@ class File:
     def _sync_locked(self, ranges, flag, copying: bool) -> None:
         want = (DIRTY,) if flag == DIRTY else ((STALE, COPYING) if copying else (STALE,))
         pieces = []          # (replica, off, len, r_off, flag) clipped to the locked ranges
-        for r, off, n, ro, f in self.core.entries(self.fid, True):
+        starts = [a for a, _ in ranges]
+        for r, off, n, ro, f in self.core.entries(self.fid, True, ranges[0][0], ranges[-1][1]):
             if f not in want:
                 continue
-            for a, b in ranges:
+            k = max(bisect_right(starts, off) - 1, 0)
+            while k < len(ranges) and ranges[k][0] < off + n:
+                a, b = ranges[k]
                 s, t = max(a, off), min(b, off + n)
                 if s < t:
                     pieces.append((r, s, t - s, ro + (s - off), f))
+                k += 1
         if not pieces:
             return
         by_r: dict[int, list] = {}

@@ -13,11 +13,12 @@ checks run before any byte is written.
 
 Online (seed 000 §4: replication is background work while the application runs): the
 store may be open in other processes (shared mode) that read and write the original
-meanwhile.  Per chunk (default 8 MiB) of a replica: hold the chunk's byte range of the
-original exclusive (writers of *that* range wait for one chunk's copy, writers elsewhere
-never), write back any DIRTY bytes of other replicas there, add the chunk's RMT entry as
-COPYING (never read; a write to it from now on makes it STALE), copy the original's bytes
-into the replica (``copy_file_range``, data file to data file), release the range.  Every
+meanwhile.  Per chunk (default 8 MiB: a long extent split, short ones grouped) of a
+replica: hold the chunk's byte range of the original exclusive (writers of *that* range
+wait for one chunk's copy, writers elsewhere never), write back any DIRTY bytes of other
+replicas there, add the chunk's RMT entries as COPYING (never read; a write to them from
+now on makes them STALE), copy the original's bytes into the replica (``copy_file_range``,
+data file to data file), release the range.  Every
 ``batch`` bytes (default 256 MiB) and at the end: fsync the replica, *then* publish the
 batch — COPYING → CLEAN in one transaction, which leaves any chunk a write touched
 meanwhile STALE (the flush or lazy synchronisation refreshes it).  So a reader never gets a
@@ -249,8 +250,17 @@ class Replicator:
         st = self.store
         for s, todo, size in self.work:
             spec = {**s.to_dict(st.system), "size": int(size)}
-            # the replica file first (the RMT names files by id), then its job, then its registration
+            # the replica file first (the RMT names files by id), then its job, then its registration;
+            # an extent map's size once (the copies then never extend it: no commit per chunk)
             st.backend.create(s.r_file, s.replica_layout(), exist_ok=True)
+            if isinstance(s.layout, ExtentMap) and todo:
+                rh = st.backend.open(s.r_file)
+                try:
+                    end = max(x + n for x, n in todo)
+                    if rh.size < end:
+                        st.backend.truncate(rh, end)
+                finally:
+                    st.backend.close(rh)
             st.rmt.set_job(s.r_file, spec, 0)
             st.rmt.register(s.r_file, s.original, s.name, s.mode, s.routing())
             f = st.open(s.original)
@@ -266,8 +276,25 @@ class Replicator:
                 break
         return self
 
+    def _chunks(self, todo):
+        """The ranges to copy in groups of at most ``chunk`` bytes (a long range split, short
+        ones together: one lock, one transaction and one vectored copy per group)."""
+        cur, size = [], 0
+        for x, n in todo:
+            pos = x
+            while pos < x + n:
+                c = min(self.chunk - size, x + n - pos)
+                cur.append((pos, c))
+                size += c
+                pos += c
+                if size >= self.chunk:
+                    yield cur
+                    cur, size = [], 0
+        if cur:
+            yield cur
+
     def _copy(self, f, s: ReplicaSpec, todo) -> bool:
-        """Copy ``todo`` into the replica chunk by chunk (class docstring); True when all of
+        """Copy ``todo`` into the replica group by group (module docstring); True when all of
         it was copied and published."""
         st = self.store
         core, be = st.rmt.core, st.backend
@@ -276,54 +303,54 @@ class Replicator:
         pending: list[tuple[int, int]] = []
         nbytes = 0
         try:
-            for x, n in todo:
-                pos = x
-                while pos < x + n:
-                    if self._stop.is_set():
-                        self._publish(f, rh, o, r, pending)
-                        return False
-                    self._wait_idle()
-                    want = min(self.chunk, x + n - pos)
-                    with f.lock:
+            for group in self._chunks(todo):
+                if self._stop.is_set():
+                    self._publish(f, rh, o, r, pending)
+                    return False
+                self._wait_idle()
+                lo, hi = group[0][0], group[-1][0] + group[-1][1]
+                with f.lock:
+                    if st.shared:
+                        core.lock(o, lo, hi, True)
+                    try:
+                        done = self._copy_group(f, rh, o, r, group)
+                    finally:
                         if st.shared:
-                            core.lock(o, pos, pos + want, True)
-                        try:
-                            c = self._copy_chunk(f, rh, o, r, pos, want)
-                        finally:
-                            if st.shared:
-                                core.unlock(o, pos, pos + want)
-                    if c <= 0:            # the original was truncated meanwhile
-                        break
-                    pending.append((pos, c))
-                    nbytes += c
-                    pos += c
-                    self.done += c
-                    if nbytes >= self.batch:
-                        self._publish(f, rh, o, r, pending)
-                        nbytes = 0
-                    if self.progress:
-                        self.progress(self.done, self.total)
+                            core.unlock(o, lo, hi)
+                pending += done
+                nbytes += sum(n for _, n in done)
+                self.done += sum(n for _, n in group)
+                if nbytes >= self.batch:
+                    self._publish(f, rh, o, r, pending)
+                    nbytes = 0
+                if self.progress:
+                    self.progress(self.done, self.total)
             self._publish(f, rh, o, r, pending)
             return True
         finally:
             be.close(rh)
 
-    def _copy_chunk(self, f, rh, o: int, r: int, pos: int, c: int) -> int:
-        """Under the chunk's range lock: the original up to date there, the entry COPYING,
-        the bytes copied.  Returns the bytes copied (the chunk clipped to the file's size)."""
+    def _copy_group(self, f, rh, o: int, r: int, group) -> list[tuple[int, int]]:
+        """Under the group's range lock: the original up to date there, the entries COPYING,
+        the bytes copied (one vectored copy).  Returns the ranges copied (clipped to the
+        file's size: it may have been truncated meanwhile)."""
         st = self.store
         core = st.rmt.core
         size = f.current_size()
-        c = min(c, size - pos)
-        if c <= 0:
-            return 0
-        dirty = [e for e in core.entries(o, True) if e[4] == DIRTY and e[1] < pos + c and e[1] + e[2] > pos]
+        group = [(x, min(n, size - x)) for x, n in group if x < size]
+        if not group:
+            return []
+        lo, hi = group[0][0], group[-1][0] + group[-1][1]
+        dirty = [e for e in core.entries(o, True, lo, hi) if e[4] == DIRTY]
         if dirty:      # another replica holds the newest bytes: to the original first
-            f._sync_batch([(rr, max(off, pos), min(off + n, pos + c) - max(off, pos), ro + max(0, pos - off), fl)
+            f._sync_batch([(rr, max(off, lo), min(off + n, hi) - max(off, lo), ro + max(0, lo - off), fl)
                            for rr, off, n, ro, fl in dirty], DIRTY, False, locked=True)
-        core.add(o, r, pos, pos, c, COPYING)
-        st.backend.copy(f.h, [pos], rh, [pos], [c])
-        return c
+        with st.rmt.transaction():
+            for x, n in group:
+                core.add(o, r, x, x, n, COPYING)
+        xs = [x for x, _ in group]
+        st.backend.copy(f.h, xs, rh, xs, [n for _, n in group])
+        return group
 
     def _publish(self, f, rh, o: int, r: int, pending: list) -> None:
         """fsync the replica's bytes, then COPYING → CLEAN for the pending chunks (one
@@ -336,8 +363,7 @@ class Replicator:
             for pos, c in pending:
                 st.rmt.core.set_flag(o, r, pos, pos + c, COPYING, CLEAN)
         for pos, c in pending:
-            if any(e[0] == r and e[4] == STALE for e in st.rmt.core.entries(o, True)
-                   if e[1] < pos + c and e[1] + e[2] > pos):
+            if any(e[0] == r and e[4] == STALE for e in st.rmt.core.entries(o, True, pos, pos + c)):
                 self.stale_chunks += 1
         pending.clear()
 
