@@ -105,40 +105,41 @@ def test_replicate_runs_online_beside_get_and_writers(tmp_path):
             assert f.read(0, size) == bytes(ref)
 
 
-def test_a_write_during_the_copy_leaves_the_chunk_stale_not_wrong(tmp_path):
-    """The replicator's publication COPYING → CLEAN does nothing for a chunk a write touched
-    after it was copied: that chunk stays STALE (never read) until a flush refreshes it."""
+def test_replicated_extents_are_fresh_until_their_bytes_are_durable(tmp_path):
+    """The replicator publishes what it copied at once, FRESH (read like CLEAN, as cp leaves
+    its copy in the page cache); an fsync of the original's file (or the last close) makes
+    the replica durable and the entries CLEAN; a write into a FRESH extent goes to the
+    replica like into a CLEAN one."""
+    from pario.store.rmt import CLEAN, DIRTY, FRESH
+
     root = tmp_path / "s"
     f0 = data(5, 4 * MiB)
     _store_with(root, {"f": f0})
+    em = ExtentMap(np.array([0, 2 * MiB]), np.array([MiB, MiB]), np.array([2, 3]), np.array([0, 0]),
+                   np.array([1, 1]))
     with Store(root) as st:
-        spec = ReplicaSpec("f", "r1", ExtentMap(np.array([0]), np.array([4 * MiB]), np.array([2]), np.array([0]),
-                                                np.array([1])))
-        rep = Replicator(st, [spec], chunk=MiB, batch=64 * MiB)
-        f = st.open("f")
-        orig_group = rep._copy_group
-
-        def copy_then_write(*a):
-            done = orig_group(*a)
-            if done and done[0][0] == MiB:                    # right after chunk [1, 2) MiB was copied
-                f.write(MiB + 10, b"new!")
-            return done
-        rep._copy_group = copy_then_write
-        rep.run()
-        assert rep.stale_chunks == 1
-        flags = [(off, n, fl) for _, off, n, _, fl in st.rmt.core.entries(f.fid)]
-        assert (MiB + 10, 4, 2) in flags or any(o <= MiB + 10 < o + n and fl == 2 for o, n, fl in flags)
-        assert f.read(MiB, 20) == f0[MiB:MiB + 10] + b"new!" + f0[MiB + 14:MiB + 20]
-        f.close()                                             # flush: the stale part refreshed
-        assert st.rmt.core.entries(st.rmt.fid("f"), True) == []
+        Replicator(st, [ReplicaSpec("f", "r1", em)], chunk=256 << 10).run()
+        fid, rfid = st.rmt.fid("f"), st.rmt.fid(".replica/f/r1")
+        assert {e[4] for e in st.rmt.core.entries(fid)} == {FRESH}
+        assert st.rmt.core.entries(fid, True) == []            # nothing to synchronise
+        with st.open("f") as f:
+            assert f.served_by(10, 20) == [(10, 20, ".replica/f/r1")]
+            f.write(100, b"new!")
+            assert (rfid, 100, 4, 100, DIRTY) in st.rmt.core.entries(fid)
+            f.fsync()
+            flags = {e[4] for e in st.rmt.core.entries(fid)}
+            assert FRESH not in flags and flags <= {CLEAN, DIRTY}
         assert fsck(st)["ok"]
+    with Store(root) as st:
+        assert {e[4] for e in st.rmt.core.entries(st.rmt.fid("f"))} == {CLEAN}
+        assert st.rmt.stats()["prev_clean"] == 1
 
 
-def _lose_journal_tail(root) -> None:
-    """A process replicates, syncs the journal, writes into a CLEAN replica extent (its MARK
-    record is not synced yet) and dies; then the journal loses everything after the last
-    sync (what a power failure may do to unsynced pages) while the data files keep the
-    bytes (the worst case)."""
+def _lose_journal_tail(root, settle: bool = True) -> None:
+    """A process replicates (and, with ``settle``, makes the replica durable: CLEAN), syncs
+    the journal, writes into the replica extent (its MARK record is not synced yet) and
+    dies; then the journal loses everything after the last sync (what a power failure may
+    do to unsynced pages) while the data files keep the bytes (the worst case)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -147,6 +148,8 @@ def _lose_journal_tail(root) -> None:
             em = ExtentMap(np.array([100_000]), np.array([300_000]), np.array([4]), np.array([0]), np.array([1]))
             st = Store(root)
             Replicator(st, [ReplicaSpec("f", "r1", em)]).run()
+            if settle:
+                st.settle_fresh()
             st.rmt.sync()
             os.write(w, str(st.rmt.stats()["end"]).encode())
             f = st.open("f")
@@ -194,6 +197,23 @@ def test_power_loss_recovery_verifies_clean_entries(tmp_path, monkeypatch):
                 h = st.backend.open("f")
                 assert st.backend.read_at(h, 150_000, 1000) == b"W" * 1000
                 st.backend.close(h)
+
+
+def test_power_loss_refreshes_fresh_replicas_from_the_original(tmp_path, monkeypatch):
+    """A replica the replicator copied but nobody made durable (FRESH), then a power loss:
+    its entries are refreshed from the original (the unacknowledged write into it is lost,
+    as POSIX allows), the original keeps its bytes, fsck is clean."""
+    root = tmp_path / "s"
+    f0 = data(7, 2 * MiB)
+    _store_with(root, {"f": f0})
+    monkeypatch.delenv("PARIO_BOOT_ID", raising=False)
+    _lose_journal_tail(root, settle=False)
+    monkeypatch.setenv("PARIO_BOOT_ID", "another-boot")
+    with Store(root) as st:
+        r = fsck(st)
+        assert r["ok"], r["problems"]
+        with st.open("f") as f:
+            assert f.read(0, 2 * MiB) == f0
 
 
 def test_lost_size_is_reported_and_get_refuses(tmp_path):

@@ -45,15 +45,12 @@ def _replicate(args) -> int:
         out = {"replicas": [{"file": s.original, "name": s.name, "mode": s.mode, "copied": sum(n for _, n in t)}
                             for s, t, _ in rep.work],
                "skipped": [{"file": s.original, "name": s.name, "why": why} for s, why in rep.skipped],
-               "copied_bytes": rep.done, "stale_chunks": rep.stale_chunks}
+               "copied_bytes": rep.done}
         if args.json:
             print_json(out)
         else:
             for r in out["replicas"]:
                 console.print(f"{r['file']} → {r['name']} ({r['mode']}): {format_size(r['copied'])} copied")
-            if rep.stale_chunks:
-                console.print(f"{rep.stale_chunks} chunk(s) were written by another process while being copied: "
-                              "left STALE, refreshed by the next flush")
             for r in out["skipped"]:
                 console.print(f"skipped {r['file']} → {r['name']}: {r['why']}")
     return 0

@@ -517,7 +517,7 @@ static PyObject *Core_entries(Core *self, PyObject *const *args, Py_ssize_t n)
         const rmt_rep *p = f->reps[k];
         for (size_t i = rmt_rep_first_after(p, a); i < p->n && p->e[i].off < b; i++) {
             const rmt_ent *c = &p->e[i];
-            if (only && c->flag == RMT_CLEAN)
+            if (only && RMT_READABLE_CLEAN(c->flag))
                 continue;
             PyObject *t = Py_BuildValue("(LKLLi)", (long long)c->off, (unsigned long long)p->r, (long long)c->len,
                                         (long long)(c->off + c->delta), c->flag);
@@ -932,6 +932,7 @@ PyMODINIT_FUNC PyInit__rmt(void)
     PyModule_AddIntConstant(m, "DIRTY", RMT_DIRTY);
     PyModule_AddIntConstant(m, "STALE", RMT_STALE);
     PyModule_AddIntConstant(m, "COPYING", RMT_COPYING);
+    PyModule_AddIntConstant(m, "FRESH", RMT_FRESH);
     PyModule_AddIntConstant(m, "PARTIAL", RMT_PARTIAL);
     PyModule_AddIntConstant(m, "FULL", RMT_FULL);
     PyModule_AddIntConstant(m, "ROUTE_REPLICA", RMT_ROUTE_REPLICA);

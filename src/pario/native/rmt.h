@@ -15,7 +15,10 @@
  *           those bytes is stale until flushed;
  *   STALE   the replica is older than the up-to-date copy and is never read;
  *   COPYING the replicator is filling the replica (never read; a write to those bytes turns
- *           it STALE, so the replicator's publication COPYING -> CLEAN then does nothing).
+ *           it STALE, so the replicator's publication COPYING -> FRESH then does nothing);
+ *   FRESH   as CLEAN (the same bytes as the original, read like CLEAN), but the replica's
+ *           bytes may not be on disk yet: after a power failure it is refreshed from the
+ *           original; it becomes CLEAN once the replica's data files were fsync'ed.
  * Invariant: a byte has at most one DIRTY entry; if it has one, every other entry of that
  * byte is STALE.  The original is up to date where no DIRTY entry covers a byte.
  */
@@ -26,7 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { RMT_CLEAN = 0, RMT_DIRTY = 1, RMT_STALE = 2, RMT_COPYING = 3, RMT_NFLAGS = 4 };
+enum { RMT_CLEAN = 0, RMT_DIRTY = 1, RMT_STALE = 2, RMT_COPYING = 3, RMT_FRESH = 4, RMT_NFLAGS = 5 };
+
+/* CLEAN or FRESH: holds the original's bytes, readable */
+#define RMT_READABLE_CLEAN(f) ((f) == RMT_CLEAN || (f) == RMT_FRESH)
 enum { RMT_PARTIAL = 0, RMT_FULL = 1 };                  /* replica modes */
 enum { RMT_ROUTE_REPLICA = 0, RMT_ROUTE_CHEAPEST = 1 };  /* read routing of an original */
 
@@ -78,7 +84,8 @@ enum {
                          t's entries there become DIRTY, every other entry STALE */
     REC_SETFLAG = 3,  /* u64 o, r, a, b; a16 = old | new << 8.  Entries of r in [a, b) with
                          flag old get flag new (never DIRTY: only a MARK makes a copy
-                         DIRTY); to CLEAN or COPYING only outside other replicas' DIRTY bytes */
+                         DIRTY); to CLEAN, FRESH or COPYING only outside other replicas'
+                         DIRTY bytes */
     REC_TRIM = 4,     /* u64 o, size.  The original was truncated: entries end at size */
     REC_GROW = 5,     /* u64 o, r, end.  Full replica r grows with the file: STALE from its
                          last entry's end (r_off = o_off) to end */
@@ -108,7 +115,7 @@ typedef struct rmt_ofile {
     int nrep, caprep;
     rmt_rep **reps;        /* sorted by r */
     int cheapest;          /* route: 1 if any registered replica routes "cheapest" */
-    uint64_t nunclean;     /* entries with a flag other than CLEAN */
+    uint64_t nunclean;     /* entries that need synchronisation (not CLEAN or FRESH) */
 } rmt_ofile;
 
 typedef struct {

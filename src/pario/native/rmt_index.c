@@ -273,7 +273,7 @@ static uint64_t count_unclean(const rmt_rep *p, size_t a, size_t b)
 {
     uint64_t n = 0;
     for (size_t i = a; i < b && i < p->n; i++)
-        n += p->e[i].flag != RMT_CLEAN;
+        n += !RMT_READABLE_CLEAN(p->e[i].flag);
     return n;
 }
 
@@ -421,7 +421,7 @@ static int others_stale(const rmt_ofile *f, const rmt_rep *p, int64_t x, int64_t
     return 1;
 }
 
-/* SETFLAG old -> new (CLEAN or COPYING) on the parts of [a, b) where no other replica is
+/* SETFLAG old -> new (CLEAN, FRESH or COPYING) on the parts of [a, b) where no other replica is
  * DIRTY: a copy of the original's bytes is never up to date where another copy is newer */
 static int set_flags_outside_dirty(rmt_index *ix, rmt_ofile *f, rmt_rep *p, int64_t a, int64_t b, int arg)
 {
@@ -732,7 +732,7 @@ int rmt_index_apply(rmt_index *ix, const rmt_rec_head *h, const uint64_t *u, con
             return RMT_OK;
         rmt_ofile *f = rmt_map_get(&ix->files, u[0]);
         int nf = h->a16 >> 8;
-        if (nf == RMT_CLEAN || nf == RMT_COPYING)
+        if (nf == RMT_CLEAN || nf == RMT_COPYING || nf == RMT_FRESH)
             return set_flags_outside_dirty(ix, f, p, I64(u[2]), I64(u[3]), h->a16);
         return set_flags(ix, f, p, I64(u[2]), I64(u[3]), fn_if, h->a16);
     }
@@ -839,7 +839,7 @@ int rmt_index_route(const rmt_index *ix, uint64_t o, int64_t x, int64_t e, rmt_s
             if (c->flag == RMT_DIRTY) {
                 dirty = c;
                 dirty_r = p->r;
-            } else if (c->flag == RMT_CLEAN) {
+            } else if (RMT_READABLE_CLEAN(c->flag)) {
                 if (!clean) {
                     clean = c;
                     clean_r = p->r;

@@ -17,8 +17,9 @@ Checks, reporting each problem as one line:
   a byte has at most one DIRTY entry and then every other entry there is STALE; entries lie
   inside the original file; replica offsets lie inside the replica's extents (partial
   replicas); replica files that no registered replica owns (orphan replica data);
-* checksums: for every CLEAN entry the replica's bytes equal the original's (SHA-256 per
-  chunk, both read through the backend; in a shared store under the entry's range lock).
+* checksums: for every CLEAN or FRESH entry the replica's bytes equal the original's
+  (SHA-256 per chunk, both read through the backend; in a shared store under the entry's
+  range lock).
 
 DIRTY/STALE/COPYING entries are not problems (pending synchronisation or copying) and are
 counted.  Pending replicator jobs are reported, not problems (``pario replicate --resume``).
@@ -33,7 +34,7 @@ import numpy as np
 
 from ..layout import ExtentMap, layout_from_dict
 from . import rmt_journal
-from .rmt import CLEAN, DIRTY, STALE
+from .rmt import CLEAN, DIRTY, READABLE_CLEAN, STALE
 from .root import REPLICA_PREFIX, Store
 
 CHUNK = 8 << 20
@@ -131,7 +132,7 @@ def fsck(store: Store, *, checksums: bool = True) -> dict:
         n_entries += len(ents)
         for r, off, n, ro, f in ents:
             where = f"RMT entry {on}@{off}+{n} -> {nm(r)}@{ro}"
-            if f != CLEAN:
+            if f not in READABLE_CLEAN:
                 unclean += 1
             if on not in sizes:
                 problems.append(f"{where}: original file missing")
@@ -168,7 +169,7 @@ def fsck(store: Store, *, checksums: bool = True) -> dict:
                 continue
             for r, off, n, ro, f in ents:
                 rn = nm(r)
-                if f != CLEAN or rn not in sizes or off + n > sizes[on]:
+                if f not in READABLE_CLEAN or rn not in sizes or off + n > sizes[on]:
                     continue
                 checked += _compare(st, o, on, rn, off, ro, n, problems)
     return {"ok": not problems, "problems": problems, "entries": n_entries, "unclean": unclean,
@@ -206,8 +207,8 @@ def _compare(st: Store, o: int, on: str, rn: str, off: int, ro: int, n: int, pro
     checked = 0
     try:
         if st.shared:        # re-check under the lock: still CLEAN?
-            if not any(e[0] == st.rmt.fid(rn) and e[1] <= off and e[1] + e[2] >= off + n and e[4] == CLEAN
-                       for e in core.entries(o)):
+            if not any(e[0] == st.rmt.fid(rn) and e[1] <= off and e[1] + e[2] >= off + n and e[4] in READABLE_CLEAN
+                       for e in core.entries(o, False, off, off + n)):
                 return 0
         pos = 0
         while pos < n:

@@ -532,10 +532,14 @@ class LocalBackend(Backend):
                 self.meta.set_size(h.name, size, keep)
                 return
             servers, c = lay.counts(np.array([size], dtype=np.int64))
-            # data files first, then the committed size: a crash in between recovers the new size
+            # data files first, then the committed size: a crash in between recovers the new
+            # size; a shrink durable first (bytes past a committed size mean lost metadata),
+            # a growth needs no fsync (a data file shorter than the size reads as a hole)
+            shrink = size < h.size
             for s, n in zip(servers.tolist(), c[:, 0].tolist()):
                 os.ftruncate(h.fd(s, 0), n)
-                os.fsync(h.fd(s, 0))
+                if shrink:
+                    os.fsync(h.fd(s, 0))
             h.size = size
             self.meta.set_size(h.name, size, keep)
             h.size_dirty = False

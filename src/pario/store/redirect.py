@@ -41,7 +41,7 @@ from bisect import bisect_right
 import numpy as np
 
 from .. import ParioError
-from .rmt import CLEAN, COPYING, DIRTY, STALE
+from .rmt import CLEAN, COPYING, DIRTY, FRESH, READABLE_CLEAN, STALE
 
 SYNC_CHUNK = 4 << 20      # lazy synchronisation: bytes per step
 SYNC_BATCH = 64 << 20     # flush: bytes per batch (one copy, one fsync, one transaction)
@@ -108,7 +108,7 @@ class File:
         best, best_d = 0, 0
         best_c = self.store.cost(self.h.layout, s, t - s)
         for r, d, f in self.core.covers(self.fid, s):
-            if f != CLEAN:
+            if f not in READABLE_CLEAN:
                 continue
             c = self.store.cost(self._rh(r).layout, s + d, t - s)
             if c < best_c:
@@ -388,11 +388,13 @@ class File:
 
     def fsync(self) -> None:
         """Make every byte written so far durable: data files (original and replicas), size,
-        and the RMT records that say where the newest bytes are."""
+        and the RMT records that say where the newest bytes are (the replicas fsync'ed here
+        have their FRESH entries CLEAN from now on)."""
         with self.lock:
             self.backend.fsync(self.h)
-            for h in self._reps.values():
+            for r, h in self._reps.items():
                 self.backend.fsync(h)
+                self.core.set_flag(self.fid, r, 0, 1 << 62, FRESH, CLEAN)
             self.rmt.sync()
 
     def close(self) -> None:

@@ -16,14 +16,13 @@ store may be open in other processes (shared mode) that read and write the origi
 meanwhile.  Per chunk (default 8 MiB: a long extent split, short ones grouped) of a
 replica: hold the chunk's byte range of the original exclusive (writers of *that* range
 wait for one chunk's copy, writers elsewhere never), write back any DIRTY bytes of other
-replicas there, add the chunk's RMT entries as COPYING (never read; a write to them from
-now on makes them STALE), copy the original's bytes into the replica (``copy_file_range``,
-data file to data file), release the range.  Every
-``batch`` bytes (default 256 MiB) and at the end: fsync the replica, *then* publish the
-batch — COPYING → CLEAN in one transaction, which leaves any chunk a write touched
-meanwhile STALE (the flush or lazy synchronisation refreshes it).  So a reader never gets a
-replica byte that is older than the original, and a flag that makes a copy readable is
-only recorded once its bytes are durable.
+replicas there, add the chunk's RMT entries as COPYING (never read), copy the original's
+bytes into the replica (``copy_file_range``, data file to data file), publish them FRESH
+(read like CLEAN), release the range.  The replicator does not wait for the disk, as ``cp``
+does not: FRESH entries become CLEAN when the replica's data files are fsync'ed (an fsync of
+the original's file, or the last process closing the store), and after a power failure
+they are refreshed from the original (docs/store.md) — a reader never gets a replica byte
+older than the original, and a copy is trusted after a power loss only once it was durable.
 
 A killed replicator leaves COPYING entries (the next recovery refreshes them from the
 original) or bytes no entry points to; its job stays pending in the RMT, and
@@ -44,11 +43,10 @@ import numpy as np
 from .. import ParioError
 from ..layout import ExtentMap, Layout, layout_from_dict, layout_to_dict
 from ..units import format_size
-from .rmt import CLEAN, COPYING, DIRTY, STALE
+from .rmt import COPYING, DIRTY, FRESH
 from .root import Store, replica_name
 
 CHUNK = 8 << 20      # bytes per chunk: the range a writer of the original may wait for
-BATCH = 256 << 20    # bytes per publication: one fsync of the replica, one transaction
 
 
 @dataclass
@@ -156,11 +154,11 @@ class Replicator:
     a background thread.  ``progress(done_bytes, total_bytes)`` is called after each chunk."""
 
     def __init__(self, store: Store, specs: list[ReplicaSpec], *, space: int | None = None, chunk: int = CHUNK,
-                 batch: int = BATCH, idle: float = 0.002, max_wait: float = 0.5, progress=None):
-        self.store, self.chunk, self.batch = store, int(chunk), int(batch)
+                 idle: float = 0.002, max_wait: float = 0.5, progress=None):
+        self.store, self.chunk = store, int(chunk)
         self.idle, self.max_wait = idle, max_wait
-        if self.chunk <= 0 or self.batch <= 0:
-            raise ParioError("replicate: chunk and batch sizes must be > 0")
+        if self.chunk <= 0:
+            raise ParioError("replicate: the chunk size must be > 0")
         self.progress = progress
         self.space = space
         self.specs = list(specs)
@@ -168,7 +166,6 @@ class Replicator:
         self.work: list[tuple[ReplicaSpec, list[tuple[int, int]], int]] = []
         self.total = 0
         self.done = 0
-        self.stale_chunks = 0      # chunks a concurrent write made STALE before their publication
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -251,9 +248,10 @@ class Replicator:
         for s, todo, size in self.work:
             spec = {**s.to_dict(st.system), "size": int(size)}
             # the replica file first (the RMT names files by id), then its job, then its registration;
-            # an extent map's size once (the copies then never extend it: no commit per chunk)
+            # its size once (the copies then never extend it: no size commit per chunk, no fsync
+            # of its data at close — the replica is FRESH until something makes it durable)
             st.backend.create(s.r_file, s.replica_layout(), exist_ok=True)
-            if isinstance(s.layout, ExtentMap) and todo:
+            if todo:
                 rh = st.backend.open(s.r_file)
                 try:
                     end = max(x + n for x, n in todo)
@@ -300,12 +298,9 @@ class Replicator:
         core, be = st.rmt.core, st.backend
         o, r = f.fid, st.rmt.fid(s.r_file)
         rh = be.open(s.r_file)
-        pending: list[tuple[int, int]] = []
-        nbytes = 0
         try:
             for group in self._chunks(todo):
                 if self._stop.is_set():
-                    self._publish(f, rh, o, r, pending)
                     return False
                 self._wait_idle()
                 lo, hi = group[0][0], group[-1][0] + group[-1][1]
@@ -313,27 +308,21 @@ class Replicator:
                     if st.shared:
                         core.lock(o, lo, hi, True)
                     try:
-                        done = self._copy_group(f, rh, o, r, group)
+                        self._copy_group(f, rh, o, r, group)
                     finally:
                         if st.shared:
                             core.unlock(o, lo, hi)
-                pending += done
-                nbytes += sum(n for _, n in done)
                 self.done += sum(n for _, n in group)
-                if nbytes >= self.batch:
-                    self._publish(f, rh, o, r, pending)
-                    nbytes = 0
                 if self.progress:
                     self.progress(self.done, self.total)
-            self._publish(f, rh, o, r, pending)
             return True
         finally:
             be.close(rh)
 
     def _copy_group(self, f, rh, o: int, r: int, group) -> list[tuple[int, int]]:
         """Under the group's range lock: the original up to date there, the entries COPYING,
-        the bytes copied (one vectored copy).  Returns the ranges copied (clipped to the
-        file's size: it may have been truncated meanwhile)."""
+        the bytes copied (one vectored copy), the entries FRESH.  Returns the ranges copied
+        (clipped to the file's size: it may have been truncated meanwhile)."""
         st = self.store
         core = st.rmt.core
         size = f.current_size()
@@ -350,22 +339,10 @@ class Replicator:
                 core.add(o, r, x, x, n, COPYING)
         xs = [x for x, _ in group]
         st.backend.copy(f.h, xs, rh, xs, [n for _, n in group])
-        return group
-
-    def _publish(self, f, rh, o: int, r: int, pending: list) -> None:
-        """fsync the replica's bytes, then COPYING → CLEAN for the pending chunks (one
-        transaction; a chunk a write made STALE meanwhile stays STALE)."""
-        if not pending:
-            return
-        st = self.store
-        st.backend.fsync(rh)
         with st.rmt.transaction():
-            for pos, c in pending:
-                st.rmt.core.set_flag(o, r, pos, pos + c, COPYING, CLEAN)
-        for pos, c in pending:
-            if any(e[0] == r and e[4] == STALE for e in st.rmt.core.entries(o, True, pos, pos + c)):
-                self.stale_chunks += 1
-        pending.clear()
+            for x, n in group:
+                core.set_flag(o, r, x, x + n, COPYING, FRESH)
+        return group
 
     def _run_bg(self) -> None:
         try:

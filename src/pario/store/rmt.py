@@ -10,7 +10,10 @@ Entries ``(O_file, O_offset, R_file, R_offset, Length, R_flag)``: bytes
 * ``STALE`` (2): the replica is older than the up-to-date copy and must not be read
   (hybrid replication's pending lazy synchronisation, seed 002 §5);
 * ``COPYING`` (3): the replicator is filling it (never read; a write there makes it STALE,
-  so the replicator's later publication COPYING → CLEAN does nothing).
+  so the replicator's publication COPYING → FRESH then does nothing);
+* ``FRESH`` (4): as CLEAN (read like CLEAN), but the replica's bytes may not be on disk yet
+  (the replicator does not wait for the disk); it becomes CLEAN when the replica's data
+  files are fsync'ed, and after a power failure it is refreshed from the original.
 
 Invariant: a byte has at most one DIRTY entry; if it has one, every other entry of that byte
 is STALE.
@@ -43,7 +46,8 @@ import numpy as np
 
 from .. import ParioError
 
-CLEAN, DIRTY, STALE, COPYING = 0, 1, 2, 3
+CLEAN, DIRTY, STALE, COPYING, FRESH = 0, 1, 2, 3, 4
+READABLE_CLEAN = (CLEAN, FRESH)
 PARTIAL, FULL = 0, 1
 ROUTES = {"replica": 0, "cheapest": 1}
 MODES = {"partial": PARTIAL, "full": FULL}
@@ -80,7 +84,7 @@ class Entries:
 
     @property
     def any_unclean(self) -> bool:
-        return bool((self.flag != CLEAN).any())
+        return bool(((self.flag != CLEAN) & (self.flag != FRESH)).any())
 
     def overlapping(self, x: int, e: int) -> np.ndarray:
         """Indices of the entries overlapping ``[x, e)``."""
@@ -272,6 +276,13 @@ class RMT:
     def set_flag(self, o_file: str, r_file: str, a: int, b: int, old: int, new: int) -> None:
         """Entries of ``r_file`` in ``[a, b)`` with flag ``old`` get flag ``new``."""
         self.core.set_flag(self.fid(o_file), self.fid(r_file), int(a), int(b), int(old), int(new))
+
+    def settle(self, r_file: str) -> None:
+        """The replica's data files were fsync'ed: its FRESH entries are CLEAN."""
+        r = self._fid_or_none(r_file)
+        for rr, o, *_ in self.core.replicas():
+            if rr == r:
+                self.core.set_flag(o, r, 0, 1 << 62, FRESH, CLEAN)
 
     def trim(self, o_file: str, size: int) -> None:
         """Drop entries (parts) at or beyond ``size`` (the original was truncated)."""

@@ -20,8 +20,9 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CLEAN, DIRTY, STALE, COPYING = 0, 1, 2, 3
-NFLAGS = 4
+CLEAN, DIRTY, STALE, COPYING, FRESH = 0, 1, 2, 3, 4
+NFLAGS = 5
+READABLE_CLEAN = (CLEAN, FRESH)
 ADD, MARK, SETFLAG, TRIM, GROW, DROP, REGISTER, JOB = range(1, 9)
 NAMES = {ADD: "ADD", MARK: "MARK", SETFLAG: "SETFLAG", TRIM: "TRIM", GROW: "GROW", DROP: "DROP",
          REGISTER: "REGISTER", JOB: "JOB"}
@@ -279,7 +280,7 @@ class Model:
             old, new = a16 & 0xFF, a16 >> 8
             p = self.reps.get(r)
             if p is not None:
-                spans = [(a, b)] if new not in (CLEAN, COPYING) else _minus(a, b, self._dirty_spans(o, r, a, b))
+                spans = [(a, b)] if new not in (CLEAN, COPYING, FRESH) else _minus(a, b, self._dirty_spans(o, r, a, b))
                 for s, e in spans:
                     p.ents = _paint(p.ents, s, e, lambda f: new if f == old else None)
         elif t == TRIM:

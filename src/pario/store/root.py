@@ -43,7 +43,7 @@ from .hybrid import LazySync, profile_cost
 from .local import LocalBackend
 from .locks import DEFAULT_TIMEOUT, StoreLock, _poll
 from .redirect import File
-from .rmt import CLEAN, RMT
+from .rmt import CLEAN, FRESH, RMT, STALE
 
 CONFIG = "store.json"
 REPLICA_PREFIX = ".replica/"
@@ -242,6 +242,7 @@ class Store:
                     rmt.trim(name, size)
             st = rmt.stats()
             if st["prev_other_boot"] and not st["prev_clean"]:
+                self.distrust_fresh()
                 self.verify_clean()
             done = []
             for name in rmt.files_with_unclean():
@@ -257,6 +258,34 @@ class Store:
             return done
         finally:
             self.recovering = False
+
+    def distrust_fresh(self) -> None:
+        """After a power failure: FRESH entries (copied, not known to be on disk) become
+        STALE, to be refreshed from the original."""
+        core = self.rmt.core
+        with self.rmt.transaction():
+            for r, o, *_ in core.replicas():
+                core.set_flag(o, r, 0, 1 << 62, FRESH, STALE)
+
+    def settle_fresh(self) -> int:
+        """fsync the data files of every replica with FRESH entries, then make those entries
+        CLEAN (trusted after a power failure).  Returns the replicas settled."""
+        core, be = self.rmt.core, self.backend
+        done = 0
+        for r, o, *_ in core.replicas():
+            if not any(e[0] == r and e[4] == FRESH for e in core.entries(o)):
+                continue
+            name = self.rmt.name(r)
+            if name is None or not be.exists(name):
+                continue
+            h = be.open(name)
+            try:
+                be.fsync(h)
+            finally:
+                be.close(h)
+            core.set_flag(o, r, 0, 1 << 62, FRESH, CLEAN)
+            done += 1
+        return done
 
     def verify_clean(self, chunk: int = 8 << 20) -> list[tuple[str, int, int]]:
         """Compare every CLEAN entry with the original; where they differ, record the copy
@@ -473,6 +502,7 @@ class Store:
     def _close_rmt_alone(self) -> None:
         """Nobody else has the store open: compact the journal when it has grown well beyond
         its state, and mark it closed cleanly when nothing is left to synchronise."""
+        self.settle_fresh()
         st = self.rmt.stats()
         live = 64 * (st["entries"] + st["replicas"] + st["jobs"]) + 4096
         if st["end"] > max(JOURNAL_COMPACT_MIN, 4 * live):
