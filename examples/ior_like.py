@@ -14,7 +14,8 @@ handle), so two runs can be compared.  ``--read-only`` reads (and checks) a file
 read-mostly analysis: CEDA's case).  With no pario hints this is a plain MPI-IO program on
 a plain file.  The PARIO_STORE / PARIO_TRACE / PARIO_PLAN / PARIO_SYSTEM / PARIO_DIRECT
 environment variables set the same hints without options (that is how ``pario run`` drives
-it).
+it; ``pario run`` also reads the phase times of the last line, ``… open S s  write S s (…)
+read S s (…)  close S s``, to say how much of a wall-time difference is in ``close``).
 """
 import argparse
 import hashlib

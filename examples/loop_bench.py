@@ -6,7 +6,10 @@ For every workload below, ``--reps`` times on a fresh store (created on the test
 servers, deleted afterwards together with its server directories): ``pario run --json
 --testbed TB …``; then one Markdown row per workload with medians and [min–max] of the
 predicted and measured times, the device requests of each run, the RMT hits, the byte
-check, and the load average seen over the repetitions.  Needs root and an up testbed
+check, ``pario run``'s verdicts (``as predicted`` / ``faster than predicted`` / ``contradicts
+the prediction``, counted over the repetitions; :mod:`pario.run.compare`) and the load
+average seen over the repetitions.  Each repetition's line names its verdict and the kinds
+of its reasons.  Needs root and an up testbed
 whose servers match its ``nominal.toml`` (``pario testbed up TB --hdd 4 --ssd 0``).
 """
 
@@ -79,6 +82,22 @@ def _ios(dev) -> int | None:
     return sum(v["read_ios"] + v["write_ios"] for v in dev.values())
 
 
+def _verdict(r: dict) -> str:
+    """``verdict (reason kinds)`` of one repetition."""
+    v = r.get("verdict") or {}
+    kinds = ", ".join(x["kind"] for x in v.get("reasons", []))
+    return f"{v.get('verdict', '–')}" + (f" ({kinds})" if kinds else "")
+
+
+def _verdicts(runs) -> str:
+    """The verdicts of the repetitions, counted: ``contradicts the prediction ×2, as predicted ×1``."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        k = (r.get("verdict") or {}).get("verdict", "–")
+        counts[k] = counts.get(k, 0) + 1
+    return ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--testbed", required=True)
@@ -99,12 +118,12 @@ def main() -> int:
             print(f"{name} #{k + 1}: predicted {r['predicted']['ORIG']} / {r['predicted']['plan']}, io "
                   f"{r['io_s']['run1']:.3f} / {r['io_s']['run2']:.3f} s, wall {r['run1_s']:.2f} / {r['run2_s']:.2f} s, "
                   f"hits {r['redirected']['hit_requests']}/{r['redirected']['requests']}, identical {r['identical']}, "
-                  f"load {r['loadavg']['start'][0]:.2f}", flush=True)
+                  f"load {r['loadavg']['start'][0]:.2f}; {_verdict(r)}", flush=True)
         allres[name] = runs
     print()
     print("| workload | predicted ORIG / plan (s) | ratio | measured I/O run 1 (s) | run 2 (s) | ratio | wall run 1 (s) "
-          "| run 2 (s) | device requests run 1 / run 2 | RMT hits | identical | load avg |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| run 2 (s) | device requests run 1 / run 2 | RMT hits | identical | verdicts | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, runs in allres.items():
         p = runs[0]["predicted"]
         pred = f"{p['ORIG']:.3f} / {p['plan']:.3f}" if p["ORIG"] and p["plan"] else "–"
@@ -120,7 +139,7 @@ def main() -> int:
               f"{statistics.median([_ios(r['devices']['run2']) for r in runs]):.0f} "
               f"| {runs[0]['redirected']['hit_requests']}/{runs[0]['redirected']['requests']} "
               f"| {'yes' if all(r['identical'] and r['fsck_ok'] for r in runs) else 'NO'} "
-              f"| {min(loads):.1f}–{max(loads):.1f} |")
+              f"| {_verdicts(runs)} | {min(loads):.1f}–{max(loads):.1f} |")
     if a.json:
         Path(a.json).write_text(json.dumps(allres, indent=1))
     return 0

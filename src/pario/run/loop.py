@@ -1,0 +1,287 @@
+"""The full CEDA loop on an MPI program (CEDA seed 000 §4.1, Fig. 6: profiling phase →
+decision phase → replication → redirected run): :func:`run_loop`, the work behind
+``pario run``.
+
+What a user would otherwise type by hand (``examples/README.md``), for any program that
+opens its files with :class:`pario.mpi.File`:
+
+1. **run 1** — ``mpiexec -n N PROGRAM ARGS`` with ``PARIO_STORE=DIR``, ``PARIO_SYSTEM=P``
+   and ``PARIO_TRACE=OUT/run1.parquet`` in the environment: ``pario.mpi.File.open`` takes
+   them as the default ``pario_store`` / ``pario_system`` / ``pario_trace`` hints
+   (:mod:`pario.mpi.hints`), so the program runs unchanged on the store and every rank's
+   requests are recorded (``PARIO_SYSTEM`` lets the ranks load a plan made for a TOML
+   profile: a plan records only the profile's name);
+2. ``pario advise OUT/run1.parquet --system P --schemes S --cb-nodes 1 [--space SIZE]
+   -o OUT/plan.json`` — the command itself (:func:`pario.cli.main`), so the plan file and
+   its printed tables are exactly what a user typing it gets;
+3. ``pario replicate OUT/plan.json --store DIR [--space SIZE]`` — likewise;
+4. **run 2** — the same command with ``PARIO_PLAN=OUT/plan.json`` (and
+   ``PARIO_TRACE=OUT/run2.parquet``): reads and writes are redirected by the store's RMT.
+
+Other ``PARIO_*`` variables of the caller's environment (``PARIO_ORDER``, ``PARIO_LAYOUT``,
+``PARIO_STORE_TIMEOUT``, …) reach every run alike; ``PARIO_HINTS`` is dropped (it could set
+the hints the loop controls).  Replicas left in the store by an earlier run are dropped
+(flushed first) before run 1, so that run 1 runs on the originals.  ``prepare`` runs the
+program once with other arguments before run 1, on the store but neither traced nor
+planned (e.g. to write the input of a read-only analysis).
+
+On emulated storage (``testbed=DIR``, :mod:`pario.run.devices`): the store's server
+directories are put on the testbed's throttled servers, every ``mpiexec`` runs inside the
+testbed's blkio cgroup (:func:`pario.testbed.enter`: the MPI processes inherit it), the
+ranks open the store's data files with ``O_DIRECT`` (``PARIO_DIRECT=1``: the throttle sees
+only I/O that bypasses the page cache; ``direct=True`` alone does that without a testbed),
+the profile defaults to ``DIR/nominal.toml``, and the replication (outside the cgroup, part
+of neither run) is synced to the devices before run 2.
+
+Measured afterwards (:mod:`pario.run.measure`): each run's wall time and traced I/O time,
+run 2's RMT hits, each request's latency in both runs, the program's printed phase times,
+SHA-256 of every file the program touched (read through the store after run 1 and after
+run 2) and ``fsck``; on a testbed each server's device requests and bytes per run.  Then
+:func:`pario.run.compare.judge` puts the prediction next to the measurement and gives the
+verdict with its measured reasons.  The program must be deterministic (same bytes in both
+runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+from pathlib import Path
+
+import numpy as np
+
+from .. import ParioError
+from . import compare, devices, measure
+from .launch import find_mpiexec, launch, mpi_command, parse_procs
+
+OWN_ENV = ("PARIO_STORE", "PARIO_PLAN", "PARIO_TRACE", "PARIO_SYSTEM", "PARIO_DIRECT", "PARIO_HINTS")
+
+
+def system_env(spec: str) -> str:
+    """The profile for the ranks' ``PARIO_SYSTEM`` (absolute when it is a file), so that a
+    plan made for a TOML profile loads in the ranks (the plan records only the profile's name)."""
+    p = Path(spec)
+    return str(p.resolve()) if p.is_file() else spec
+
+
+def drop_replicas(store: Path) -> list[str]:
+    """Drop every replica in the store (dirty data flushed first): run 1 must use the originals."""
+    from ..store import Store
+
+    with Store(str(store)) as st:
+        names = sorted({r["r_file"] for r in st.rmt.replicas()})
+        for r_file in names:
+            st.delete_replica(r_file)
+    return names
+
+
+def _tool(argv: list[str], what: str, stdout) -> None:
+    """``pario ARGV`` (the command itself), its output to ``stdout`` (None: this process's)."""
+    from ..cli import main as cli_main
+
+    with contextlib.redirect_stdout(stdout) if stdout is not None else contextlib.nullcontext():
+        rc = cli_main(argv)
+    if rc != 0:
+        raise ParioError(f"{what} failed (exit {rc})")
+
+
+def _nothing(kind: str, text: str) -> None:
+    return None
+
+
+def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, store, system: str | None = None,
+             testbed: str | None = None, direct: bool = False, space: int | None = None, schemes: str = "ceda",
+             out: str | None = None, timeout: float | None = None, mpiexec: str | None = None,
+             prepare: str | None = None, progress=None, tool_stdout=None) -> dict:
+    """Run the loop of the module docstring and return its summary (``pario run --json``).
+
+    ``procs``: number of MPI processes (int or text); ``store``: the store directory (created
+    for the profile when missing); ``system``: profile name or TOML (default
+    ``TESTBED/nominal.toml`` with ``testbed``); ``prepare``: the program's arguments for an
+    untraced run before run 1 (one shell-quoted string); ``out``: traces, plan and logs
+    (default ``./pario-run``).  ``progress(kind, text)`` is told what happens as it happens
+    (``kind`` = ``"step"``: a step starts; ``"output"``: a line the program printed;
+    ``"info"``: a measurement); ``tool_stdout``: where ``pario advise`` / ``pario replicate``
+    print (None: this process's stdout).  Every input is checked before anything is written;
+    a bad input or a failed step raises :class:`pario.ParioError`.
+    """
+    from ..store import Store, init_store
+    from ..store.fsck import fsck
+    from ..system import load_system
+    from ..trace import load as load_trace
+
+    say = progress or _nothing
+    load0 = os.getloadavg()
+    n = parse_procs(procs)
+    mpiexec = find_mpiexec(mpiexec)
+    tb = devices.open_testbed(testbed) if testbed else None
+    if system is None:
+        if tb is None:
+            raise ParioError("--system is required (or --testbed DIR, whose nominal.toml is the default profile)")
+        system = str(Path(tb.dir) / "nominal.toml")
+    prof = load_system(system)
+    direct = bool(direct or tb is not None)
+    store_arg, store = str(store), Path(store).resolve()
+    if store.exists() and not (store / "store.json").exists():
+        raise ParioError(f"--store {store_arg}: exists but is not a pario store")
+    prog_args = list(args)
+    if prog_args[:1] == ["--"]:
+        prog_args = prog_args[1:]
+    cmd = mpi_command(mpiexec, n, program, prog_args)
+    prep_cmd = None
+    if prepare is not None:
+        try:
+            prep_cmd = mpi_command(mpiexec, n, program, shlex.split(prepare))
+        except ValueError as exc:
+            raise ParioError(f"--prepare {prepare!r}: {exc}") from None
+    if store.exists():
+        cfg = json.loads((store / "store.json").read_text())
+        if cfg.get("system") != prof.name:
+            raise ParioError(f"store {store_arg} is for system {cfg.get('system')!r}, not {prof.name!r}")
+        if tb is not None:
+            devices.check_store_on_testbed(store, tb)
+    servers = devices.testbed_servers(tb, prof, store) if tb is not None else None
+    outdir = Path(out or "pario-run").resolve()
+    outdir.mkdir(parents=True, exist_ok=True)
+    if not store.exists():
+        init_store(store, prof, servers)
+    t1, t2, plan = outdir / "run1.parquet", outdir / "run2.parquet", outdir / "plan.json"
+    for p in (t1, t2, plan):
+        p.unlink(missing_ok=True)
+    # the variables the loop sets per run are its own; others (PARIO_ORDER, PARIO_STORE_TIMEOUT,
+    # PARIO_DEBUG, …) apply to every run alike
+    base = {k: v for k, v in os.environ.items() if k not in OWN_ENV}
+    base.update({"PARIO_STORE": str(store), "PARIO_SYSTEM": system_env(system)})
+    if direct:
+        base["PARIO_DIRECT"] = "1"
+
+    def run(c, env, log, label):
+        """One mpiexec (inside the testbed's cgroup with a testbed): wall time, output, device I/O."""
+        if tb is None:
+            wall, text = launch(c, env, log, timeout, label)
+            return wall, text, None
+        from ..testbed import enter
+
+        with enter(tb):
+            before = devices.device_stats(tb)
+            wall, text = launch(c, env, log, timeout, label)
+            after = devices.device_stats(tb)
+        return wall, text, devices.stats_diff(after, before)
+
+    def echo(text: str, limit: int = 20) -> None:
+        for line in text.rstrip().splitlines()[-limit:]:
+            say("output", line)
+
+    dropped = drop_replicas(store)
+    if dropped:
+        say("info", f"dropped {len(dropped)} replica(s) left in the store by an earlier run (run 1 uses the originals)")
+    where = f" on testbed {tb.dir} (O_DIRECT, ranks in cgroup {os.path.basename(tb.cgroup)})" if tb is not None \
+        else (" (O_DIRECT)" if direct else "")
+    shown = " ".join(cmd)
+    wall0 = None
+    if prep_cmd is not None:
+        say("step", f"prepare (not traced){where}: {' '.join(prep_cmd)}")
+        wall0, log0, _ = run(prep_cmd, dict(base), outdir / "prepare.log", "the prepare run")
+        echo(log0)
+        say("info", f"wall time {wall0:.3f} s")
+        if direct:
+            os.sync()
+
+    say("step", f"run 1 (traced){where}: {shown}")
+    wall1, log1, dev1 = run(cmd, {**base, "PARIO_TRACE": str(t1)}, outdir / "run1.log", "run 1")
+    if not t1.exists():
+        raise ParioError("run 1 recorded no trace: does the program open its files with pario.mpi.File?")
+    trace1 = load_trace(t1)
+    d1 = measure.file_digests(str(store), trace1.files)
+    echo(log1)
+    say("info", f"wall time {wall1:.3f} s, {len(trace1)} requests traced → {t1}")
+
+    # collective calls are planned as the aggregators' requests; every rank runs on this
+    # machine, i.e. one node, so pario.mpi picks one aggregator (ROMIO's cb_nodes default)
+    adv = ["advise", str(t1), "--system", system, "--schemes", schemes, "-o", str(plan), "--cb-nodes", "1"]
+    rep = ["replicate", str(plan), "--store", str(store)]
+    if space is not None:
+        adv += ["--space", str(space)]
+        rep += ["--space", str(space)]
+    say("step", "pario " + " ".join(adv))
+    _tool(adv, "pario advise", tool_stdout)
+    plan_d = json.loads(plan.read_text())
+    n_rep = sum(len(v) for v in (plan_d.get("replicas") or {}).values())
+    say("step", "pario " + " ".join(rep))
+    _tool(rep, "pario replicate", tool_stdout)
+    if direct:
+        os.sync()   # the replicator writes through the page cache: to the devices now, outside the cgroup
+
+    say("step", f"run 2 (plan {plan.name}){where}: {shown}")
+    wall2, log2, dev2 = run(cmd, {**base, "PARIO_PLAN": str(plan), "PARIO_TRACE": str(t2)}, outdir / "run2.log",
+                            "run 2")
+    echo(log2)
+    trace2 = load_trace(t2) if t2.exists() else None
+    hit2 = measure.rmt_hit_mask(str(store), trace2) if trace2 is not None else None
+    hits = measure.hit_counts(trace2, hit2) if trace2 is not None else dict(measure.NO_HITS)
+    names = list(dict.fromkeys([*trace1.files, *(trace2.files if trace2 is not None else ())]))
+    d2 = measure.file_digests(str(store), names)
+    with Store(str(store)) as st:
+        ok_fsck = bool(fsck(st)["ok"])
+    same = d1 == {k: v for k, v in d2.items() if k in d1} and set(d1) <= set(d2)
+    io1, io2 = measure.io_span(trace1), measure.io_span(trace2)
+    base_s = plan_d.get("baselines") or {}
+    pred = {"scheme": plan_d.get("scheme"), "system": prof.name,
+            "ORIG": base_s.get("ORIG"), "plan": plan_d.get("predicted_s")}
+    pred["ratio"] = (pred["ORIG"] / pred["plan"]) if pred["ORIG"] and pred["plan"] else None
+    load1 = os.getloadavg()
+    summary = {"procs": n, "command": cmd, "store": str(store), "out": str(outdir),
+               "testbed": tb.dir if tb is not None else None, "direct": direct,
+               "prepare_s": wall0,
+               "run1_s": wall1, "run2_s": wall2, "speedup": wall1 / wall2 if wall2 > 0 else None,
+               "io_s": {"run1": io1, "run2": io2, "ratio": (io1 / io2) if io1 and io2 else None},
+               "predicted": pred,
+               "devices": {"run1": dev1, "run2": dev2} if tb is not None else None,
+               "replicas_planned": n_rep, "redirected": hits, "files": d2, "files_run1": d1, "identical": same,
+               "fsck_ok": ok_fsck, "plan": str(plan), "traces": [str(t1), str(t2)],
+               "dropped_replicas": dropped, "collective_requests_run1": int(trace1.collective.sum()),
+               "loadavg": {"start": list(load0), "end": list(load1)}}
+    summary["evidence"] = _evidence(trace1, trace2, hit2, prof, plan, store, log1, log2)
+    summary["verdict"] = compare.judge(summary)
+    return summary
+
+
+def _evidence(trace1, trace2, hit2, prof, plan: Path, store: Path, log1: str, log2: str) -> dict:
+    """What :func:`pario.run.compare.judge` needs beyond the summary's own numbers."""
+    lat1 = np.where(np.isnan(trace1.end), np.nan, trace1.end - trace1.start) if len(trace1) else np.zeros(0)
+    ok = ~np.isnan(lat1)
+    size = int(np.median(trace1.length)) if len(trace1) else None
+    run1 = {"requests": int(len(trace1)), "bytes": int(trace1.length.sum()),
+            "median_request_bytes": size,
+            "median_latency_us": float(np.median(lat1[ok]) * 1e6) if ok.any() else None}
+    try:
+        model_servers = compare.predicted_servers(trace1, plan, prof)
+    except ParioError:
+        model_servers = None
+    try:
+        n_dev = len(set(devices.store_devices(store).values())) or None
+    except (OSError, ValueError):
+        n_dev = None
+    return {
+        "run1": run1,
+        "model_request_s": compare.cheapest_request_s(prof, size) if size else None,
+        "server_mb_s": float(1 / prof.beta_table().min() / 1e6) if prof.beta_table().min() > 0 else None,
+        "servers": prof.n,
+        "store_devices": n_dev,
+        "cpus": os.cpu_count(),
+        "phases": {"run1": measure.program_phases(log1), "run2": measure.program_phases(log2)},
+        "requests": measure.request_latencies(trace1, trace2, hit2) if trace2 is not None else None,
+        "ranks": {"run1": measure.time_in_requests(trace1), "run2": measure.time_in_requests(trace2)},
+        "model_servers": model_servers,
+    }
+
+
+def exit_status(summary: dict) -> int:
+    """``pario run``'s exit status: 0 when the files are byte-identical and fsck is clean, else 1
+    (the verdict does not change it: a contradicted prediction is a finding, not a failure)."""
+    return 0 if summary["identical"] and summary["fsck_ok"] else 1
+
+
+__all__ = ["run_loop", "exit_status", "drop_replicas", "system_env", "OWN_ENV"]
