@@ -197,6 +197,8 @@ int rmt_op(rmt_core *c, int type, int a16, const uint64_t *u, const void *bytes,
     int rc = rmt_index_check(&c->ix, &h, u, bytes);
     if (rc)
         return rc;
+    if (rmt_index_noop(&c->ix, &h, u))
+        return RMT_OK;      /* nothing would change: no record */
     rc = rmt_log_append(&c->log, &h, u, NU[type], bytes, nbytes);
     if (rc)
         return rc;

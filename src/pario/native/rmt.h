@@ -179,6 +179,7 @@ void rmt_index_init(rmt_index *ix);
 void rmt_index_free(rmt_index *ix);
 int rmt_index_check(const rmt_index *ix, const rmt_rec_head *h, const uint64_t *u, const char *bytes);
 int rmt_index_apply(rmt_index *ix, const rmt_rec_head *h, const uint64_t *u, const char *bytes);
+int rmt_index_noop(const rmt_index *ix, const rmt_rec_head *h, const uint64_t *u);
 rmt_ofile *rmt_index_file(const rmt_index *ix, uint64_t o);
 rmt_rep *rmt_index_rep(const rmt_index *ix, uint64_t r);
 rmt_job *rmt_index_job(const rmt_index *ix, uint64_t r);

@@ -719,6 +719,38 @@ int rmt_index_check(const rmt_index *ix, const rmt_rec_head *h, const uint64_t *
     }
 }
 
+/* would applying this record change nothing?  (Such records are not appended: a flag
+ * change over entries that do not have the old flag, a trim past every entry, a growth
+ * that does not grow.  Conservative: 0 when unsure.) */
+int rmt_index_noop(const rmt_index *ix, const rmt_rec_head *h, const uint64_t *u)
+{
+    const rmt_rep *p;
+    const rmt_ofile *f;
+    switch (h->type) {
+    case REC_SETFLAG:
+        p = rmt_map_get(&ix->reps, u[1]);
+        if (!p)
+            return 1;
+        for (size_t i = first_after(p, I64(u[2])); i < p->n && p->e[i].off < I64(u[3]); i++)
+            if (p->e[i].flag == (h->a16 & 0xFF) && (h->a16 & 0xFF) != (h->a16 >> 8))
+                return 0;
+        return 1;
+    case REC_TRIM:
+        f = rmt_map_get(&ix->files, u[0]);
+        for (int k = 0; f && k < f->nrep; k++) {
+            p = f->reps[k];
+            if (p->n && p->e[p->n - 1].off + p->e[p->n - 1].len > I64(u[1]))
+                return 0;
+        }
+        return 1;
+    case REC_GROW:
+        p = rmt_map_get(&ix->reps, u[1]);
+        return p && p->n && p->e[p->n - 1].off + p->e[p->n - 1].len >= I64(u[2]);
+    default:
+        return 0;
+    }
+}
+
 int rmt_index_apply(rmt_index *ix, const rmt_rec_head *h, const uint64_t *u, const char *bytes)
 {
     switch (h->type) {
