@@ -6,6 +6,7 @@ Needs root, loop devices and a blkio/io cgroup; mpi4py + mpiexec for the collect
                                             [--cap 16m] [--block 32m] [--reps 3] [--skip-collective]
                                             [--orders romcio,cacio,hacio] [--coll-layouts fixed:64k,fixed:1m]
                                             [--unthrottled-reps 1] [--skip-independent] [--skip-burst]
+                                            [--skip-carry]
 
 1. ``pario testbed up DIR --hdd 4 --ssd 4`` (HDD-like 250 IOPS / 120 MiB/s, SSD-like
    2000 IOPS / 400 MiB/s), unless ``--reuse`` names a running testbed.
@@ -25,7 +26,9 @@ Needs root, loop devices and a blkio/io cgroup; mpi4py + mpiexec for the collect
    (``--unthrottled-reps``: the runtime's own time), and the I/O phases priced by
    :mod:`pario.testbed.throttle` with α + β·s and with the throttle's max(n·α, B·β).
 5. The throttle's credit after idle (1 MiB writes after 0.5 s idle on H0 and S0).
-6. Prints the tables (markdown) and releases the testbed it made.
+6. Credit carried into the next window: a 1 MiB read, a gap of 0–0.3 s, then 48 MiB read
+   on H0, without and with ``restart_throttle`` before the window (``--skip-carry``).
+7. Prints the tables (markdown) and releases the testbed it made.
 """
 
 from __future__ import annotations
@@ -221,6 +224,91 @@ def burst_section(tbdir, servers=("H0", "S0"), sizes_mib=(4, 8, 12, 16, 24, 32, 
     return out
 
 
+def carry_section(tbdir, server="H0", mib=48, gaps=(0.0, 0.05, 0.1, 0.15, 0.2, 0.3), reps=3) -> dict:
+    """Step 6: throttle credit carried into the next window.  A 1 MiB read, a gap of ``g``
+    seconds, then ``mib`` MiB read as 1 MiB O_DIRECT reads from 4 threads — all in the
+    testbed's cgroup, once as two back-to-back runs did before the fix (no restart: the
+    window inherits the idle part of the slice the 1 MiB read opened) and once with
+    :func:`pario.testbed.core.restart_throttle` before the window (what ``enter`` and the
+    collective replay do).  The bound a run may not beat is k / BPS − one slice."""
+    import mmap
+    import os
+    import threading
+
+    from pario.testbed import core
+
+    tb = core.load_state(tbdir)
+    srv = tb.server(server)
+    bps = srv.limits()["read_bps"]
+    path = Path(tbdir) / server / "pario-carry-probe.dat"
+    out = {}
+
+    def read(offsets, threads):
+        todo = list(offsets)
+        lock = threading.Lock()
+        bar = threading.Barrier(threads + 1)
+
+        def work():
+            b = mmap.mmap(-1, 1 << 20)
+            bar.wait()
+            while True:
+                with lock:
+                    if not todo:
+                        break
+                    off = todo.pop(0)
+                os.preadv(rfd, [b], off)
+            b.close()
+
+        ths = [threading.Thread(target=work) for _ in range(threads)]
+        for th in ths:
+            th.start()
+        bar.wait()
+        t0 = time.perf_counter()
+        for th in ths:
+            th.join()
+        return time.perf_counter() - t0
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    buf = mmap.mmap(-1, 1 << 20)
+    buf.write(os.urandom(1 << 20))
+    rfd = -1
+    try:
+        for off in range(0, (mib + 1) << 20, 1 << 20):   # write first (untimed, outside the cgroup)
+            os.pwrite(fd, buf, off)
+        os.fsync(fd)
+        rfd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        bound = 1e3 * ((mib << 20) / bps - core.THROTTLE_SLICE_S)
+        print(f"\n{server}: {mib} MiB read (4 threads, 1 MiB O_DIRECT) g seconds after a 1 MiB read, "
+              f"median of {reps}; bound k / BPS − 100 ms = {bound:.1f} ms")
+        print("| gap (s) | no restart (ms) [range] | restart_throttle (ms) [range] |")
+        print("|---|---|---|")
+        with core.enter(tb, fresh=False):
+            for g in gaps:
+                row = {}
+                for mode in ("none", "restart"):
+                    ts = []
+                    for _ in range(reps):
+                        time.sleep(0.5)
+                        read([mib << 20], 1)
+                        time.sleep(g)
+                        if mode == "restart":
+                            core.restart_throttle(tb)
+                        ts.append(1e3 * read([j << 20 for j in range(mib)], 4))
+                    row[mode] = ts
+                out[g] = row
+                print(f"| {g:.2f} | " + " | ".join(
+                    f"{statistics.median(row[m]):.1f} [{min(row[m]):.1f}–{max(row[m]):.1f}]"
+                    + (" **< bound**" if min(row[m]) < bound else "") for m in ("none", "restart")) + " |",
+                    flush=True)
+    finally:
+        buf.close()
+        os.close(fd)
+        if rfd >= 0:
+            os.close(rfd)
+        path.unlink(missing_ok=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/pario-bt")
@@ -235,6 +323,8 @@ def main() -> int:
     ap.add_argument("--orders", default="romcio,cacio,hacio", help="collective orders (default all three)")
     ap.add_argument("--aggregators", type=int, default=8, help="cb_nodes of the collective runs (default 8)")
     ap.add_argument("--skip-burst", action="store_true", help="skip the throttle-credit probe (step 5)")
+    ap.add_argument("--skip-carry", action="store_true",
+                    help="skip the probe of credit carried into the next window (step 6)")
     ap.add_argument("--unthrottled-reps", type=int, default=1,
                     help="collective runs per layout and order outside the cgroup (default 1; 0 = none)")
     a = ap.parse_args()
@@ -309,6 +399,8 @@ def main() -> int:
             collective_section(a, cal, nominal, store, block)
         if not a.skip_burst:
             burst_section(tbdir)
+        if not a.skip_carry:
+            carry_section(tbdir)
     finally:
         if made and (tbdir / core.STATE_FILE).exists():
             print(f"testbed down {tbdir}", flush=True)

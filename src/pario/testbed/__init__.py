@@ -8,7 +8,12 @@ hierarchy, cgroup v2 ``io.max``.  The throttle is a per-device token bucket, so 
 queue-depth-1 stream of requests of ``s`` bytes costs on average
 ``max(1/IOPS, s/BPS)`` per request (measured in ``docs/calibration.md``), and a device
 that idled for one throttle slice (100 ms on these rotational loop queues) passes the
-next slice's worth of bytes and requests at once.  :mod:`pario.testbed.throttle` prices a
+next slice's worth of bytes and requests at once.  Idle time inside a slice that is still
+open (up to 200 ms after the last request) is credit too, so :func:`enter` and the
+collective replay restart the throttles before every measured window
+(:func:`restart_throttle`): each run gets the one slice an idle device gets and no more,
+and a device that must pass B bytes at rate R takes at least B/R − 100 ms.
+:mod:`pario.testbed.throttle` prices a
 two-phase collective schedule with that ``max`` shape next to the papers' ``α + β·s``.
 
 Throttling only applies to the processes *inside* the cgroup and only to I/O that reaches
@@ -32,6 +37,7 @@ from .core import (
     find_testbed,
     load_state,
     nominal_system,
+    restart_throttle,
     status,
     up,
 )
@@ -46,6 +52,7 @@ __all__ = [
     "find_testbed",
     "load_state",
     "nominal_system",
+    "restart_throttle",
     "status",
     "up",
 ]

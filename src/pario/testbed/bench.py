@@ -11,9 +11,10 @@ release the GIL, so the servers see N concurrent request streams.
 Data files are opened with ``O_DIRECT`` (the store's ``direct=True``), so the I/O reaches
 the (throttled) block devices from the measuring process.  When the store's server
 directories lie on a :mod:`pario.testbed`, the process joins the testbed's cgroup for
-the replay and the per-device bytes are read from the cgroup's
-``blkio.throttle.io_service_bytes`` (what really reached each server); otherwise the
-per-server bytes are the exact mapping of the layout.
+the replay (after restarting its throttles, so that every replay starts like one on
+long-idle devices: :func:`pario.testbed.core.restart_throttle`) and the per-device bytes
+are read from the cgroup's ``blkio.throttle.io_service_bytes`` (what really reached each
+server); otherwise the per-server bytes are the exact mapping of the layout.
 
 The files are created under ``bench/`` in the store with the layout (or the plan's
 layout per file), prefilled (not timed) so reads hit written data, and deleted after
@@ -244,6 +245,8 @@ def replay(trace, store_root, *, procs: int, layout=None, plan=None, prefill: bo
                 mv.release()
                 wb.close()
 
+        # enter() restarts the throttles: the replay gets the credit of idle devices (one slice),
+        # not what a previous run that ended a few ms ago left in the still-open slice
         ctx = enter(tb) if tb is not None and tb.cgroup else contextlib.nullcontext()
         with ctx:
             before = _device_bytes(tb, system.names)
@@ -400,10 +403,11 @@ def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, 
         spec = {"trace": tpath, "store": str(Path(store_root).resolve()), "names": names, "order": order,
                 "cb_buffer": int(cb_buffer), "cb_nodes": cb_nodes, "direct": True,
                 "testbed": tb.dir if tb is not None and tb.cgroup else None, "servers": list(system.names)}
+        inside = throttled and tb is not None and bool(tb.cgroup)
+        spec["restart_throttle"] = inside  # rank 0 restarts the throttles before every call
         spath = os.path.join(tmp, "spec.json")
         Path(spath).write_text(json.dumps(spec))
         cmd = [mpiexec, "-n", str(procs), sys.executable, "-m", "pario.testbed.collective", spath]
-        inside = throttled and tb is not None and bool(tb.cgroup)
         ctx = enter(tb) if inside else contextlib.nullcontext()
         if progress:
             progress(f"collective replay ({order}) with {procs} MPI ranks")

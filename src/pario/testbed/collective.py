@@ -17,10 +17,14 @@ cgroup).  After each call every rank checks what it really has open: the file
 descriptors that point into the store's server directories and how many of them carry
 ``O_DIRECT`` (``/proc/self/fdinfo``), and its block-I/O cgroup (``/proc/self/cgroup``);
 rank 0 reports the sums and the distinct cgroups.  The wall time of each call is measured
-between two barriers; on a testbed (``spec["testbed"]``) rank 0 also reads the requests
-per server that passed the throttle (cgroup ``io_serviced``) and that the loop devices
-completed (``/sys/block/loopN/stat``) right after the first and the second barrier, so
-they count the timed call only.  Rank 0 prints one JSON line ``{"calls": [...]}``.
+between two barriers; before the first of them, when ``spec["restart_throttle"]`` is set
+(the ranks run inside the testbed's cgroup), rank 0 restarts the testbed's throttles
+(:func:`pario.testbed.core.restart_throttle`), so that no call inherits throttle credit
+from the I/O of the previous call or of the program's start-up.  On a testbed
+(``spec["testbed"]``) rank 0 also reads the requests per server that passed the throttle
+(cgroup ``io_serviced``) and that the loop devices completed (``/sys/block/loopN/stat``)
+right after the first and the second barrier, so they count the timed call only.
+Rank 0 prints one JSON line ``{"calls": [...]}``.
 """
 
 from __future__ import annotations
@@ -92,6 +96,16 @@ def _counters(spec):
     return read
 
 
+def _restarter(spec):
+    """Rank 0's restart of the testbed's throttles before each call (``spec["restart_throttle"]``), else None."""
+    if not (spec.get("testbed") and spec.get("restart_throttle")):
+        return None
+    from pario.testbed.core import load_state, restart_throttle
+
+    tb = load_state(spec["testbed"])
+    return lambda: restart_throttle(tb)
+
+
 def main(argv: list[str]) -> int:
     from mpi4py import MPI
 
@@ -109,6 +123,7 @@ def main(argv: list[str]) -> int:
     if spec.get("cb_nodes"):
         hints["cb_nodes"] = str(spec["cb_nodes"])
     counters = _counters(spec) if rank == 0 else None
+    restart = _restarter(spec) if rank == 0 else None
     calls = []
     for fi, fname in enumerate(trace.files):
         for op in (1, 0) if spec.get("writes_first", True) else (0, 1):
@@ -129,6 +144,8 @@ def main(argv: list[str]) -> int:
                 else:
                     ft = MPI.BYTE.Create_contiguous(0).Commit()
                 fh.set_view(0, MPI.BYTE, ft)
+                if restart:  # no credit from earlier I/O: the call starts like one on idle devices
+                    restart()
                 comm.Barrier()
                 ios0 = counters() if counters else None
                 prof = None

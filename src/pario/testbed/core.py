@@ -30,6 +30,12 @@ _V1_FILES = {
     "write_iops": "blkio.throttle.write_iops_device",
 }
 
+# blk-throttle's time slice: ``throtl_slice`` = HZ/10 jiffies, 100 ms at any HZ (kernel 6.18:
+# DFL_THROTL_SLICE for every queue).  A slice restarted by a limit write ends one slice later
+# (slice_end = jiffies + HZ/10); 2 jiffies (≤ 20 ms for HZ ≥ 100) on top make sure it is over.
+THROTTLE_SLICE_S = 0.1
+SLICE_EXPIRY_S = THROTTLE_SLICE_S + 0.02
+
 # Defaults: an HDD-like server (≈ 4 ms per random request, 120 MiB/s) and an SSD-like one
 # (0.5 ms, 400 MiB/s).  See docs/calibration.md.
 DEFAULT_HDD_IOPS = 250
@@ -185,6 +191,48 @@ def _apply_limits(tb: Testbed, s: TestbedServer) -> None:
         _write(os.path.join(tb.cgroup, "io.max"),
                f"{s.majmin} rbps={lim['read_bps']} wbps={lim['write_bps']} "
                f"riops={lim['read_iops']} wiops={lim['write_iops']}\n")
+
+
+def restart_throttle(tb: Testbed, *, wait: bool = True) -> None:
+    """Give every server of ``tb`` the throttle state of a device that has long been idle.
+
+    blk-throttle charges a device's bytes against ``rate × (elapsed time of the current slice,
+    rounded up to 100 ms)``, and the slice stays open until up to two slices after the last
+    dispatch.  Idle time inside a slice that is still open is therefore credit: a window that
+    starts < 200 ms after earlier I/O of the cgroup on the device (the previous replay's
+    reads, a trickle of small requests) passes the bytes of that idle time at once on top of
+    its own slice (measured: up to ≈ 0.24 s worth), and a measured time falls below
+    ``bytes / rate − 100 ms`` (docs/calibration.md, "Credit carried into the next window").
+
+    Writing a throttle limit makes the kernel restart the device's slices and, with nothing
+    queued, forget what it dispatched (``tg_set_conf`` / ``tg_set_limit`` →
+    ``tg_update_carryover`` + ``tg_conf_updated``); the current limits, as read back from the
+    cgroup, are written unchanged.  With ``wait`` this returns only when that restarted slice
+    is over (:data:`SLICE_EXPIRY_S`), so the next request starts a new slice of its own: the
+    window then gets exactly the one slice of credit an idle device gets, and a device ``j``
+    that must pass ``B_j`` bytes takes at least ``B_j / rate_j − 100 ms``.  Meant for a cgroup
+    with no I/O queued in the throttle (bios still queued would keep their computed wait).
+    """
+    for s in tb.servers:
+        if not s.majmin:
+            continue
+        cur = _read_limits(tb, s)
+        if not cur:
+            continue
+        try:
+            if tb.cgroup_version == 1:
+                for key, fname in _V1_FILES.items():
+                    if key in cur:
+                        _write(os.path.join(tb.cgroup, fname), f"{s.majmin} {cur[key]}\n")
+            else:
+                kv = " ".join(f"{k}={cur.get(key, 'max')}" for k, key in
+                              (("rbps", "read_bps"), ("wbps", "write_bps"), ("riops", "read_iops"),
+                               ("wiops", "write_iops")))
+                _write(os.path.join(tb.cgroup, "io.max"), f"{s.majmin} {kv}\n")
+        except OSError as exc:
+            raise ParioError(f"cannot restart the throttle of {s.name} in {tb.cgroup} ({exc.strerror})") from None
+    if wait:
+        time.sleep(SLICE_EXPIRY_S)
 
 
 def set_limits(tb: Testbed, name: str, limits: dict[str, int]) -> None:
@@ -441,11 +489,14 @@ def _read_limits(tb: Testbed, s: TestbedServer) -> dict[str, int] | None:
 
 # ---------------------------------------------------------------------------- running inside
 @contextlib.contextmanager
-def enter(tb: Testbed | str | Path):
+def enter(tb: Testbed | str | Path, *, fresh: bool = True):
     """Run the body (and any child started in it) inside the testbed's throttling cgroup.
 
     Writes this process's pid into the cgroup's ``cgroup.procs`` and moves it back to its
-    original cgroup on exit, so ``down`` can remove the cgroup afterwards.
+    original cgroup on exit, so ``down`` can remove the cgroup afterwards.  With ``fresh``
+    (the default) the throttles are restarted first (:func:`restart_throttle`, ≈ 0.12 s), so
+    that nothing the cgroup did before — a previous run that ended a few ms ago — leaves
+    credit for the body: every run starts like one on a device idle for a long time.
     """
     if not isinstance(tb, Testbed):
         tb = load_state(tb)
@@ -458,6 +509,8 @@ def enter(tb: Testbed | str | Path):
     except OSError as exc:
         raise ParioError(f"cannot move process into {tb.cgroup} ({exc.strerror}); are you root?") from None
     try:
+        if fresh:
+            restart_throttle(tb)
         yield tb
     finally:
         target = original if os.path.isdir(original) else root
