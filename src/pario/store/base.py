@@ -76,8 +76,9 @@ class Backend(ABC):
         """Vectorised write: ``buf[buf_offsets[k]:+lengths[k]]`` to ``[offsets[k], +lengths[k])``."""
 
     @abstractmethod
-    def fsync(self, h: Handle) -> None:
-        """Make the file's bytes and size durable."""
+    def fsync(self, h: Handle, everything: bool = False) -> None:
+        """Make the bytes written through ``h`` and the size durable (``everything``: all of
+        the file's bytes, whoever wrote them)."""
 
     @abstractmethod
     def truncate(self, h: Handle, size: int) -> None:

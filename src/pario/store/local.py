@@ -56,6 +56,8 @@ from .pieces import fast_pieces, one_piece, pieces
 ALIGN = 4096
 IOV_MAX = 1024
 FAST_RANGES = 8192   # vectored requests of up to this many ranges are cut by the scalar fast path
+COPY_WITH = "kernel"  # LocalBackend.copy: "kernel" (copy_file_range) or "buffer" (preadv + pwritev)
+COPY_BUF = 64 << 20
 _DIRECT = getattr(os, "O_DIRECT", 0)
 
 
@@ -744,11 +746,20 @@ class LocalBackend(Backend):
         if len(lens) == 0:
             return
         end = int((do + lens).max())
-        if self.direct:
-            bo = np.concatenate(([0], np.cumsum(lens)[:-1]))
-            buf = bytearray(int(lens.sum()))
-            self.readv(src, so, lens, buf, bo)
-            self.writev(dst, do, lens, buf, bo)
+        if self.direct or COPY_WITH == "buffer":
+            # through a buffer of at most COPY_BUF bytes: the source's pieces read with preadv,
+            # the destination's server-contiguous runs written with one pwritev each
+            i = 0
+            while i < len(lens):
+                j, tot = i, 0
+                while j < len(lens) and (j == i or tot + int(lens[j]) <= COPY_BUF):
+                    tot += int(lens[j])
+                    j += 1
+                bo = np.concatenate(([0], np.cumsum(lens[i:j])[:-1]))
+                buf = bytearray(tot)
+                self.readv(src, so[i:j], lens[i:j], buf, bo)
+                self.writev(dst, do[i:j], lens[i:j], buf, bo)
+                i = j
             return
         bo = np.concatenate(([0], np.cumsum(lens)[:-1]))
         sp = [a if isinstance(a, list) else a.tolist() for a in self._pieces(src, so, lens, bo)]
@@ -781,8 +792,17 @@ class LocalBackend(Backend):
         for fd in h.fds.values():
             os.fsync(fd)
 
-    def fsync(self, h: LocalHandle) -> None:
+    def fsync(self, h: LocalHandle, everything: bool = False) -> None:
+        """The bytes this handle wrote and its size durable; ``everything``: every data file
+        of the file, whoever wrote it (another handle, another process)."""
         with h.lock:
+            if everything:
+                for j, d in enumerate(self.server_dirs):
+                    for p in d.glob(f"{h.id:08d}.*"):
+                        try:
+                            h.fd(j, int(p.name.partition(".")[2]))
+                        except ValueError:
+                            continue
             self._sync_fds(h)
             if h.size_dirty:
                 self._commit_size(h)

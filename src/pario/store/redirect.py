@@ -393,8 +393,10 @@ class File:
         with self.lock:
             self.backend.fsync(self.h)
             for r, h in self._reps.items():
-                self.backend.fsync(h)
-                self.core.set_flag(self.fid, r, 0, 1 << 62, FRESH, CLEAN)
+                fresh = any(e[0] == r and e[4] == FRESH for e in self.core.entries(self.fid))
+                self.backend.fsync(h, everything=fresh)     # the replicator wrote through its own handle
+                if fresh:
+                    self.core.set_flag(self.fid, r, 0, 1 << 62, FRESH, CLEAN)
             self.rmt.sync()
 
     def close(self) -> None:

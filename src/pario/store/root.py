@@ -280,7 +280,7 @@ class Store:
                 continue
             h = be.open(name)
             try:
-                be.fsync(h)
+                be.fsync(h, everything=True)
             finally:
                 be.close(h)
             core.set_flag(o, r, 0, 1 << 62, FRESH, CLEAN)
