@@ -22,6 +22,7 @@ typedef struct {
     rmt_core c;
     int open;
     pthread_mutex_t mu;
+    PyObject *last;          /* the last (r, delta) returned: requests in one replica reuse it */
 } Core;
 
 /* ------------------------------------------------------------------ helpers */
@@ -140,6 +141,7 @@ static PyObject *do_op(Core *self, int type, int a16, const uint64_t *u, const v
 /* ------------------------------------------------------------------ type */
 static void Core_dealloc(Core *self)
 {
+    Py_CLEAR(self->last);
     if (self->open)
         rmt_close(&self->c);
     self->open = 0;
@@ -185,14 +187,21 @@ static int Core_init(Core *self, PyObject *args, PyObject *kw)
 }
 
 /* segments -> None | (r, delta) | [(s, t, r, delta, choice), ...] */
-static PyObject *segs_result(const rmt_seg *sg, int n)
+static PyObject *segs_result(Core *self, const rmt_seg *sg, int n)
 {
     if (n == 0)
         Py_RETURN_NONE;
     if (n == 1 && !sg[0].choice) {
         if (sg[0].r == 0)
             Py_RETURN_NONE;
-        /* the hot case (a request inside one replica extent): no format parsing */
+        /* the hot case (a request inside one replica extent): the same tuple as last time
+         * when the copy and shift are the same (a CEDA replica: always), else a new one */
+        PyObject *l = self->last;
+        if (l && PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(l, 0)) == sg[0].r
+            && PyLong_AsLongLong(PyTuple_GET_ITEM(l, 1)) == sg[0].delta) {
+            Py_INCREF(l);
+            return l;
+        }
         PyObject *t = PyTuple_New(2), *r = PyLong_FromUnsignedLongLong(sg[0].r), *d = PyLong_FromLongLong(sg[0].delta);
         if (!t || !r || !d) {
             Py_XDECREF(t);
@@ -202,6 +211,8 @@ static PyObject *segs_result(const rmt_seg *sg, int n)
         }
         PyTuple_SET_ITEM(t, 0, r);
         PyTuple_SET_ITEM(t, 1, d);
+        Py_INCREF(t);
+        Py_XSETREF(self->last, t);
         return t;
     }
     PyObject *out = PyList_New(n);
@@ -256,7 +267,7 @@ static PyObject *route_or_write(Core *self, PyObject *const *args, Py_ssize_t n,
         }
     }
     unlock_mu(self);
-    PyObject *res = rc ? fail(self, rc, write ? "a write's flag change" : "a lookup") : segs_result(sg, nseg);
+    PyObject *res = rc ? fail(self, rc, write ? "a write's flag change" : "a lookup") : segs_result(self, sg, nseg);
     if (sg != small)
         PyMem_Free(sg);
     return res;
