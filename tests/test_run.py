@@ -655,6 +655,8 @@ def test_run_on_testbed(tmp_path):
     (["--procs", "2", "--store", "S", "--testbed", "no-such-testbed", str(IOR)], "is not a pario testbed"),
     (["--procs", "2", "--store", "S", "--system", "ceda-hdd8", "--prepare", "data 'unbalanced", str(IOR)],
      "--prepare"),
+    (["--procs", "2", "--store", "S", "--system", "ceda-hdd8", "--repeat", "0", str(IOR)], "--repeat 0: give 1 to 100"),
+    (["--procs", "2", "--store", "S", "--system", "ceda-hdd8", "--repeat", "x", str(IOR)], "--repeat 'x': not an integer"),
 ])
 def test_run_bad_input_one_line(tmp_path, args, message):
     cp = pario("run", *args, cwd=tmp_path, timeout=60)
@@ -662,6 +664,28 @@ def test_run_bad_input_one_line(tmp_path, args, message):
     lines = cp.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pario: error:") and message in lines[0], cp.stderr
     assert not (tmp_path / "S").exists()   # nothing created on bad input
+
+
+def test_run_repeat_compares_medians(tmp_path):
+    """--repeat 3: run 1 and run 2 three times each, every one traced and checked; the
+    compared I/O times are the medians of the runs' own trace spans."""
+    if _mpiexec() is None:
+        pytest.skip("mpiexec not found")
+    from pario.trace import load
+
+    out = tmp_path / "out"
+    cp = pario("run", "--procs", 2, "--store", tmp_path / "store", "--system", "ceda-hdd8", "--out", out,
+               "--timeout", 90, "--json", "--repeat", 3, IOR, "data", "--xfer", "16K", "--segments", 8)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    res = json.loads(cp.stdout)
+    assert res["repeat"] == 3 and res["identical"] and res["fsck_ok"]
+    from pario.run.measure import io_span
+
+    for run in (1, 2):
+        spans = [io_span(load(out / f"run{run}{'' if k == 0 else f'-{k + 1}'}.parquet")) for k in range(3)]
+        assert [r["io_s"] for r in res["repetitions"][f"run{run}"]] == pytest.approx(spans)
+        assert res["io_s"][f"run{run}"] == pytest.approx(float(np.median(spans)))
+    assert res["verdict"]["measured_ratio"] == pytest.approx(res["io_s"]["run1"] / res["io_s"]["run2"])
 
 
 def test_run_program_failure_is_one_line(tmp_path):

@@ -64,6 +64,8 @@ def register(sub) -> None:
     p.add_argument("--prepare", default=None, metavar="ARGS",
                    help="run the program once with these arguments before run 1 (untraced, no plan), "
                         "e.g. to write the input of a read-only run (--prepare=ARGS when ARGS starts with -)")
+    p.add_argument("--repeat", default="1", metavar="K",
+                   help="run 1 and run 2 each K times and compare the medians (default 1)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=_run)
 
@@ -82,6 +84,7 @@ def _run(args) -> int:
     summary = run_loop(args.program, args.args, procs=args.procs, store=args.store, system=args.system,
                        testbed=args.testbed, direct=args.direct, space=args.space, schemes=args.schemes,
                        out=args.out, timeout=args.timeout, mpiexec=args.mpiexec, prepare=args.prepare,
+                       repeat=args.repeat,
                        progress=None if args.json else progress, tool_stdout=sys.stderr if args.json else None)
     if args.json:
         print_json(summary)
@@ -105,12 +108,17 @@ def _report(s: dict) -> None:
     t.add_column("run 1 / run 2", justify="right")
     t.add_row(f"predicted I/O time (pario advise, {escape(str(pr['system']))}: ORIG / plan)", _fmt(pr["ORIG"]),
               _fmt(pr["plan"]), _fmt(v["predicted_ratio"], "×", 2))
-    t.add_row("measured I/O time (trace: first request → last request)", _fmt(io["run1"]), _fmt(io["run2"]),
-              _fmt(v["measured_ratio"], "×", 2))
+    k = s.get("repeat", 1)
+    t.add_row("measured I/O time (trace: first request → last request)" + (f", median of {k}" if k > 1 else ""),
+              _fmt(io["run1"]), _fmt(io["run2"]), _fmt(v["measured_ratio"], "×", 2))
+    if k > 1:
+        spans = [[r["io_s"] for r in s["repetitions"][run] if r["io_s"] is not None] for run in ("run1", "run2")]
+        t.add_row("  each run's I/O time, min – max", *(f"{min(x):.3f} – {max(x):.3f}" if x else "–" for x in spans),
+                  "")
     t.add_row("measured / predicted", _fmt(v["runs"]["run1"]["measured_over_predicted"], "", 2),
               _fmt(v["runs"]["run2"]["measured_over_predicted"], "", 2), _fmt(v["q"], "", 2))
-    t.add_row("wall time (mpiexec: start-up, imports, open, close included)", _fmt(s["run1_s"]), _fmt(s["run2_s"]),
-              _fmt(s["speedup"], "×", 2))
+    t.add_row("wall time (mpiexec: start-up, imports, open, close included)" + (", median" if k > 1 else ""),
+              _fmt(s["run1_s"]), _fmt(s["run2_s"]), _fmt(s["speedup"], "×", 2))
     ph = (s.get("evidence") or {}).get("phases") or {}
     if ph.get("run1") and ph.get("run2"):
         for k in ("open", "write", "read", "close"):

@@ -94,14 +94,18 @@ def _nothing(kind: str, text: str) -> None:
 def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, store, system: str | None = None,
              testbed: str | None = None, direct: bool = False, space: int | None = None, schemes: str = "ceda",
              out: str | None = None, timeout: float | None = None, mpiexec: str | None = None,
-             prepare: str | None = None, progress=None, tool_stdout=None) -> dict:
+             prepare: str | None = None, repeat: int = 1, progress=None, tool_stdout=None) -> dict:
     """Run the loop of the module docstring and return its summary (``pario run --json``).
 
     ``procs``: number of MPI processes (int or text); ``store``: the store directory (created
     for the profile when missing); ``system``: profile name or TOML (default
     ``TESTBED/nominal.toml`` with ``testbed``); ``prepare``: the program's arguments for an
     untraced run before run 1 (one shell-quoted string); ``out``: traces, plan and logs
-    (default ``./pario-run``).  ``progress(kind, text)`` is told what happens as it happens
+    (default ``./pario-run``); ``repeat``: run 1 and run 2 each that many times (every run 1
+    before the plan, every run 2 after it; each traced, each checked byte for byte) and report
+    the medians of their I/O and wall times — the traced I/O of a short program on a busy
+    machine varies by more than the difference the plan makes.  ``progress(kind, text)`` is
+    told what happens as it happens
     (``kind`` = ``"step"``: a step starts; ``"output"``: a line the program printed;
     ``"info"``: a measurement); ``tool_stdout``: where ``pario advise`` / ``pario replicate``
     print (None: this process's stdout).  Every input is checked before anything is written;
@@ -115,6 +119,12 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     say = progress or _nothing
     load0 = os.getloadavg()
     n = parse_procs(procs)
+    try:
+        repeat = int(repeat)
+    except (TypeError, ValueError):
+        raise ParioError(f"--repeat {repeat!r}: not an integer") from None
+    if not 1 <= repeat <= 100:
+        raise ParioError(f"--repeat {repeat}: give 1 to 100 runs")
     mpiexec = find_mpiexec(mpiexec)
     tb = devices.open_testbed(testbed) if testbed else None
     if system is None:
@@ -148,7 +158,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     if not store.exists():
         init_store(store, prof, servers)
     t1, t2, plan = outdir / "run1.parquet", outdir / "run2.parquet", outdir / "plan.json"
-    for p in (t1, t2, plan):
+    for p in (t1, t2, plan, *outdir.glob("run[12]-*.parquet")):
         p.unlink(missing_ok=True)
     # the variables the loop sets per run are its own; others (PARIO_ORDER, PARIO_STORE_TIMEOUT,
     # PARIO_DEBUG, …) apply to every run alike
@@ -189,13 +199,28 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         if direct:
             os.sync()
 
-    say("step", f"run 1 (traced){where}: {shown}")
-    wall1, log1, dev1 = run(cmd, {**base, "PARIO_TRACE": str(t1)}, outdir / "run1.log", "run 1")
-    if not t1.exists():
-        raise ParioError("run 1 recorded no trace: does the program open its files with pario.mpi.File?")
-    trace1 = load_trace(t1)
-    d1 = measure.file_digests(str(store), trace1.files)
-    echo(log1)
+    def repeated(k: int, which: int, tpath: Path, env: dict):
+        """Run ``which`` (1 or 2), repetition ``k`` (0 = the one the report details)."""
+        suffix = "" if k == 0 else f"-{k + 1}"
+        tp = tpath if k == 0 else outdir / f"run{which}{suffix}.parquet"
+        label = f"run {which}" + (f" ({k + 1} of {repeat})" if repeat > 1 else "")
+        return (tp, *run(cmd, {**env, "PARIO_TRACE": str(tp)}, outdir / f"run{which}{suffix}.log", label))
+
+    say("step", f"run 1 (traced){where}: {shown}" + (f", {repeat} times" if repeat > 1 else ""))
+    rep1 = []
+    for k in range(repeat):
+        tp, wall, log, dev = repeated(k, 1, t1, base)
+        if not tp.exists():
+            raise ParioError("run 1 recorded no trace: does the program open its files with pario.mpi.File?")
+        tr = load_trace(tp)
+        dig = measure.file_digests(str(store), tr.files)
+        if k == 0:
+            wall1, log1, dev1, trace1, d1 = wall, log, dev, tr, dig
+            echo(log1)
+        elif dig != d1:
+            raise ParioError(f"run 1 repetition {k + 1} wrote other bytes than the first (the program must be "
+                             "deterministic)")
+        rep1.append({"wall_s": wall, "io_s": measure.io_span(tr)})
     say("info", f"wall time {wall1:.3f} s, {len(trace1)} requests traced → {t1}")
 
     # collective calls are planned as the aggregators' requests; every rank runs on this
@@ -214,10 +239,16 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     if direct:
         os.sync()   # the replicator writes through the page cache: to the devices now, outside the cgroup
 
-    say("step", f"run 2 (plan {plan.name}){where}: {shown}")
-    wall2, log2, dev2 = run(cmd, {**base, "PARIO_PLAN": str(plan), "PARIO_TRACE": str(t2)}, outdir / "run2.log",
-                            "run 2")
-    echo(log2)
+    say("step", f"run 2 (plan {plan.name}){where}: {shown}" + (f", {repeat} times" if repeat > 1 else ""))
+    rep2 = []
+    for k in range(repeat):
+        tp, wall, log, dev = repeated(k, 2, t2, {**base, "PARIO_PLAN": str(plan)})
+        if k == 0:
+            wall2, log2, dev2 = wall, log, dev
+            echo(log2)
+        rep2.append({"wall_s": wall, "io_s": measure.io_span(load_trace(tp)) if tp.exists() else None})
+        if repeat > 1 and measure.file_digests(str(store), trace1.files) != d1:
+            raise ParioError(f"run 2 repetition {k + 1} left other bytes than run 1")
     trace2 = load_trace(t2) if t2.exists() else None
     hit2 = measure.rmt_hit_mask(str(store), trace2) if trace2 is not None else None
     hits = measure.hit_counts(trace2, hit2) if trace2 is not None else dict(measure.NO_HITS)
@@ -226,7 +257,9 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     with Store(str(store)) as st:
         ok_fsck = bool(fsck(st)["ok"])
     same = d1 == {k: v for k, v in d2.items() if k in d1} and set(d1) <= set(d2)
-    io1, io2 = measure.io_span(trace1), measure.io_span(trace2)
+    io1, io2 = _median([r["io_s"] for r in rep1]), _median([r["io_s"] for r in rep2])
+    if repeat > 1:
+        wall1, wall2 = _median([r["wall_s"] for r in rep1]), _median([r["wall_s"] for r in rep2])
     base_s = plan_d.get("baselines") or {}
     pred = {"scheme": plan_d.get("scheme"), "system": prof.name,
             "ORIG": base_s.get("ORIG"), "plan": plan_d.get("predicted_s")}
@@ -242,10 +275,16 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                "replicas_planned": n_rep, "redirected": hits, "files": d2, "files_run1": d1, "identical": same,
                "fsck_ok": ok_fsck, "plan": str(plan), "traces": [str(t1), str(t2)],
                "dropped_replicas": dropped, "collective_requests_run1": int(trace1.collective.sum()),
+               "repeat": repeat, "repetitions": {"run1": rep1, "run2": rep2},
                "loadavg": {"start": list(load0), "end": list(load1)}}
     summary["evidence"] = _evidence(trace1, trace2, hit2, prof, plan, store, log1, log2)
     summary["verdict"] = compare.judge(summary)
     return summary
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return float(np.median(xs)) if xs else None
 
 
 def _evidence(trace1, trace2, hit2, prof, plan: Path, store: Path, log1: str, log2: str) -> dict:
