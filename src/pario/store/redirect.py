@@ -67,12 +67,18 @@ class File:
 
     # ------------------------------------------------------------------ replicas
     def reload_replicas(self) -> None:
-        """Routing and full replicas of this file (again when replicas came or went)."""
+        """Routing and full replicas of this file (again when replicas came or went), and
+        the replicas opened now, as a parallel file system client opens a file's objects at
+        open: the first redirected request must not pay for it (parsing a replica's extent
+        map takes milliseconds)."""
         self._regver = self.core.regver
         reps = self.rmt.replicas(self.name)
         self.cheapest = any(r["route"] == "cheapest" for r in reps)
         self.route = "cheapest" if self.cheapest else "replica"
         self.full = [r["r"] for r in reps if r["mode"] == "full"]
+        for r in reps:
+            if r["r"] not in self._reps and self.backend.exists(r["r_file"]):
+                self._rh(r["r"])
 
     def _rh(self, r: int):
         """The backend handle of replica file ``r`` (opened on first use)."""
