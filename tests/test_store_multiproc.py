@@ -16,7 +16,7 @@ import pytest
 
 from pario import ParioError
 from pario.layout import ExtentMap, Striped
-from pario.store import DIRTY, STALE, Store, init_store
+from pario.store import Store, init_store
 from pario.store.fsck import fsck
 from pario.store.replicator import ReplicaSpec, Replicator
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..layout import ExtentMap, layout_from_dict
 from . import rmt_journal
-from .rmt import CLEAN, DIRTY, READABLE_CLEAN, STALE
+from .rmt import DIRTY, READABLE_CLEAN, STALE
 from .root import REPLICA_PREFIX, Store
 
 CHUNK = 8 << 20

@@ -291,7 +291,6 @@ class Store:
         """Compare every CLEAN entry with the original; where they differ, record the copy
         reads were served from as the newest (CEDA: the replica DIRTY; hybrid: the original,
         replicas STALE), for the flush to propagate.  Returns the ranges that differed."""
-        from .rmt import ROUTES
 
         rmt, be = self.rmt, self.backend
         differ = []
