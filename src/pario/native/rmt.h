@@ -108,6 +108,7 @@ typedef struct rmt_rep {
     char *name;            /* replica name (registered replicas) */
     size_t n, cap;         /* entries: sorted by off, never overlapping, canonical */
     rmt_ent *e;
+    int64_t *ends;         /* ends[i] = e[i].off + e[i].len (packed: the search reads only these) */
 } rmt_rep;
 
 typedef struct rmt_ofile {

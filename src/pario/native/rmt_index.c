@@ -135,6 +135,7 @@ void rmt_index_init(rmt_index *ix)
 static void rep_free(rmt_rep *p)
 {
     free(p->e);
+    free(p->ends);
     free(p->name);
     free(p);
 }
@@ -245,6 +246,10 @@ static int ent_reserve(rmt_rep *p, size_t need)
     if (!ne)
         return RMT_ENOMEM;
     p->e = ne;
+    int64_t *nd = realloc(p->ends, nc * sizeof *nd);
+    if (!nd)
+        return RMT_ENOMEM;      /* p->e grew, p->cap did not: consistent */
+    p->ends = nd;
     p->cap = nc;
     return RMT_OK;
 }
@@ -253,18 +258,19 @@ static int ent_reserve(rmt_rep *p, size_t need)
  * ends increase too) */
 static size_t first_after(const rmt_rep *p, int64_t x)
 {
-    /* branchless lower bound (a conditional move per level, no mispredicted branches:
-     * this search runs on every request of a file with replicas) */
-    const rmt_ent *base = p->e;
+    /* branchless lower bound (a conditional move per level, no mispredicted branches) over
+     * the packed array of ends (8 bytes per entry: few cache lines per search; this runs
+     * on every request of a file with replicas) */
+    const int64_t *base = p->ends;
     size_t len = p->n;
     if (len == 0)
         return 0;
     while (len > 1) {
         size_t half = len / 2;
-        base = (base[half].off + base[half].len <= x) ? base + half : base;
+        base = (base[half] <= x) ? base + half : base;
         len -= half;
     }
-    return (size_t)(base - p->e) + (base->off + base->len <= x);
+    return (size_t)(base - p->ends) + (*base <= x);
 }
 
 size_t rmt_rep_first_after(const rmt_rep *p, int64_t x)
@@ -293,7 +299,10 @@ static int splice(rmt_index *ix, rmt_ofile *f, rmt_rep *p, size_t i0, size_t i1,
     if (rc)
         return rc;
     memmove(p->e + i0 + k, p->e + i1, (p->n - i1) * sizeof(rmt_ent));
+    memmove(p->ends + i0 + k, p->ends + i1, (p->n - i1) * sizeof(int64_t));
     memcpy(p->e + i0, buf, k * sizeof(rmt_ent));
+    for (size_t i = i0; i < i0 + k; i++)
+        p->ends[i] = p->e[i].off + p->e[i].len;
     p->n = n2;
     wb = wb + k - (i1 - i0);
     /* merge: in the window [wa, wb) */
@@ -303,14 +312,18 @@ static int splice(rmt_index *ix, rmt_ofile *f, rmt_rep *p, size_t i0, size_t i1,
     if (wb > wa) {
         for (size_t i = wa + 1; i < wb; i++) {
             rmt_ent *q = &p->e[w], *c = &p->e[i];
-            if (q->off + q->len == c->off && q->delta == c->delta && q->flag == c->flag)
+            if (q->off + q->len == c->off && q->delta == c->delta && q->flag == c->flag) {
                 q->len += c->len;
-            else
+                p->ends[w] = q->off + q->len;
+            } else {
                 p->e[++w] = *c;
+                p->ends[w] = c->off + c->len;
+            }
         }
         size_t removed = (wb - 1) - w;
         if (removed) {
             memmove(p->e + w + 1, p->e + wb, (p->n - wb) * sizeof(rmt_ent));
+            memmove(p->ends + w + 1, p->ends + wb, (p->n - wb) * sizeof(int64_t));
             p->n -= removed;
             wb -= removed;
         }

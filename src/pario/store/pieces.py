@@ -265,15 +265,19 @@ def one_piece(layout: Layout):
         # data file and local offset (a range inside one extent); gaps and ranges over
         # several extents take the general path
         # (CEDA builds replica extents from the requests it saw, so a later request usually
-        # starts exactly at an extent: a dict finds that one without the bisect)
+        # starts exactly at an extent: a dict finds that one without the bisect, with one
+        # probe and one tuple, i.e. few cache lines touched between two requests' copies)
         off, end, srv_a, loc_a, df_a = _extent_lists(layout)
         ekeys = list(zip(srv_a, df_a))
-        at = {x: i for i, x in enumerate(off)}
+        at = {x: (e, k, lo) for x, e, k, lo in zip(off, end, ekeys, loc_a)}
 
         def one_extent(x: int, L: int):
-            i = at.get(x)
-            if i is None:
-                i = bisect_right(off, x) - 1
+            t = at.get(x)
+            if t is not None:
+                if 0 < L and x + L <= t[0]:
+                    return t[1], t[2]
+                return one_generic(x, L)
+            i = bisect_right(off, x) - 1
             if i >= 0 and 0 < L and x + L <= end[i]:
                 return ekeys[i], loc_a[i] + x - off[i]
             return one_generic(x, L)
