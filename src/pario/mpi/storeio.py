@@ -5,15 +5,15 @@ Every rank opens the store itself in *shared* mode (``Store(dir, shared=True)``,
 requests go through the rank's own redirector (RMT lookups, CEDA replicas, hybrid routing,
 lazy synchronisation), collective requests through pario's two-phase I/O with the usual
 aggregators (``cb_nodes``), each aggregator doing its own redirection.  Inter-process
-consistency is the store's: writes hold the file's sync lock shared, synchronisation holds
-it exclusive, the RMT cache follows other ranks' commits through a shared generation
-counter, sizes through the metadata and data files.
+consistency is the store's: writes hold their byte range of the store's range lock shared,
+synchronisation holds its ranges exclusive, each rank's RMT follows the others' journal
+records before every lookup, sizes go through the metadata and data files.
 
 Open (collective): every rank opens the store (the first one recovers a crashed store
 while the others wait); rank 0 creates the file if needed (``MODE_CREATE``/``MODE_EXCL``);
 then every rank opens it; an error anywhere is raised on every rank.  Close (collective):
 every rank drains its lazy synchronisation and flushes dirty replica data (serialised by
-the sync locks), closes the file and the store; the last rank out commits the final sizes.
+the range locks), closes the file and the store; the last rank out commits the final sizes.
 
 No wait without a limit: store locks and SQLite wait at most ``PARIO_STORE_TIMEOUT``
 seconds (default 60), then raise a one-line :class:`pario.ParioError`.
