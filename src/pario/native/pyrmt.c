@@ -501,6 +501,29 @@ static int catch_up_locked(Core *self)
     return rc ? -1 : 0;
 }
 
+/* a query's start: the core locked and every published record applied (-1: not locked,
+ * exception set) */
+static int query_begin(Core *self)
+{
+    if (check_open(self))
+        return -1;
+    lock_mu(self);
+    if (catch_up_locked(self)) {
+        unlock_mu(self);
+        return -1;
+    }
+    return 0;
+}
+
+/* a query's end: the core unlocked, the list sorted */
+static PyObject *query_end_sorted(Core *self, PyObject *out)
+{
+    unlock_mu(self);
+    if (out && PyList_Sort(out))
+        Py_CLEAR(out);
+    return out;
+}
+
 /* entries(o, unclean_only=False, a=0, b=2**63-1) -> [(r, off, len, r_off, flag)] of the
  * entries overlapping [a, b), sorted by (off, r) */
 static PyObject *Core_entries(Core *self, PyObject *const *args, Py_ssize_t n)
@@ -517,11 +540,8 @@ static PyObject *Core_entries(Core *self, PyObject *const *args, Py_ssize_t n)
         return NULL;
     if ((n >= 3 && get_i64(args[2], &a)) || (n >= 4 && get_i64(args[3], &b)))
         return NULL;
-    lock_mu(self);
-    if (catch_up_locked(self)) {
-        unlock_mu(self);
+    if (query_begin(self))
         return NULL;
-    }
     PyObject *out = PyList_New(0);
     const rmt_ofile *f = rmt_index_file(&self->c.ix, o);
     for (int k = 0; out && f && k < f->nrep; k++) {
@@ -565,11 +585,8 @@ static PyObject *Core_coverage(Core *self, PyObject *const *args, Py_ssize_t n)
     uint64_t r;
     if (nargs(n, 1, "coverage") || get_u64(args[0], &r) || check_open(self))
         return NULL;
-    lock_mu(self);
-    if (catch_up_locked(self)) {
-        unlock_mu(self);
+    if (query_begin(self))
         return NULL;
-    }
     PyObject *out = PyList_New(0);
     const rmt_rep *p = rmt_index_rep(&self->c.ix, r);
     int64_t s = 0, t = -1;
@@ -596,13 +613,8 @@ static PyObject *Core_coverage(Core *self, PyObject *const *args, Py_ssize_t n)
 static PyObject *Core_replicas(Core *self, PyObject *unused)
 {
     (void)unused;
-    if (check_open(self))
+    if (query_begin(self))
         return NULL;
-    lock_mu(self);
-    if (catch_up_locked(self)) {
-        unlock_mu(self);
-        return NULL;
-    }
     PyObject *out = PyList_New(0);
     const rmt_map *m = &self->c.ix.reps;
     for (size_t i = 0; out && i < m->cap; i++) {
@@ -619,22 +631,14 @@ static PyObject *Core_replicas(Core *self, PyObject *unused)
             Py_CLEAR(out);
         Py_XDECREF(t);
     }
-    unlock_mu(self);
-    if (out && PyList_Sort(out))
-        Py_CLEAR(out);
-    return out;
+    return query_end_sorted(self, out);
 }
 
 static PyObject *Core_jobs(Core *self, PyObject *unused)
 {
     (void)unused;
-    if (check_open(self))
+    if (query_begin(self))
         return NULL;
-    lock_mu(self);
-    if (catch_up_locked(self)) {
-        unlock_mu(self);
-        return NULL;
-    }
     PyObject *out = PyList_New(0);
     const rmt_map *m = &self->c.ix.jobs;
     for (size_t i = 0; out && i < m->cap; i++) {
@@ -646,10 +650,7 @@ static PyObject *Core_jobs(Core *self, PyObject *unused)
             Py_CLEAR(out);
         Py_XDECREF(t);
     }
-    unlock_mu(self);
-    if (out && PyList_Sort(out))
-        Py_CLEAR(out);
-    return out;
+    return query_end_sorted(self, out);
 }
 
 /* files(unclean_only=False) -> [o] of originals with replicas */
@@ -661,11 +662,8 @@ static PyObject *Core_files(Core *self, PyObject *const *args, Py_ssize_t n)
             PyErr_SetString(PyExc_TypeError, "files(unclean_only=False)");
         return NULL;
     }
-    lock_mu(self);
-    if (catch_up_locked(self)) {
-        unlock_mu(self);
+    if (query_begin(self))
         return NULL;
-    }
     PyObject *out = PyList_New(0);
     const rmt_map *m = &self->c.ix.files;
     for (size_t i = 0; out && i < m->cap; i++) {
@@ -677,10 +675,7 @@ static PyObject *Core_files(Core *self, PyObject *const *args, Py_ssize_t n)
             Py_CLEAR(out);
         Py_XDECREF(t);
     }
-    unlock_mu(self);
-    if (out && PyList_Sort(out))
-        Py_CLEAR(out);
-    return out;
+    return query_end_sorted(self, out);
 }
 
 /* state(o) -> (nentries, nunclean, cheapest, nreplicas) of one original (after catching up) */
@@ -689,11 +684,8 @@ static PyObject *Core_state(Core *self, PyObject *const *args, Py_ssize_t n)
     uint64_t o;
     if (nargs(n, 1, "state") || get_u64(args[0], &o) || check_open(self))
         return NULL;
-    lock_mu(self);
-    if (catch_up_locked(self)) {
-        unlock_mu(self);
+    if (query_begin(self))
         return NULL;
-    }
     const rmt_ofile *f = rmt_index_file(&self->c.ix, o);
     size_t ne = 0;
     for (int k = 0; f && k < f->nrep; k++)
@@ -707,13 +699,8 @@ static PyObject *Core_state(Core *self, PyObject *const *args, Py_ssize_t n)
 static PyObject *Core_stats(Core *self, PyObject *unused)
 {
     (void)unused;
-    if (check_open(self))
+    if (query_begin(self))
         return NULL;
-    lock_mu(self);
-    if (catch_up_locked(self)) {
-        unlock_mu(self);
-        return NULL;
-    }
     const rmt_core *c = &self->c;
     PyObject *d = Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:K,s:K,s:i,s:i,s:i,s:s,s:s,s:i,s:K}", "end",
