@@ -52,7 +52,9 @@ def test_sigkill_then_recover(tmp_path, mode, k):
     res = crash.run_trial(tmp_path, mode, tseed, **over)
     _ok(res)
     assert res["fsck_ok"] and res["lost"] == 0 and res["stale_reads"] == 0
-    if res["cfg"]["reader"]:
+    if res["cfg"]["reader"] and k != 1:
+        # (k = 1 kills at a random time, which can be before the reader's first read: the
+        # stale-read check is then vacuous for that trial, not wrong)
         assert res["reads"] > 0, "the reader logged no read"
     if k == 0:
         inj = res["inject"]

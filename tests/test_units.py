@@ -19,10 +19,25 @@ def test_bad_sizes(bad):
         parse_size(bad)
 
 
-@given(st.integers(0, 1 << 50), st.sampled_from(["", "k", "m", "g"]))
+@given(st.integers(0, 1 << 50), st.sampled_from(["", "k", "m", "g", "t", "p", "e"]))
 def test_suffix_is_a_power_of_two_multiplier(n, suffix):
-    mult = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[suffix]
-    assert parse_size(f"{n}{suffix}") == n * mult
+    """Exact (no float rounding) up to 2^63 - 1 bytes; beyond, one line naming the limit."""
+    mult = 1024 ** "_kmgtpe".index(suffix or "_")
+    if n * mult <= (1 << 63) - 1:
+        assert parse_size(f"{n}{suffix}") == n * mult
+    else:
+        with pytest.raises(ParioError, match="beyond 2\\^63-1") as ei:
+            parse_size(f"{n}{suffix}")
+        assert "\n" not in str(ei.value)
+
+
+def test_sizes_near_the_limit_are_exact():
+    assert parse_size("9223372036854775807") == (1 << 63) - 1
+    assert parse_size("8191p") == 8191 << 50
+    assert parse_size("1.5k") == 1536 and parse_size("0.5m") == 1 << 19
+    for bad in ("9223372036854775808", "8e", "99999999999999999999999", "0.3k"):
+        with pytest.raises(ParioError):
+            parse_size(bad)
 
 
 def test_format_size():

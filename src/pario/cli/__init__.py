@@ -2,9 +2,11 @@
 
 Each command group lives in its own module under :mod:`pario.cli` and exposes
 ``register(subparsers)``; :data:`COMMAND_MODULES` lists them in the order they appear in
-``pario --help``.  Every :class:`pario.ParioError` (and any bad input) ends as one line on
-stderr and exit status 2; an unexpected exception also ends as one line (exit 1) unless
-``PARIO_DEBUG=1`` is set, which shows the traceback.
+``pario --help``.  Every :class:`pario.ParioError` (and any bad input, and any
+operating-system error on a user's path: a full disk, a missing directory, no permission)
+ends as one line on stderr and exit status 2 (``--verbose`` adds an error's details); an
+unexpected exception also ends as one line (exit 1) unless ``PARIO_DEBUG=1`` is set, which
+shows the traceback.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "layouts, partial replicas and collective-I/O order, and apply them.",
         epilog="Sizes take IOR suffixes (64k, 4m, 1g). Set PARIO_DEBUG=1 to see tracebacks. Docs: docs/.")
     parser.add_argument("--version", action="version", version=f"pario {__version__}")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="print the details of an error (e.g. a damaged database's integrity report)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
@@ -63,10 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    verbose = bool(getattr(args, "verbose", False) or os.environ.get("PARIO_DEBUG"))
     try:
         rc = args.func(args)
     except ParioError as exc:
-        print(f"pario: error: {exc}", file=sys.stderr)
+        print(f"pario: error: {_one_line(str(exc))}", file=sys.stderr)
+        if verbose and exc.details:
+            print(exc.details.rstrip(), file=sys.stderr)
+        return 2
+    except OSError as exc:      # a user's path or device (ENOSPC, EACCES, ENOENT, EROFS …): one line
+        if os.environ.get("PARIO_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"pario: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("pario: interrupted", file=sys.stderr)
@@ -80,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     return int(rc or 0)
+
+
+def _one_line(msg: str) -> str:
+    """An error message as one line (a library's multi-line text folded)."""
+    return " ".join(part.strip() for part in msg.strip().splitlines() if part.strip()) or "(no message)"
 
 
 if __name__ == "__main__":  # pragma: no cover

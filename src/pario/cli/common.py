@@ -50,6 +50,7 @@ def dumps(obj: Any) -> str:
 
 
 def load_trace_arg(path: str):
+    """A trace named on the command line: readable, and with requests that move bytes."""
     from ..trace import load
 
-    return load(path)
+    return load(path).require_requests(str(path))

@@ -6,7 +6,7 @@
     pario store ls --store DIR [--json]
     pario store rm NAME --store DIR
     pario store flush --store DIR
-    pario store fsck --store DIR [--no-checksums] [--json]
+    pario store fsck --store DIR [--no-checksums] [--repair] [--json]
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from .common import console, print_json
 
 
 def register(sub) -> None:
-    p = sub.add_parser("store", help="embedded striped store: init, put, get, ls, flush, fsck")
+    p = sub.add_parser("store", help="embedded striped store: init, put, get, ls, rm, flush, fsck")
     s = p.add_subparsers(dest="store_cmd", metavar="ACTION")
     s.required = True
 
     i = s.add_parser("init", help="create a store for a system profile")
-    i.add_argument("dir", metavar="DIR")
+    i.add_argument("dir", metavar="DIR", help="a new or empty directory for the store")
     i.add_argument("--system", required=True, metavar="P", help="built-in profile name or TOML file")
     i.add_argument("--server", action="append", default=[], metavar="NAME=PATH",
                    help="put server NAME's directory at PATH (another mount); repeatable")
@@ -35,7 +35,7 @@ def register(sub) -> None:
         q.add_argument("--direct", action="store_true", help="use O_DIRECT for data files")
 
     pu = s.add_parser("put", help="copy a local file into the store with a layout")
-    pu.add_argument("src", metavar="SRC")
+    pu.add_argument("src", metavar="SRC", help="local file to copy in (all or nothing)")
     pu.add_argument("dst", metavar="DST", help="name in the store")
     pu.add_argument("--layout", required=True, metavar="SPEC",
                     help="fixed:64K[@H0,..] | var:hdd=28K,ssd=100K | 2d:G:SIZE | FILE.json")
@@ -44,17 +44,17 @@ def register(sub) -> None:
 
     g = s.add_parser("get", help="copy a store file out to a local file")
     g.add_argument("src", metavar="SRC", help="name in the store")
-    g.add_argument("dst", metavar="DST")
+    g.add_argument("dst", metavar="DST", help="local file to write")
     store_arg(g)
     g.set_defaults(func=_get)
 
     ls = s.add_parser("ls", help="files: layout, size, per-server bytes, replicas")
     store_arg(ls)
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="print the listing as JSON")
     ls.set_defaults(func=_ls)
 
     rm = s.add_parser("rm", help="delete a file and its replicas")
-    rm.add_argument("name", metavar="NAME")
+    rm.add_argument("name", metavar="NAME", help="name in the store")
     store_arg(rm)
     rm.set_defaults(func=_rm)
 
@@ -65,7 +65,10 @@ def register(sub) -> None:
     fk = s.add_parser("fsck", help="check metadata, RMT and replica checksums")
     store_arg(fk)
     fk.add_argument("--no-checksums", action="store_true", help="skip comparing replica bytes")
-    fk.add_argument("--json", action="store_true")
+    fk.add_argument("--repair", action="store_true",
+                    help="salvage a store whose metadata database or RMT journal is damaged (needs the store to "
+                         "itself; the damaged files are kept aside; docs/store.md)")
+    fk.add_argument("--json", action="store_true", help="print the report as JSON")
     fk.set_defaults(func=_fsck)
 
 
@@ -152,8 +155,28 @@ def _flush(args) -> int:
 def _fsck(args) -> int:
     from ..store.fsck import fsck
 
-    with _open(args) as st:
-        rep = fsck(st, checksums=not args.no_checksums)
+    if args.repair:
+        from ..store.repair import repair
+
+        done = repair(args.store)
+        rep = done["fsck"]
+        if not args.json:
+            m, r = done["meta"], done["rmt"]
+            if m is None and r is None:
+                console.print("nothing to repair: the metadata database and the RMT journal are readable")
+            if m is not None:
+                console.print(f"metadata salvaged: {m['kept_files']} file(s) kept, {m['lost_files']} lost; "
+                              f"the damaged database is kept as {m['damaged_copy']}")
+            if r is not None:
+                console.print(f"RMT journal restarted empty: {r['dropped_replica_files']} replica file(s) dropped "
+                              f"(writes only in dirty replicas are lost); the damaged journal is kept as "
+                              f"{r['damaged_copy']}")
+        else:
+            print_json({**done, "fsck": rep})
+            return 0 if rep["ok"] else 1
+    else:
+        with _open(args) as st:
+            rep = fsck(st, checksums=not args.no_checksums)
     if args.json:
         print_json(rep)
     else:

@@ -72,10 +72,10 @@ def _load_any(path: str, module: str | None):
     from ..trace.darshan import import_darshan
 
     if Path(path).suffix.lower() == ".darshan":
-        return import_darshan(path, module=module)
+        return import_darshan(path, module=module).require_requests(path)
     if module is not None:
         raise ParioError("--module applies only to .darshan logs")
-    return load(path)
+    return load(path).require_requests(path)
 
 
 def _cmd_import(args) -> int:
@@ -83,7 +83,7 @@ def _cmd_import(args) -> int:
     from ..trace.darshan import read_darshan
     from ..trace.io import _fmt
 
-    _fmt(Path(args.output))  # fail on a bad output name before reading the log
+    _fmt(Path(args.output), write=True)  # fail on a bad output name before reading the log
     with _warnings_as_lines():
         res = read_darshan(args.log, module=args.module)
     tr = res.trace

@@ -10,6 +10,10 @@ Spec strings (``--layout`` on the CLI)::
                             64 KiB stripe inside a group
     PATH.json               anything else: a JSON layout file (below)
 
+Stripe sizes a user writes (spec strings and JSON layout files) must be at least 512 bytes
+(:data:`pario.units.MIN_STRIPE`; 0 still leaves a server out of a ``var`` layout); every
+size is at most 2^63 − 1.  Errors name the spec.
+
 JSON layouts name servers, and sizes may be integers or size strings::
 
     {"type": "striped", "servers": ["H0", "S0"], "stripes": ["28k", "100k"]}
@@ -30,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import ParioError
-from ..units import format_size, parse_size
+from ..units import format_size, parse_size, parse_stripe
 from .types import ExtentMap, Grouped, Layout, Region, Regions, Striped
 
 
@@ -50,18 +54,25 @@ def parse_layout(spec: str | Layout | dict, system) -> Layout:
         return layout_from_dict(spec, system)
     text = str(spec).strip()
     head, _, rest = text.partition(":")
-    head = head.lower()
+    try:
+        return _parse_spec(text, head.lower(), rest, system)
+    except ParioError as exc:
+        msg = str(exc)
+        raise ParioError(msg if repr(text) in msg or text in msg else f"bad layout {text!r}: {msg}") from None
+
+
+def _parse_spec(text: str, head: str, rest: str, system) -> Layout:
     if head == "fixed" and rest:
         size, _, names = rest.partition("@")
         servers = _servers(system, [n.strip() for n in names.split(",")] if names else None)
-        return Striped.fixed(_size(size, text), servers)
+        return Striped.fixed(_stripe(size, text), servers)
     if head == "var" and rest:
         pairs = {}
         for item in rest.split(","):
             key, eq, val = item.partition("=")
             if not eq or not key.strip():
                 raise ParioError(f"bad layout {text!r}: expected var:KIND=SIZE,... or var:NAME=SIZE,...")
-            pairs[key.strip()] = _size(val, text)
+            pairs[key.strip()] = _stripe(val, text, allow_zero=True)
         kinds = {k.lower() for k in pairs} <= {"hdd", "ssd"}
         if kinds:
             lower = {k.lower(): v for k, v in pairs.items()}
@@ -86,7 +97,7 @@ def parse_layout(spec: str | Layout | dict, system) -> Layout:
             raise ParioError(f"bad layout {text!r}: {system.n} servers cannot be split into {g} equal groups")
         size = system.n // g
         groups = tuple(tuple(range(k * size, (k + 1) * size)) for k in range(g))
-        return Grouped(groups, _size(parts[1], text))
+        return Grouped(groups, _stripe(parts[1], text))
     path = Path(text)
     if path.suffix.lower() == ".json" or path.exists():
         if not path.exists():
@@ -97,13 +108,24 @@ def parse_layout(spec: str | Layout | dict, system) -> Layout:
             raise ParioError(f"{text}: not a JSON layout ({exc})") from None
         if isinstance(data, dict) and "layout" in data and "type" not in data:
             data = data["layout"]
-        return layout_from_dict(data, system)
+        return layout_from_dict(data, system, user=True)
     raise ParioError(f"bad layout {text!r}: expected fixed:SIZE[@S,..], var:KIND=SIZE,..., 2d:G:SIZE or a JSON file")
 
 
-def _size(value: Any, ctx: str) -> int:
+def _size(value: Any, ctx: str, what: str = "size") -> int:
     try:
-        return parse_size(value if isinstance(value, int) else str(value).strip(), "stripe size")
+        return parse_size(value if isinstance(value, int) else str(value).strip(), what)
+    except ParioError as exc:
+        raise ParioError(f"bad layout {ctx!r}: {exc}") from None
+
+
+def _stripe(value: Any, ctx: str, allow_zero: bool = False, user: bool = True) -> int:
+    """A stripe size: at least MIN_STRIPE when a user wrote it (``user``), else any > 0."""
+    try:
+        v = value if isinstance(value, int) else str(value).strip()
+        if user:
+            return parse_stripe(v, "stripe size", allow_zero)
+        return parse_size(v, "stripe size")
     except ParioError as exc:
         raise ParioError(f"bad layout {ctx!r}: {exc}") from None
 
@@ -115,31 +137,33 @@ def _check_in_system(layout: Layout, system) -> Layout:
     return layout
 
 
-def layout_from_dict(d: dict, system) -> Layout:
-    """Build a layout from its JSON form (server names resolved against ``system``)."""
+def layout_from_dict(d: dict, system, user: bool = False) -> Layout:
+    """Build a layout from its JSON form (server names resolved against ``system``).
+    ``user``: a user wrote it (a layout file): stripe sizes must be at least MIN_STRIPE."""
     if not isinstance(d, dict) or "type" not in d:
         raise ParioError("layout JSON must be an object with a 'type' key")
     kind = d["type"]
     try:
         if kind == "fixed":
-            return _check_in_system(Striped.fixed(_size(d["stripe"], "fixed"), _servers(system, d.get("servers"))), system)
+            return _check_in_system(Striped.fixed(_stripe(d["stripe"], "fixed", user=user),
+                                                  _servers(system, d.get("servers"))), system)
         if kind in ("striped", "varied"):
             servers = _servers(system, d.get("servers"))
             stripes = d["stripes"]
             if not isinstance(stripes, list):
                 raise ParioError("layout: 'stripes' must be a list")
-            return Striped(servers, tuple(_size(s, kind) for s in stripes))
+            return Striped(servers, tuple(_stripe(s, kind, allow_zero=True, user=user) for s in stripes))
         if kind == "grouped":
             groups = d["groups"]
             if not isinstance(groups, list) or not groups:
                 raise ParioError("layout: 'groups' must be a non-empty list of server-name lists")
-            return Grouped(tuple(_servers(system, g) for g in groups), _size(d["stripe"], kind))
+            return Grouped(tuple(_servers(system, g) for g in groups), _stripe(d["stripe"], kind, user=user))
         if kind == "regions":
             regs = []
             for r in d["regions"]:
                 end = r.get("end")
                 regs.append(Region(_size(r["start"], "region"), None if end is None else _size(end, "region"),
-                                   layout_from_dict(r["layout"], system)))
+                                   layout_from_dict(r["layout"], system, user)))
             return Regions(tuple(regs))
         if kind == "extents":
             rows = d["extents"]
@@ -151,12 +175,15 @@ def layout_from_dict(d: dict, system) -> Layout:
             else:
                 off = ln = srv = loc = df = []
             default = d.get("default")
+            for col, vals in (("offset", off), ("length", ln), ("local", loc)):
+                for v in vals:
+                    _size(v, "extents", col)
             return ExtentMap(np.array(off, dtype=np.int64), np.array(ln, dtype=np.int64), np.array(srv, dtype=np.int64),
                              np.array(loc, dtype=np.int64), np.array(df, dtype=np.int64),
-                             None if default is None else layout_from_dict(default, system))
+                             None if default is None else layout_from_dict(default, system, user))
     except KeyError as exc:
         raise ParioError(f"layout JSON of type {kind!r} is missing key {exc.args[0]!r}") from None
-    except (TypeError, ValueError, IndexError) as exc:
+    except (TypeError, ValueError, IndexError, OverflowError, AttributeError) as exc:
         raise ParioError(f"layout JSON of type {kind!r} is malformed ({exc})") from None
     raise ParioError(f"unknown layout type {kind!r} (striped, fixed, grouped, regions, extents)")
 

@@ -235,6 +235,8 @@ class ExtentMap(Layout):
         if n:
             if ln.min() <= 0 or off.min() < 0 or loc.min() < 0 or srv.min() < 0:
                 raise ParioError("extent map: extents need length > 0 and non-negative offsets/servers")
+            if (off > np.iinfo(np.int64).max - ln).any() or (loc > np.iinfo(np.int64).max - ln).any():
+                raise ParioError("extent map: an extent ends beyond 2^63-1 bytes")
             if (off[1:] < off[:-1] + ln[:-1]).any():
                 raise ParioError("extent map: extents overlap")
         if isinstance(self.default, ExtentMap):

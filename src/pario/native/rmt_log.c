@@ -94,8 +94,8 @@ static int create_file(const char *path)
     memset(page, 0, sizeof page);
     header_init((rmt_hdr *)page, RMT_HDR_SIZE, 0);
     int rc = write_all(fd, page, sizeof page, 0);
-    if (!rc && ftruncate(fd, (off_t)(RMT_HDR_SIZE + GROW_MIN)) != 0)
-        rc = RMT_EIO;
+    if (!rc)    /* room for the first records, allocated (not sparse: see grow_to); may not fit */
+        (void)posix_fallocate(fd, RMT_HDR_SIZE, (off_t)GROW_MIN);
     if (!rc && fsync(fd) != 0)
         rc = RMT_EIO;
     close(fd);
@@ -212,32 +212,49 @@ int rmt_log_replay(rmt_log *lg, rmt_index *ix, uint64_t limit, uint64_t *skipped
 
 /* Write one record at lg->end (not yet published: rmt_log_publish).  Fills h->size, seq,
  * crc.  A zero word after the record marks the end for a recovery scan. */
+/* Make the file hold at least `need` bytes of *allocated* space: a page of the mapping that
+ * the file system has not allocated would raise SIGBUS when written on a full file system
+ * (tmpfs, or any disk without free blocks).  Allocates a step beyond `need`, or exactly
+ * `need` when the step does not fit; a file system without fallocate gets a sparse
+ * extension.  A full file system is RMT_EIO with errno ENOSPC. */
+static int grow_to(rmt_log *lg, uint64_t need)
+{
+    if (need <= lg->fsize)
+        return RMT_OK;
+    if (file_size(lg->fd, &lg->fsize))
+        return RMT_EIO;
+    if (need <= lg->fsize)
+        return RMT_OK;
+    uint64_t grow = lg->fsize / 2;
+    grow = grow < GROW_MIN ? GROW_MIN : grow > GROW_MAX ? GROW_MAX : grow;
+    uint64_t nsize = need + grow;
+    if (nsize > lg->reserve)
+        nsize = lg->reserve;
+    int e = posix_fallocate(lg->fd, (off_t)lg->fsize, (off_t)(nsize - lg->fsize));
+    if (e == ENOSPC && nsize > need) {
+        nsize = need;
+        e = posix_fallocate(lg->fd, (off_t)lg->fsize, (off_t)(nsize - lg->fsize));
+    }
+    if (e == EOPNOTSUPP || e == EINVAL) {
+        if (ftruncate(lg->fd, (off_t)nsize) != 0)
+            return RMT_EIO;
+    } else if (e) {
+        errno = e;
+        return RMT_EIO;
+    }
+    lg->fsize = nsize;
+    return RMT_OK;
+}
+
 int rmt_log_append(rmt_log *lg, rmt_rec_head *h, const uint64_t *u, int nu, const void *bytes, size_t nbytes)
 {
     uint64_t size = sizeof *h + 8 * (uint64_t)nu + pad8(nbytes);
     uint64_t need = lg->end + size + 8;
     if (need > lg->reserve)
         return RMT_EFULL;
-    if (need > lg->fsize) {
-        if (file_size(lg->fd, &lg->fsize))
-            return RMT_EIO;
-        if (need > lg->fsize) {
-            uint64_t grow = lg->fsize / 2;
-            grow = grow < GROW_MIN ? GROW_MIN : grow > GROW_MAX ? GROW_MAX : grow;
-            uint64_t nsize = need + grow;
-            if (nsize > lg->reserve)
-                nsize = lg->reserve;
-            int e;
-            if ((e = posix_fallocate(lg->fd, (off_t)lg->fsize, (off_t)(nsize - lg->fsize))) != 0) {
-                /* file systems without fallocate: a sparse extension */
-                if (e != EOPNOTSUPP && e != EINVAL)
-                    return errno = e, RMT_EIO;
-                if (ftruncate(lg->fd, (off_t)nsize) != 0)
-                    return RMT_EIO;
-            }
-            lg->fsize = nsize;
-        }
-    }
+    int rc = grow_to(lg, need);
+    if (rc)
+        return rc;
     uint8_t *p = lg->map + lg->end;
     h->size = (uint32_t)size;
     h->seq = lg->seq + 1;
@@ -370,8 +387,8 @@ int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *reco
         header_init((rmt_hdr *)page, w.pos, w.seq);
         rc = write_all(w.fd, page, sizeof page, 0);
     }
-    if (!rc && ftruncate(w.fd, (off_t)(w.pos + GROW_MIN)) != 0)
-        rc = RMT_EIO;
+    if (!rc)
+        (void)posix_fallocate(w.fd, (off_t)w.pos, (off_t)GROW_MIN);
     if (!rc && fsync(w.fd) != 0)
         rc = RMT_EIO;
     free(w.buf);
@@ -388,9 +405,10 @@ int rmt_log_repair(rmt_log *lg, const char *boot_id)
 {
     /* zeros from the end on: records of a lost session beyond the end (power loss keeps
      * pages in any order) must never line up with new ones and look valid */
-    if (ftruncate(lg->fd, (off_t)lg->end) != 0 || ftruncate(lg->fd, (off_t)(lg->end + GROW_MIN)) != 0)
+    if (ftruncate(lg->fd, (off_t)lg->end) != 0)
         return RMT_EIO;
-    lg->fsize = lg->end + GROW_MIN;
+    lg->fsize = lg->end;
+    (void)grow_to(lg, lg->end + 8);     /* room for records, allocated; a full disk leaves it for later */
     lg->hdr->seq = lg->seq;
     lg->hdr->end = lg->end;
     if (lg->hdr->synced > lg->end)

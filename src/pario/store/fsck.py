@@ -35,7 +35,7 @@ import numpy as np
 from ..layout import ExtentMap, layout_from_dict
 from . import rmt_journal
 from .rmt import DIRTY, READABLE_CLEAN, STALE
-from .root import REPLICA_PREFIX, Store
+from .root import INCOMING_PREFIX, REPLICA_PREFIX, RESERVED, Store
 
 CHUNK = 8 << 20
 
@@ -173,7 +173,8 @@ def fsck(store: Store, *, checksums: bool = True) -> dict:
                     continue
                 checked += _compare(st, o, on, rn, off, ro, n, problems)
     return {"ok": not problems, "problems": problems, "entries": n_entries, "unclean": unclean,
-            "checked_bytes": checked, "files": len([n for n in names if not n.startswith(REPLICA_PREFIX)]),
+            "checked_bytes": checked, "files": len([n for n in names if not n.startswith(RESERVED)]),
+            "uploads_in_progress": len([n for n in names if n.startswith(INCOMING_PREFIX)]),
             "pending_jobs": sorted(nm(r) for r in pending),
             "journal": {"bytes": stats["end"], "records": stats["seq"], "synced": stats["synced"]}}
 

@@ -390,9 +390,34 @@ class LocalBackend(Backend):
             if name in self._handles:
                 raise ParioError(f"file {name!r} is open")
             self.meta.delete(name)  # committed first: a crash leaves orphan data (fsck), not a broken file
-            for d in self.server_dirs:
-                for p in d.glob(f"{rec[0]:08d}.*"):
-                    p.unlink(missing_ok=True)
+            self._unlink_data(rec[0])
+
+    def discard(self, name: str) -> None:
+        """Remove a file nobody reads (an unfinished upload): its data files first — that
+        frees space even on a full file system — then its metadata."""
+        with self._lock:
+            rec = self.meta.get(name)
+            if rec is None:
+                return
+            h = self._handles.pop(name, None)
+            if h is not None:
+                for fd in h.fds.values():
+                    os.close(fd)
+                h.fds.clear()
+            self._unlink_data(rec[0])
+            self.meta.delete(name)
+
+    def _unlink_data(self, fid: int) -> None:
+        for d in self.server_dirs:
+            for p in d.glob(f"{fid:08d}.*"):
+                p.unlink(missing_ok=True)
+
+    def rename(self, old: str, new: str) -> None:
+        """Give a closed file another name (one metadata update: atomic)."""
+        with self._lock:
+            if old in self._handles:
+                raise ParioError(f"file {old!r} is open")
+            self.meta.rename(old, new)
 
     # ------------------------------------------------------------------ size
     def _local_sizes(self, h: LocalHandle) -> dict[int, int]:

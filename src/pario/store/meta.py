@@ -36,8 +36,10 @@ BUSY_TIMEOUT = 30.0
 
 
 @contextlib.contextmanager
-def db_errors(what: str):
-    """Turn SQLite operational errors (busy beyond the timeout, disk I/O) into one-line ParioErrors."""
+def db_errors(what: str, path: Path | None = None):
+    """Turn SQLite errors into one-line ParioErrors: busy beyond the timeout, disk full or I/O
+    errors (``what: message``), a database found damaged while in use (with the recovery
+    command when ``path`` is known)."""
     try:
         yield
     except sqlite3.OperationalError as exc:
@@ -45,23 +47,40 @@ def db_errors(what: str):
         if "locked" in msg or "busy" in msg:
             raise ParioError(f"{what}: still locked by another process after {BUSY_TIMEOUT:g} s ({msg})") from None
         raise ParioError(f"{what}: {msg}") from None
+    except sqlite3.IntegrityError:
+        raise
+    except sqlite3.DatabaseError as exc:
+        if path is None:
+            raise ParioError(f"{what}: {exc}") from None
+        raise damaged(path, what.rsplit(" ", 1)[0] if what.endswith(str(path)) else what, str(exc)) from None
+
+
+def damaged(path: Path, what: str, why: str, details: str | None = None) -> ParioError:
+    """The one-line error of a damaged store database: the file, the first line of why, and
+    the recovery command (the integrity report only with --verbose / PARIO_DEBUG=1)."""
+    lines = [ln.strip() for ln in why.strip().splitlines() if ln.strip() and not ln.strip().startswith("***")]
+    first = lines[0] if lines else "unreadable"
+    store = Path(path).parent
+    return ParioError(f"{what} {path} is damaged ({first}); salvage what is left with "
+                      f"'pario store fsck --store {store} --repair' (details: --verbose)", details=details or why)
 
 
 def connect(path: Path, what: str) -> sqlite3.Connection:
-    """Open an SQLite database (WAL, synchronous=FULL, busy timeout); a corrupt file is a one-line ParioError."""
+    """Open an SQLite database (WAL, synchronous=FULL, busy timeout); a damaged file is a one-line ParioError."""
     try:
         con = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT)
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA synchronous=FULL")
-        row = con.execute("PRAGMA quick_check").fetchone()
-        if row is None or row[0] != "ok":
-            raise sqlite3.DatabaseError(row[0] if row else "quick_check failed")
+        rows = con.execute("PRAGMA quick_check").fetchall()
+        if not rows or rows[0][0] != "ok":
+            report = "\n".join(str(r[0]) for r in rows) or "quick_check failed"
+            raise sqlite3.DatabaseError(report)
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             raise ParioError(f"{what} {path}: still locked by another process after {BUSY_TIMEOUT:g} s") from None
-        raise ParioError(f"{what} {path} is corrupt or unreadable ({exc}); restore it from a backup or re-create the store") from None
+        raise damaged(path, what, str(exc)) from None
     except sqlite3.DatabaseError as exc:
-        raise ParioError(f"{what} {path} is corrupt ({exc}); restore it from a backup or re-create the store") from None
+        raise damaged(path, what, str(exc)) from None
     return con
 
 
@@ -76,7 +95,7 @@ class Meta:
             with db_errors(f"metadata database {self.path}"):
                 self.con.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise ParioError(f"metadata database {self.path} is corrupt ({exc})") from None
+            raise damaged(self.path, "metadata database", str(exc)) from None
 
     def create(self, name: str, layout: dict, size: int = 0) -> int:
         with self.lock:
@@ -112,6 +131,15 @@ class Meta:
         with self.lock:
             self.con.execute("UPDATE files SET dirty=? WHERE name=?", (int(dirty), name))
 
+    def rename(self, old: str, new: str) -> None:
+        with self.lock:
+            try:
+                cur = self.con.execute("UPDATE files SET name=? WHERE name=?", (new, old))
+            except sqlite3.IntegrityError:
+                raise ParioError(f"file {new!r} already exists in the store") from None
+            if cur.rowcount != 1:
+                raise ParioError(f"no file {old!r} in the store")
+
     def delete(self, name: str) -> None:
         with self.lock:
             self.con.execute("DELETE FROM files WHERE name=?", (name,))
@@ -139,10 +167,11 @@ def guard_db_methods(cls, names, what):
 
         @functools.wraps(fn)
         def wrapper(self, *a, __fn=fn, **kw):
-            with db_errors(f"{what} {self.path}"):
+            with db_errors(f"{what} {self.path}", self.path):
                 return __fn(self, *a, **kw)
         setattr(cls, n, wrapper)
 
 
-guard_db_methods(Meta, ("create", "get", "set_size", "grow_size", "dirty_names", "set_dirty", "delete", "names", "ids"),
+guard_db_methods(Meta, ("create", "get", "set_size", "grow_size", "dirty_names", "set_dirty", "rename", "delete", "names",
+                       "ids"),
                  "metadata database")

@@ -122,7 +122,13 @@ class RMT:
         if not first and not self.path.exists():
             raise ParioError(f"replica mapping table (RMT) {self.path} is missing")
         sync = str(self.root / ".sync.lock") if self.shared else None
-        self.core = _rmt.Core(str(self.path), sync, self.shared, bool(first), float(timeout))
+        try:
+            self.core = _rmt.Core(str(self.path), sync, self.shared, bool(first), float(timeout))
+        except ParioError as exc:
+            if "damaged" in str(exc):
+                raise ParioError(f"{exc}; salvage the store with 'pario store fsck --store {self.root} --repair' "
+                                 "(its replicas are dropped: the originals hold every byte that was flushed)") from None
+            raise
         self._ids: dict[str, int] = {}
         self._names: dict[int, str] = {}
 

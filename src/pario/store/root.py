@@ -47,11 +47,19 @@ from .rmt import CLEAN, FRESH, RMT, STALE
 
 CONFIG = "store.json"
 REPLICA_PREFIX = ".replica/"
+INCOMING_PREFIX = ".incoming/"    # a `put` in progress: renamed to its name when complete
+RESERVED = (REPLICA_PREFIX, INCOMING_PREFIX)
 JOURNAL_COMPACT_MIN = 4 << 20     # compact the RMT journal at close beyond this size (and 4x its state)
 
 
 def replica_name(original: str, name: str) -> str:
     return f"{REPLICA_PREFIX}{original}/{name}"
+
+
+def _oserror(exc: OSError) -> str:
+    """One line for an operating-system error on a path (ENOSPC, EACCES, ENOENT, EROFS …)."""
+    where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+    return f"{where}{exc.strerror or exc}"
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -86,6 +94,8 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
         raise ParioError(f"{root} is already a store ({CONFIG} exists)")
     if root.exists() and not root.is_dir():
         raise ParioError(f"{root} exists and is not a directory")
+    if root.is_dir() and any(root.iterdir()):
+        raise ParioError(f"{root} is not empty: a store needs a new or empty directory")
     root.mkdir(parents=True, exist_ok=True)
     mapping = {}
     for name in system.names:
@@ -210,7 +220,7 @@ class Store:
 
         1. replica files (``.replica/…``) that no replica registration or pending
            replicator job owns are deleted (a replicator killed between creating and
-           registering);
+           registering), and so are unfinished uploads (``.incoming/…``: a killed ``put``);
         2. entries past an original's end are dropped (a hybrid full replica grown for an
            extending write whose size never committed);
         3. after a crash in another boot (the journal was not closed cleanly, and the machine
@@ -229,7 +239,9 @@ class Store:
             pending = {r for r, _, _ in rmt.jobs(pending_only=True)}
             owned = {r["r_file"] for r in rmt.replicas()} | pending
             for name in self.backend.list():
-                if name.startswith(REPLICA_PREFIX) and name not in owned and name not in self._files:
+                if name.startswith(INCOMING_PREFIX):          # a `put` that did not finish
+                    self.backend.discard(name)
+                elif name.startswith(REPLICA_PREFIX) and name not in owned and name not in self._files:
                     self.backend.delete(name)
                     rmt.forget(name)
             for o in rmt.files():
@@ -328,8 +340,9 @@ class Store:
 
     # ------------------------------------------------------------------ namespace
     def _check_name(self, name: str) -> str:
-        if not name or name.startswith(REPLICA_PREFIX) or "\0" in name:
-            raise ParioError(f"bad file name {name!r} (empty, or in the reserved {REPLICA_PREFIX} namespace)")
+        if not name or name.startswith(RESERVED) or "\0" in name or len(name.encode(errors="replace")) > 4096:
+            raise ParioError(f"bad file name {name!r} (empty, longer than 4096 bytes, or in a reserved namespace: "
+                             f"{', '.join(RESERVED)})")
         return name
 
     def layout(self, spec) -> Layout:
@@ -343,7 +356,7 @@ class Store:
 
     def files(self) -> list[str]:
         """User files (replica files excluded)."""
-        return [n for n in self.backend.list() if not n.startswith(REPLICA_PREFIX)]
+        return [n for n in self.backend.list() if not n.startswith(RESERVED)]
 
     def open(self, name: str, *, create_layout=None) -> File:
         """Open a file (``create_layout``: create it with that layout if absent)."""
@@ -399,25 +412,49 @@ class Store:
 
     # ------------------------------------------------------------------ whole-file helpers
     def put(self, src, name: str, layout, *, chunk: int = 16 << 20) -> int:
-        """Copy a local file into the store with ``layout``; returns bytes copied."""
+        """Copy a local file into the store with ``layout``; returns bytes copied.
+
+        All or nothing: the bytes go to a hidden file (``.incoming/…``), made durable, then
+        renamed to ``name`` in one metadata update.  Any failure (a full disk, an unreadable
+        source, an interrupt) removes the hidden file at once; a killed ``put`` leaves one
+        that the next store command to open the store alone removes (:meth:`recover`)."""
+        import uuid
+
         src = Path(src)
+        self._check_name(name)
+        lay = self.layout(layout)
         if not src.is_file():
-            raise ParioError(f"{src}: no such file")
-        self.create(name, layout)
+            raise ParioError(f"{src}: no such file" if not src.exists() else f"{src}: not a regular file")
+        if self.exists(name):
+            raise ParioError(f"file {name!r} already exists in the store")
+        tmp = f"{INCOMING_PREFIX}{uuid.uuid4().hex}"
+        self.backend.create(tmp, lay)
         total = 0
-        f = self.open(name)
         try:
-            buf = bytearray(chunk)
-            with open(src, "rb", buffering=0) as fh:
-                while True:
-                    n = fh.readinto(buf)
-                    if not n:
-                        break
-                    f.write(total, memoryview(buf)[:n])
-                    total += n
-            f.fsync()
-        finally:
-            f.close()
+            f = self.open(tmp)
+            try:
+                buf = bytearray(chunk)
+                with open(src, "rb", buffering=0) as fh:
+                    while True:
+                        n = fh.readinto(buf)
+                        if not n:
+                            break
+                        f.write(total, memoryview(buf)[:n])
+                        total += n
+                f.fsync()
+            finally:
+                f.close()
+            self.backend.rename(tmp, name)
+        except BaseException as exc:
+            try:
+                self.backend.discard(tmp)
+            except Exception:  # noqa: BLE001 - the original error is the one to report; recovery removes it later
+                pass
+            if isinstance(exc, OSError):
+                raise ParioError(f"store put {src} → {name!r}: {_oserror(exc)} (nothing was stored)") from None
+            if isinstance(exc, ParioError):
+                raise ParioError(f"store put {src} → {name!r}: {exc} (nothing was stored)") from None
+            raise
         return total
 
     def check_size(self, name: str) -> None:
@@ -437,12 +474,21 @@ class Store:
         f = self.open(name)
         try:
             buf = bytearray(chunk)
-            with open(dst, "wb") as out:
+            try:
+                out = open(dst, "wb")
+            except OSError as exc:
+                raise ParioError(f"store get {name!r} → {dst}: {exc.strerror or exc}") from None
+            try:
                 pos = 0
                 while pos < f.size:
                     n = f.readinto(pos, buf)
                     out.write(memoryview(buf)[:n])
                     pos += n
+                out.close()
+            except OSError as exc:
+                out.close()
+                Path(dst).unlink(missing_ok=True)       # no partial copy left behind
+                raise ParioError(f"store get {name!r} → {dst}: {exc.strerror or exc} (no partial copy kept)") from None
             return pos
         finally:
             f.close()

@@ -173,6 +173,12 @@ class System:
         return _parse(data, origin)
 
 
+# sanity limits of a profile (docs/profiles.md): beyond them a value is a typo, not a machine
+MAX_SERVERS = 65536          # servers in all (the largest parallel file systems have thousands)
+MAX_PROCS_PER_NODE = 1 << 20
+MAX_COST = 1e6               # α, e (s per request), β, t (s per byte): beyond, a typo (and overflow)
+
+
 def _num(table: dict, key: str, where: str, *, required: bool = True, positive: bool = False):
     if key not in table:
         if required:
@@ -183,6 +189,8 @@ def _num(table: dict, key: str, where: str, *, required: bool = True, positive: 
         raise ParioError(f"{where}: key '{key}' must be a non-negative number, got {v!r}")
     if positive and v == 0:
         raise ParioError(f"{where}: key '{key}' must be > 0")
+    if v > MAX_COST:
+        raise ParioError(f"{where}: key '{key}' = {v!r} is beyond the sanity limit of {MAX_COST:g}")
     return float(v)
 
 
@@ -197,8 +205,9 @@ def _parse(data: dict[str, Any], origin: str) -> System:
     if not isinstance(clients, dict):
         raise ParioError(f"{origin}: '[clients]' must be a table")
     ppn = clients.get("procs_per_node", 1)
-    if isinstance(ppn, bool) or not isinstance(ppn, int) or ppn < 1:
-        raise ParioError(f"{origin} [clients]: key 'procs_per_node' must be an integer >= 1, got {ppn!r}")
+    if isinstance(ppn, bool) or not isinstance(ppn, int) or not 1 <= ppn <= MAX_PROCS_PER_NODE:
+        raise ParioError(f"{origin} [clients]: key 'procs_per_node' must be an integer from 1 to "
+                         f"{MAX_PROCS_PER_NODE}, got {ppn!r}")
     raw = data.get("server")
     if not isinstance(raw, list) or not raw:
         raise ParioError(f"{origin}: needs at least one '[[server]]' table")
@@ -225,8 +234,9 @@ def _parse(data: dict[str, Any], origin: str) -> System:
         if cost not in COSTS:
             raise ParioError(f"{where}: key 'cost' must be 'additive' or 'max', got {cost!r}")
         count = tab.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ParioError(f"{where}: key 'count' must be an integer >= 1")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SERVERS - len(servers):
+            raise ParioError(f"{where}: key 'count' must be an integer >= 1, and a profile has at most "
+                             f"{MAX_SERVERS} servers (got {count!r})")
         name = tab.get("name")
         if name is None:
             raise ParioError(f"{where}: missing key 'name'")
@@ -246,7 +256,9 @@ def _parse(data: dict[str, Any], origin: str) -> System:
             servers.extend(Server(name=f"{name}{k}", **params) for k in range(count))
     names = [s.name for s in servers]
     if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
+        from collections import Counter
+
+        dup = next(n for n, k in Counter(names).items() if k > 1)
         raise ParioError(f"{origin}: duplicate server name {dup!r}")
     source = data.get("source", {})
     return System(

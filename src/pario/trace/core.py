@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import ParioError
 from ..arrays import unique
+from ..units import MAX_BYTES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -164,9 +165,25 @@ class Trace:
                 raise ParioError("trace has a negative offset")
             if out["length"].min() < 0:
                 raise ParioError("trace has a negative length")
+            big = np.flatnonzero(out["offset"] > MAX_BYTES - out["length"])
+            if len(big):
+                i = int(big[0])
+                raise ParioError(f"trace request {i} ends beyond 2^63-1 bytes (offset {int(out['offset'][i])} + "
+                                 f"length {int(out['length'][i])}), the largest offset a file can have")
+            if float(out["length"].sum(dtype=np.float64)) > MAX_BYTES:
+                raise ParioError("trace moves more than 2^63-1 bytes in all")
             if out["file"].min() < 0 or out["file"].max() >= len(files):
                 raise ParioError("trace file index out of range of its file list")
         return cls(out, tuple(files))
+
+    def require_requests(self, where: str = "trace") -> "Trace":
+        """This trace, or a one-line ParioError if it has no request that moves a byte (a
+        header-only file, or zero-length requests only): nothing to model, plan or show."""
+        if len(self) == 0:
+            raise ParioError(f"{where}: empty trace (no requests)")
+        if int(self.cols["length"].max()) == 0:
+            raise ParioError(f"{where}: empty trace ({len(self)} requests, none of them moves a byte)")
+        return self
 
     @classmethod
     def empty(cls) -> "Trace":

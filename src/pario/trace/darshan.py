@@ -108,6 +108,9 @@ def _first_error(texts: list[str]) -> str | None:
 
 
 # ---------------------------------------------------------------------------- header check
+_MAX_LOG = 1 << 44   # no Darshan log is 16 TiB: a region map reaching further is garbage
+
+
 def _check_header(path: Path) -> None:
     """Reject files that are not Darshan logs, and logs shorter than their header says."""
     try:
@@ -134,7 +137,15 @@ def _check_header(path: Path) -> None:
     maps = np.frombuffer(head, dtype=np.dtype(f"{endian}u8"), count=2 * (nmods + 1), offset=base).reshape(-1, 2)
     used = maps[maps[:, 1] > 0]
     if used.size:
-        expect = int((used[:, 0] + used[:, 1]).max())
+        # a real map: regions after the header, in file order, not overlapping, of plausible size;
+        # anything else is a damaged header (not a short file)
+        starts, lens = used[:, 0].astype(object), used[:, 1].astype(object)
+        order = sorted(range(len(starts)), key=lambda k: starts[k])
+        sane = all(starts[k] >= need and starts[k] + lens[k] <= _MAX_LOG for k in order) and all(
+            starts[a] + lens[a] <= starts[b] for a, b in zip(order, order[1:]))
+        if not sane:
+            raise ParioError(f"{path}: corrupt Darshan log (its header's map of module regions is garbage)")
+        expect = int(max(starts[k] + lens[k] for k in order))
         if expect > size:
             raise ParioError(f"{path}: truncated Darshan log ({size} bytes, its header describes {expect})")
 

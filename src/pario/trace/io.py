@@ -17,23 +17,26 @@ import numpy as np
 import pandas as pd
 
 from .. import ParioError
-from ..units import parse_size
+from ..units import MAX_BYTES, check_bytes, parse_size
 from .core import Trace
 
 
-def _fmt(path: Path) -> str:
+def _fmt(path: Path, write: bool = False) -> str:
+    """The format a file name says: ``.parquet``/``.pq`` or ``.csv`` (reading also ``.txt``
+    as CSV; writing refuses it: an output name should say what the file is)."""
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         return "parquet"
-    if suffix in (".csv", ".txt"):
+    if suffix == ".csv" or (suffix == ".txt" and not write):
         return "csv"
-    raise ParioError(f"{path}: unknown trace format (use .parquet or .csv; import Darshan logs with 'pario trace import')")
+    raise ParioError(f"{path}: unknown trace format {suffix or '(no suffix)'!r} (use .parquet or .csv; "
+                     "import Darshan logs with 'pario trace import')")
 
 
 def save(trace: Trace, path: str | os.PathLike) -> Path:
     """Write ``trace`` to ``path`` atomically (temporary file + rename)."""
     path = Path(path)
-    fmt = _fmt(path)
+    fmt = _fmt(path, write=True)
     df = trace.to_frame()
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
@@ -61,6 +64,9 @@ def _size_column(series: pd.Series, name: str) -> np.ndarray:
     if series.dtype.kind == "f":
         if (series != series.round()).any():
             raise ParioError(f"column {name!r} has non-integer byte counts")
+        if len(series) and (series.min() < 0 or series.max() >= float(MAX_BYTES)):
+            bad = series[(series < 0) | (series >= float(MAX_BYTES))].iloc[0]
+            check_bytes(int(bad), name)
         return series.to_numpy(dtype=np.int64)
     return np.array([parse_size(str(v), name) for v in series], dtype=np.int64)
 
