@@ -4,9 +4,16 @@ Runs the planners of the chosen schemes (:mod:`pario.plan.schemes`) on one trace
 per scheme, the chosen layout or replicas, the predicted time, every baseline's time and
 the improvement over it (T_baseline / T_plan − 1, in %, the papers' "improvement").
 
-Schemes price their plans with their own model (PADP/PSA: the hybrid closed form, ...);
-to compare schemes every plan is also priced by the distribution model (CEDA seed 000 §3,
-the general evaluator: ``distribution_s``) and the best scheme is the least of those.
+Two predicted times per scheme, labelled in the output:
+
+- *own model*: the model the scheme plans with and prices its baselines with — distribution
+  (CEDA seed 000 §3 eq. 1–4) for ceda, hybrid and ci-layout by default (``--model``), the
+  hybrid closed form for padp (PADP seed 003 §3.2 eq. 2–4) and psa (PSA seed 001 §3.2
+  Tables 3–4).  It compares a scheme with its own baselines, not schemes with each other.
+- *distribution model*: every plan re-priced by CEDA seed 000 §3 eq. 1–4 on its exact
+  sub-requests (the general evaluator: ``distribution_s``), the one yardstick for all
+  schemes; the best scheme is the least of those ("—": a plan routed per request by
+  another model, not re-priced).
 
 ``-o PLAN.json`` writes the plan of the best scheme to ``PLAN.json``;
 with more than one scheme every scheme's plan is also written to ``PLAN.<scheme>.json``
@@ -44,9 +51,39 @@ from ..units import format_size
 from .common import console, load_trace_arg, print_json, size_arg
 
 
+HELP_DESCRIPTION = (
+    "Plan layouts / replicas of TRACE with every scheme and compare their predicted times. Per scheme: its plan, "
+    "the predicted time of the plan and of each of its baselines under the scheme's OWN MODEL (the model it plans "
+    "with: distribution = CEDA seed 000 §3 eq. 1–4 for ceda, hybrid and ci-layout by default; hybrid closed form "
+    "= PADP seed 003 §3.2 eq. 2–4 for padp, PSA seed 001 §3.2 Tables 3–4 for psa) and the improvement over each "
+    "baseline (T_baseline / T_plan − 1). Own-model times compare a scheme with its baselines only. The summary "
+    "re-prices every plan with the DISTRIBUTION MODEL (CEDA seed 000 §3 eq. 1–4 on exact sub-requests), the one "
+    "model for all schemes: the best scheme is the least of those; 'vs best' = its time / the best's − 1.")
+
+
+_SHORT = {"distribution": "distribution (CEDA eq. 1–4)", "ci-layout": "ci-layout (CI-LAYOUT eq. 1)"}
+
+
+def own_model(name: str, plan, short: bool = False) -> str:
+    """The model a scheme's plan was priced with, with its paper and equations (``short``:
+    for a table cell)."""
+    from .model_cmd import model_label
+
+    model = plan.params.get("model") or plan.details.get("model")
+    if model == "hybrid" and name in ("padp", "psa"):
+        if short:
+            return "hybrid (PADP eq. 2–4)" if name == "padp" else "hybrid (PSA Tables 3–4)"
+        return "hybrid (PADP seed 003 §3.2 eq. 2–4)" if name == "padp" else "hybrid (PSA seed 001 §3.2 Tables 3–4)"
+    if not isinstance(model, str):
+        return "the scheme's own"
+    return _SHORT.get(model, model) if short else model_label(model)
+
+
 def register(sub) -> None:
-    p = sub.add_parser("advise", help="plan layouts / replicas with every scheme and compare predicted times")
-    p.add_argument("trace", metavar="TRACE")
+    p = sub.add_parser("advise", help="plan layouts / replicas with every scheme and compare predicted times",
+                       description=HELP_DESCRIPTION)
+    p.add_argument("trace", metavar="TRACE",
+                   help="trace file (.parquet or .csv; 'pario trace import' converts a Darshan log)")
     p.add_argument("--system", required=True, metavar="P", help="built-in profile name or TOML file")
     p.add_argument("--schemes", default="all", metavar="LIST",
                    help="comma list of ci-layout,padp,psa,ceda,hybrid or 'all' (default)")
@@ -59,7 +96,8 @@ def register(sub) -> None:
     p.add_argument("--by", default=None, choices=("auto", "time", "order", "all", "request"),
                    help="how the trace becomes batches of concurrent requests (default auto)")
     p.add_argument("--cb-buffer", type=size_arg, default=16 << 20, metavar="SIZE",
-                   help="collective requests: two-phase buffer per aggregator (default 16m, pario.mpi's and ROMIO's)")
+                   help="collective requests: two-phase buffer per aggregator (default 16m, ROMIO's and pario.mpi's "
+                        "cb_buffer_size; the same default as simulate and bench run)")
     p.add_argument("--cb-nodes", type=int, default=None, metavar="N",
                    help="collective requests: number of aggregators (default one per client node of the profile)")
     p.add_argument("--no-collective-view", action="store_true",
@@ -68,7 +106,8 @@ def register(sub) -> None:
                    help="collective requests: request order in the file domains written into the best plan; "
                         "auto = the fastest of romcio/cacio/hacio in a simulated two-phase run (default), "
                         "paper = seed 004's rule (HACIO on HDD + SSD servers)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="machine-readable output: per scheme predicted_s (own model) and distribution_s")
     p.add_argument("-o", "--output", default=None, metavar="PLAN.json", help="write the best plan (and one per scheme)")
     p.set_defaults(func=_advise)
 
@@ -206,35 +245,41 @@ def _advise(args) -> int:
                   f"system {system.name} ({system.n} servers)"
                   + (f", replica space {format_size(args.space)}" if args.space is not None else "") + view)
     for name, (plan, secs) in plans.items():
+        own = own_model(name, plan)
         tab = Table(title=f"{name}: {summary(plan, system)}", title_justify="left", show_lines=False)
         tab.add_column("layout / baseline")
-        tab.add_column("predicted", justify="right")
+        tab.add_column("predicted, own model", justify="right")
         tab.add_column(f"improvement of {name}", justify="right")
         tab.add_row(f"[bold]{name}[/bold]", f"{plan.predicted_s:.6g} s", "")
         for b, tb in plan.baselines.items():
             imp = (tb / plan.predicted_s - 1.0) * 100 if plan.predicted_s and plan.predicted_s > 0 else float("inf")
             tab.add_row(b, f"{tb:.6g} s", f"{imp:+.1f} %")
         console.print(tab)
-        model = plan.params.get("model")
-        note = f", scheme model {model}" if isinstance(model, str) else ""
-        if common[name] is not None and model != "distribution":
-            note += f"; distribution model: {common[name]:.6g} s"
-        console.print(f"  planned in {secs:.2f} s{note}")
+        note = ""
+        if common[name] is not None and not own.startswith("distribution"):
+            note = f"; the plan under the distribution model (CEDA seed 000 §3 eq. 1–4): {common[name]:.6g} s"
+        console.print(f"  own model: {own}; planned in {secs:.2f} s{note}")
     for name, why in skipped.items():
         console.print(f"[yellow]{name}: skipped[/yellow] ({why})")
     if len(plans) > 1:
-        tab = Table(title="summary (distribution model, CEDA seed 000 §3)", title_justify="left")
+        tab = Table(title="summary: every plan re-priced by the distribution model (CEDA seed 000 §3 eq. 1–4)",
+                    title_justify="left")
         tab.add_column("scheme")
-        tab.add_column("predicted (own model)", justify="right")
-        tab.add_column("distribution model", justify="right")
+        tab.add_column("own model")
+        tab.add_column("predicted, own model", justify="right")
+        tab.add_column("predicted, distribution model", justify="right")
         tab.add_column("vs best", justify="right")
         tb = common[best]
         for name, (plan, _) in sorted(plans.items(), key=lambda kv: (common[kv[0]] is None, common[kv[0]] or 0.0)):
             c = common[name]
             rel = "" if c is None or not tb else f"{(c / tb - 1) * 100:+.1f} %"
-            tab.add_row(name + (" (best)" if name == best else ""), f"{plan.predicted_s:.6g} s",
-                        "—" if c is None else f"{c:.6g} s", rel)
+            tab.add_row(name + (" (best)" if name == best else ""), own_model(name, plan, short=True),
+                        f"{plan.predicted_s:.6g} s", "—" if c is None else f"{c:.6g} s", rel)
         console.print(tab)
+        console.print("  own model: the model the scheme plans with; its times compare the scheme with its own "
+                      "baselines only.\n  distribution model: the one model for all schemes; best = least, vs best = "
+                      "time / best's − 1" + ("; — = routed per request by another model, not re-priced"
+                                             if any(c is None for c in common.values()) else "") + ".")
     if order is not None:
         console.print(f"collective order for the plan of {best}: {order.describe()}")
     if args.output:

@@ -18,7 +18,7 @@ def register(subparsers) -> None:
                        description="Replay TRACE through the store at --store (O_DIRECT, N concurrent rank "
                                    "streams, queue depth 1 each), measure the wall time and the bytes per "
                                    "server, and print them beside 'pario simulate' for the same profile.")
-    r.add_argument("trace", metavar="TRACE")
+    r.add_argument("trace", metavar="TRACE", help="trace file (.parquet or .csv)")
     r.add_argument("--store", required=True, metavar="DIR", help="a pario store (pario store init)")
     r.add_argument("--procs", type=int, default=None, metavar="N",
                    help="workers; trace rank r runs on worker r mod N (default: number of trace ranks)")
@@ -30,8 +30,9 @@ def register(subparsers) -> None:
                         "one write_at_all/read_at_all per file and op (needs mpi4py + mpiexec)")
     r.add_argument("--order", choices=ORDERS, default=None,
                    help="[--collective] request order in a file domain (default: the plan's, else romcio)")
-    r.add_argument("--cb-buffer", type=size_arg, default=4 << 20, metavar="SIZE",
-                   help="[--collective] collective buffer per aggregator (default 4m)")
+    r.add_argument("--cb-buffer", type=size_arg, default=16 << 20, metavar="SIZE",
+                   help="[--collective] collective buffer per aggregator (cb_buffer_size; default 16m, ROMIO's "
+                        "and pario.mpi's, as in advise and simulate)")
     r.add_argument("--aggregators", type=int, default=None, metavar="A",
                    help="[--collective] aggregators (cb_nodes; default: the runtime's, one per node)")
     r.add_argument("--system", metavar="P", default=None,

@@ -105,23 +105,30 @@ def _bw(beta: float) -> str:
     return f"{1 / beta / 2**20:.1f}" if beta > 0 else "inf"
 
 
+def _g(x: float) -> str:
+    """Four significant digits: a table cell narrow enough for 80 columns."""
+    return f"{x:.4g}"
+
+
 def _print_summary(cal) -> None:
+    """The fits as a table that fits 80 columns: every cell holds the value and, below it,
+    its confidence interval."""
     from rich.table import Table
 
     from ..calibrate.core import OP_NAMES, PATTERN_NAMES
 
-    t = Table(title=f"calibration ({int(100 * next(iter(cal.fits.values())).conf)} % confidence intervals)")
-    for col in ("server", "kind", "op", "pattern", "model", "α (µs)", "α interval", "1/β (MiB/s)",
-                "1/β interval", "resid", "spread"):
-        t.add_column(col, justify="left" if col in ("server", "kind", "op", "pattern", "model") else "right")
+    conf = int(100 * next(iter(cal.fits.values())).conf)
+    t = Table(title=f"calibration: fits, each over its {conf} % confidence interval", title_justify="left")
+    for col in ("server", "op", "model", "α (µs)", "1/β (MiB/s)", "resid", "spread"):
+        t.add_column(col, justify="left" if col in ("server", "op", "model") else "right", no_wrap=True)
     kinds = {s.name: s.kind for s in cal.system.servers}
     for (name, op, seq), f in cal.fits.items():
         sp, at = cal.spreads[(name, op, seq)]
         lo_b, hi_b = f.beta_ci
-        t.add_row(name, kinds[name], OP_NAMES[op], PATTERN_NAMES[seq], f.model, _us(f.alpha),
-                  f"{_us(f.alpha_ci[0])}–{_us(f.alpha_ci[1])}", _bw(f.beta),
-                  f"{_bw(hi_b)}–{_bw(lo_b)}" if lo_b > 0 else f"≥ {_bw(hi_b)}",
-                  f"{100 * f.rel_rms:.1f} %", f"{100 * sp:.0f} % @ {format_size(at)}")
+        t.add_row(f"{name}\n{kinds[name]}", f"{OP_NAMES[op]}\n{PATTERN_NAMES[seq]}", f.model,
+                  f"{_g(f.alpha * 1e6)}\n{_g(f.alpha_ci[0] * 1e6)}–{_g(f.alpha_ci[1] * 1e6)}",
+                  f"{_bw(f.beta)}\n" + (f"{_bw(hi_b)}–{_bw(lo_b)}" if lo_b > 0 else f"≥ {_bw(hi_b)}"),
+                  f"{100 * f.rel_rms:.1f} %", f"{100 * sp:.0f} %\n@ {format_size(at)}")
     console.print(t)
     caps = ", ".join(f"{n}: {format_size(c)}" for n, c in cal.capacities.items())
     console.print(f"capacity (free space): {caps}")
@@ -129,8 +136,9 @@ def _print_summary(cal) -> None:
         n = cal.network
         console.print(f"network ({n.method}): e = {_us(n.e)} µs (spread {100 * n.e_spread:.0f} %), "
                       f"t = {n.t:.3g} s/B ({_bw(n.t) if n.t > 0 else 'inf'} MiB/s), residual {100 * n.rel_rms:.1f} %")
-    console.print("resid = relative RMS residual of the per-size medians; spread = largest coefficient of "
-                  "variation over repetitions (at that size)")
+    console.print("α = startup per request, 1/β = transfer rate; model: additive α + β·s (disks) or max(α, β·s) "
+                  "(rate-limited devices); resid = relative RMS residual of the per-size medians; spread = "
+                  "largest coefficient of variation over repetitions (at that size)")
 
 
 def _reference(spec: str | None, targets):
@@ -149,9 +157,9 @@ def _reference(spec: str | None, targets):
 def _print_compare(cal, ref) -> None:
     from rich.table import Table
 
-    t = Table(title=f"measured vs {ref.name}")
+    t = Table(title=f"measured vs {ref.name}", title_justify="left")
     for col in ("server", "parameter", "measured", "reference", "error"):
-        t.add_column(col, justify="left" if col in ("server", "parameter") else "right")
+        t.add_column(col, justify="left" if col in ("server", "parameter") else "right", no_wrap=True)
     keys = ("alpha_read_seq", "alpha_read_rand", "alpha_write_seq", "alpha_write_rand", "beta_read", "beta_write")
     worst = 0.0
     for s in cal.system.servers:
@@ -165,11 +173,14 @@ def _print_compare(cal, ref) -> None:
             v = r.alpha_for(op, k.endswith("seq")) if k.startswith("alpha") else r.beta_for(op)
             err = (m - v) / v if v else float("nan")
             worst = max(worst, abs(err)) if v else worst
-            fmt = (lambda x: f"{x * 1e6:.1f} µs") if k.startswith("alpha") else \
-                (lambda x: f"{x * 1e9:.3f} ns/B = {_bw(x)} MiB/s")
-            t.add_row(s.name, k, fmt(m), fmt(v), f"{100 * err:+.1f} %")
+            if k.startswith("alpha"):
+                label, fmt = "α " + " ".join(k.split("_")[1:]), (lambda x: f"{x * 1e6:.1f} µs")
+            else:
+                label, fmt = f"β {k.split('_')[1]}", (lambda x: f"{x * 1e9:.4g} ns/B")
+            t.add_row(s.name, label, fmt(m), fmt(v), f"{100 * err:+.1f} %")
     console.print(t)
-    console.print(f"largest relative error: {100 * worst:.1f} %")
+    console.print(f"largest relative error: {100 * worst:.1f} % (β = time per byte = 1 / transfer rate; "
+                  f"1 ns/B = {1e9 / 2**20:.0f} MiB/s)")
 
 
 def compare_rows(cal_system, ref) -> list[dict]:

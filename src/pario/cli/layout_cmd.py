@@ -15,11 +15,11 @@ def register(sub) -> None:
     s = p.add_subparsers(dest="layout_cmd", metavar="ACTION")
     s.required = True
     m = s.add_parser("map", help="per-server bytes and sub-request counts of a trace under a layout")
-    m.add_argument("trace", metavar="TRACE")
+    m.add_argument("trace", metavar="TRACE", help="trace file (.parquet or .csv)")
     m.add_argument("--system", required=True, metavar="P", help="built-in profile name or TOML file")
     m.add_argument("--layout", required=True, metavar="SPEC",
                    help="fixed:64K[@H0,..] | var:hdd=28K,ssd=100K | var:H0=..,.. | 2d:G:SIZE | FILE.json")
-    m.add_argument("--json", action="store_true")
+    m.add_argument("--json", action="store_true", help="machine-readable output")
     m.set_defaults(func=_map)
 
 

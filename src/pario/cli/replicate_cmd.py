@@ -12,21 +12,38 @@ from ..units import format_size
 from .common import console, print_json, size_arg
 
 
+def binary_columns():
+    """Progress columns for bytes in binary units (KiB, MiB: pario's unit everywhere): rich's
+    DownloadColumn with ``binary_units`` and a transfer speed in MiB/s (rich's
+    TransferSpeedColumn has only decimal MB/s)."""
+    from rich.progress import DownloadColumn, ProgressColumn
+    from rich.text import Text
+
+    class BinarySpeedColumn(ProgressColumn):
+        def render(self, task) -> Text:
+            speed = task.finished_speed or task.speed
+            if speed is None:
+                return Text("?", style="progress.data.speed")
+            return Text(f"{format_size(int(speed))}/s", style="progress.data.speed")
+
+    return DownloadColumn(binary_units=True), BinarySpeedColumn()
+
+
 def register(sub) -> None:
     p = sub.add_parser("replicate", help="copy a plan's replicas into a store (resumable)")
     p.add_argument("plan", nargs="?", metavar="PLAN.json", help="plan with a 'replicas' section")
-    p.add_argument("--store", required=True, metavar="DIR")
+    p.add_argument("--store", required=True, metavar="DIR", help="the store to copy the replicas into")
     p.add_argument("--space", type=size_arg, default=None, metavar="SIZE",
                    help="replica space budget (total replica bytes in the store); default: server free space")
     p.add_argument("--chunk", type=size_arg, default=None, metavar="SIZE",
                    help="copy chunk: the range a writer of the original may wait for (default 8m)")
     p.add_argument("--resume", action="store_true", help="finish unfinished replicator jobs (no plan needed)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the replicas copied and skipped as JSON")
     p.set_defaults(func=_replicate)
 
 
 def _replicate(args) -> int:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import BarColumn, Progress, TimeRemainingColumn
 
     from ..store import Store
     from ..store.replicator import CHUNK, Replicator, resume_specs, specs_from_plan
@@ -36,8 +53,8 @@ def _replicate(args) -> int:
     with Store(args.store, shared=True) as st:
         specs = resume_specs(st) if args.resume and not args.plan else specs_from_plan(args.plan, st)
         rep = Replicator(st, specs, space=args.space, chunk=args.chunk or CHUNK)
-        with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                      TransferSpeedColumn(), TimeRemainingColumn(), console=console,
+        with Progress("[progress.description]{task.description}", BarColumn(), *binary_columns(),
+                      TimeRemainingColumn(), console=console,
                       disable=args.json or not console.is_terminal) as prog:
             task = prog.add_task("replicating", total=max(rep.total, 1))
             rep.progress = lambda done, total: prog.update(task, completed=done)

@@ -2,7 +2,8 @@
 
 Independent I/O by default (every rank blocking, one request at a time, or paced by the
 trace's time stamps with ``--timing trace``); ``--collective`` runs every request through
-two-phase collective I/O (seed 004 §2.1) with ``--aggregators``, ``--cb-buffer`` and the
+two-phase collective I/O (seed 004 §2.1) with ``--aggregators``, ``--cb-buffer`` (default
+16 MiB, ROMIO's ``cb_buffer_size``, as in ``pario advise`` and ``pario bench run``) and the
 request order ``--order romcio|cacio|hacio``.  Reports makespan, bandwidth, per-server busy
 time and bytes, per-client time and, for collective runs, per-cycle server times.
 """
@@ -33,8 +34,9 @@ def register(sub) -> None:
     p.add_argument("--plan", metavar="PLAN.json", help="a pario plan: layouts, replicas, routing, collective order")
     p.add_argument("--collective", action="store_true", help="two-phase collective I/O for every request")
     p.add_argument("--aggregators", type=int, metavar="N", help="aggregators (default: one per client node)")
-    p.add_argument("--cb-buffer", type=size_arg, default=4 << 20, metavar="SIZE",
-                   help="collective buffer per aggregator (default 4m)")
+    p.add_argument("--cb-buffer", type=size_arg, default=16 << 20, metavar="SIZE",
+                   help="collective buffer per aggregator (default 16m: ROMIO's and pario.mpi's cb_buffer_size, "
+                        "as in advise and bench run)")
     p.add_argument("--order", choices=ORDERS, help="request order in a file domain (default: the plan's, else romcio)")
     p.add_argument("--align", type=size_arg, metavar="SIZE", help="align file-domain boundaries to SIZE bytes")
     p.add_argument("--timing", choices=("blocking", "trace"), default="blocking",

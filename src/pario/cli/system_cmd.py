@@ -16,7 +16,7 @@ def register(sub) -> None:
     s = p.add_subparsers(dest="system_cmd", metavar="ACTION")
     s.required = True
     show = s.add_parser("show", help="show a built-in profile or a TOML profile file")
-    show.add_argument("profile", metavar="NAME|FILE")
+    show.add_argument("profile", metavar="NAME|FILE", help="built-in profile name (pario system list) or TOML file")
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(func=_show)
     ls = s.add_parser("list", help="list the built-in profiles")

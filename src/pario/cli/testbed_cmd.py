@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     sub.required = True
 
     u = sub.add_parser("up", help="create DIR/H0.., DIR/S0.. servers and the throttling cgroup")
-    u.add_argument("dir", metavar="DIR")
+    u.add_argument("dir", metavar="DIR", help="directory for the testbed (server images, mounts, state)")
     u.add_argument("--hdd", type=int, default=2, metavar="N", help="HDD-like servers (default 2)")
     u.add_argument("--ssd", type=int, default=2, metavar="M", help="SSD-like servers (default 2)")
     u.add_argument("--hdd-iops", type=int, default=None, metavar="X", help="HDD IOPS limit (default 250)")
@@ -34,17 +34,17 @@ def register(subparsers) -> None:
     u.set_defaults(func=_up)
 
     d = sub.add_parser("down", help="release everything the testbed made (also after a crash)")
-    d.add_argument("dir", metavar="DIR")
+    d.add_argument("dir", metavar="DIR", help="the testbed's directory (as given to 'pario testbed up')")
     d.set_defaults(func=_down)
 
     s = sub.add_parser("status", help="servers, loop devices, mounts, throttle settings")
-    s.add_argument("dir", metavar="DIR")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("dir", metavar="DIR", help="the testbed's directory (as given to 'pario testbed up')")
+    s.add_argument("--json", action="store_true", help="print the state as JSON")
     s.set_defaults(func=_status)
 
     r = sub.add_parser("run", help="run a command inside the testbed's cgroup: pario testbed run DIR -- CMD ...")
-    r.add_argument("dir", metavar="DIR")
-    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD")
+    r.add_argument("dir", metavar="DIR", help="the testbed's directory (as given to 'pario testbed up')")
+    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD", help="the command and its arguments (after --)")
     r.set_defaults(func=_run_cmd)
 
 

@@ -181,7 +181,7 @@ def _dur(v: float) -> str:
 
 
 def _mb(b: float) -> str:
-    return f"{b / 1e6:.1f} MB"
+    return f"{b / (1 << 20):.1f} MiB"
 
 
 _CLASS_WORDS = {"hit_read": "redirected reads (RMT hits)", "hit_write": "redirected writes (RMT hits)",
@@ -241,7 +241,7 @@ def judge(s: dict, tolerance: float = TOLERANCE) -> dict:
         parts = ["no --direct or --testbed: the store's servers are directories on this machine, so the ranks' I/O "
                  "went through the page cache"]
         if rate is not None:
-            parts.append(f"run 1 moved {_mb(r1['bytes'])} in {m1:.3f} s of traced I/O ({rate / 1e6:.0f} MB/s"
+            parts.append(f"run 1 moved {_mb(r1['bytes'])} in {m1:.3f} s of traced I/O ({rate / (1 << 20):.0f} MiB/s"
                          + (f"; predicted {p1:.3f} s" if p1 else "") + ")")
         factor = None
         if lat and size and model_s:
@@ -249,7 +249,7 @@ def judge(s: dict, tolerance: float = TOLERANCE) -> dict:
             cmp_ = f"{factor:.0f}× faster than" if factor >= 1 else f"{1 / factor:.1f}× slower than"
             parts.append(f"its median request ({size} bytes) took {_us(lat)}, {cmp_} the cheapest request of that "
                          f"size the profile prices ({model_s * 1e3:.2f} ms = α + s·β"
-                         + (f", servers of {ev['server_mb_s']:.0f} MB/s" if ev.get("server_mb_s") else "") + ")")
+                         + (f", servers of {ev['server_mb_s']:.0f} MiB/s" if ev.get("server_mb_s") else "") + ")")
         parts_text = "; ".join(parts)
         add("page_cache", parts_text + ": the model's device costs (α, β per server) are not what these runs paid",
             run1_bytes=r1.get("bytes"), run1_io_s=m1, run1_bytes_per_s=rate, median_latency_us=lat,
