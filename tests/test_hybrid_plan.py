@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from pario.layout import Striped
-from pario.model import DistributionModel, HybridModel
+from pario.model import DistributionModel
 from pario.model.batches import batch_ids
 from pario.plan.base import Plan
 from pario.plan.hybrid import HybridReplicationPlanner, replica_layouts
-from pario.system import load_system
+from pario.system import Network, Server, System, load_system
 from pario.trace import Trace
 from pario.workload.ior import ior
 
@@ -47,17 +47,40 @@ def test_routing_beats_every_single_layout():
 
 
 def test_routing_is_argmin_of_request_costs_with_closed_form_model():
-    system = load_system("psa-4h4s")
-    trace = two_phase()
-    planner = HybridReplicationPlanner(model="hybrid")
-    lays = list(replica_layouts("stripes", trace, system).values())
+    """PADP/PSA closed form (HybridModel), every cost derived by hand.
+
+    System: 4 HServers (α_h = 5 ms, β_h = 1e-7 s/B) + 4 SServers (α_s = 0.5 ms, β_s = 6e-8 s/B),
+    e = 1 ms, t = 1e-8 s/B, c = 2 processes per node.  Trace: batch A = ranks 0–7 read 1e6 B
+    each from a.dat (p = 8, c = 2); batch B = rank 0 alone reads 1e6 B from b.dat (p = 1, c = 1);
+    no request continues its rank's previous one (random α).  Replicas:
+    R0 = fixed 125000 B on all 8; R1 = ⟨h = 50000, s = 200000⟩; R2 = 250000 B on the 4 SServers.
+    T = max(c·(servers used), p)·e + max(c·r·t, p·h·t, p·s·t) + p·max(α_h + hβ_h, α_s + sβ_s);
+    per-request cost T/p.
+      A, R0: 16e=0.016 + max(0.02, 0.01, 0.01)=0.02 + 8·max(0.0175, 0.008)=0.14   → T 0.176,  /8 = 0.022
+      A, R1: 0.016 + max(0.02, 0.004, 0.016)=0.02 + 8·max(0.010, 0.0125)=0.1    → T 0.136,  /8 = 0.017
+      A, R2: max(2·4, 8)e=0.008 + max(0.02, 0.02)=0.02 + 8·0.0155=0.124          → T 0.152,  /8 = 0.019
+      B, R0: max(8, 1)e=0.008 + max(0.01, 0.00125)=0.01 + 0.0175                  → 0.0355
+      B, R1: 0.008 + 0.01 + max(0.010, 0.0125)=0.0125                              → 0.0305
+      B, R2: max(4, 1)e=0.004 + max(0.01, 0.0025)=0.01 + 0.0155                    → 0.0295
+    So A routes to R1, B to R2; plan = 8·0.017 + 0.0295 = 0.1655 < best single R1 = 0.136 + 0.0305."""
+    hs = tuple(Server(f"H{i}", "hdd", alpha=0.005, beta=1e-7) for i in range(4))
+    ss = tuple(Server(f"S{i}", "ssd", alpha=0.0005, beta=6e-8) for i in range(4))
+    system = System("h4s4-round", hs + ss, Network(e=0.001, t=1e-8), procs_per_node=2)
+    r = 1_000_000
+    trace = Trace.from_arrays(list(range(8)) + [0], [0] * 8 + [1], [0] * 9, [k * r for k in range(8)] + [0], [r] * 9,
+                              files=("a.dat", "b.dat"))
+    lays = [Striped.fixed(125_000, range(8)), Striped(tuple(range(8)), (50_000,) * 4 + (200_000,) * 4),
+            Striped((4, 5, 6, 7), (250_000,) * 4)]
+    planner = HybridReplicationPlanner(model="hybrid", replicas=lays)
     C, choice = planner.route(trace, system, lays)
-    m = HybridModel()
-    for k, lay in enumerate(lays):  # independent per-replica evaluation
-        assert np.allclose(C[k], m.request_costs(trace, lay, system))
-    assert (C[choice, np.arange(len(trace))] <= C.min(axis=0) + 1e-15).all()
+    hand = np.array([[0.022] * 8 + [0.0355], [0.017] * 8 + [0.0305], [0.019] * 8 + [0.0295]])
+    assert C == pytest.approx(hand, rel=1e-12)
+    assert choice.tolist() == [1] * 8 + [2]
     plan = planner.plan(trace, system)
-    assert plan.predicted_s <= min(v for k, v in plan.baselines.items() if k != "ORIG") + 1e-12
+    assert plan.predicted_s == pytest.approx(8 * 0.017 + 0.0295, rel=1e-12)
+    singles = [v for k, v in plan.baselines.items() if k != "ORIG"]
+    assert singles == pytest.approx([0.176 + 0.0355, 0.136 + 0.0305, 0.152 + 0.0295], rel=1e-12)
+    assert [v["requests"] for v in plan.details["routed"].values()] == [0, 8, 1]
 
 
 def test_budget_limits_replicas():

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
 
 from pario.cli import main
-from pario.layout import Grouped, Striped
+from pario.layout import Striped
 from pario.model import (CILayoutModel, DistributionModel, HybridModel, batch_ids, ci_layout_cost,
                          classic_layouts, heterogeneous_cost, homogeneous_cost, split)
 from pario.system import Network, Server, System, load_system
@@ -173,9 +172,37 @@ def test_ci_layout_storage_term_equals_distribution_model(p, name):
     dist = DistributionModel().trace_cost(t, lay, sysx)
     ci = CILayoutModel(pattern="random").trace_cost(t, lay, sysx)
     assert dist.predicted_s == pytest.approx(ci.details["T_st"], rel=1e-12)
-    g = {"1-DH": 1, "1-DV": 16, "2-D": 4}[name]
-    hand = ci_layout_cost(p, s, 16, g, min(2, p), 0.0003, 7.947e-9, 0.0003, 7.947e-9)["T"]
-    assert ci.predicted_s == pytest.approx(float(hand), rel=1e-12)
+    # T by hand (SPEC §2.1 reconstruction), in units of e = α = 0.0003 s and b = v = β = 7.947e-9 s/B:
+    # T = (coefficient of e)·e + (bytes)·b, with g = 1 / 4 / 16 for 1-DH / 2-D / 1-DV and m = min(2, p).
+    e, b = 0.0003, 7.947e-9
+    coef_e, nbytes = _CI_HAND[(p, name)]
+    assert ci.predicted_s == pytest.approx(coef_e * e + nbytes * b, rel=1e-12)
+
+
+# Hand derivation for s = 64 KiB = 65536 B on n = 16 servers, q = ⌈p/g⌉, sub-request s·g/n:
+#   T_e = max(m·16/g, q)·e,  T_x = max(m·65536, q·65536·g/16)·b,  T_s + T_rw = q·(e + (65536·g/16)·b)
+_CI_HAND = {
+    # p = 1, m = 1
+    (1, "1-DH"): (17, 69632),   # q=1: T_e 16e; T_x max(65536, 4096)=65536 b; T_st e + 4096 b
+    (1, "2-D"): (5, 81920),     # q=1: T_e 4e;  T_x 65536 b;                   T_st e + 16384 b
+    (1, "1-DV"): (2, 131072),   # q=1: T_e 1e;  T_x 65536 b;                   T_st e + 65536 b
+    # p = 3, m = 2
+    (3, "1-DH"): (35, 143360),  # q=3: T_e max(32,3)=32e; T_x max(131072, 12288)=131072 b; T_st 3e + 12288 b
+    (3, "2-D"): (9, 147456),    # q=1: T_e max(8,1)=8e;   T_x 131072 b;                    T_st e + 16384 b
+    (3, "1-DV"): (3, 196608),   # q=1: T_e max(2,1)=2e;   T_x 131072 b;                    T_st e + 65536 b
+    # p = 8, m = 2
+    (8, "1-DH"): (40, 163840),  # q=8: T_e max(32,8)=32e; T_x max(131072, 32768)=131072 b; T_st 8e + 32768 b
+    (8, "2-D"): (10, 163840),   # q=2: T_e max(8,2)=8e;   T_x max(131072, 32768)=131072 b; T_st 2e + 32768 b
+    (8, "1-DV"): (3, 196608),   # q=1: T_e 2e;            T_x 131072 b;                    T_st e + 65536 b
+    # p = 16, m = 2
+    (16, "1-DH"): (48, 196608),  # q=16: T_e max(32,16)=32e; T_x max(131072, 65536)=131072 b; T_st 16e + 65536 b
+    (16, "2-D"): (12, 196608),   # q=4:  T_e max(8,4)=8e;    T_x 131072 b;                    T_st 4e + 65536 b
+    (16, "1-DV"): (3, 196608),   # q=1:  T_e 2e;             T_x 131072 b;                    T_st e + 65536 b
+    # p = 40, m = 2: the ⌈p/g⌉ branch of both maxima
+    (40, "1-DH"): (80, 327680),  # q=40: T_e max(32,40)=40e; T_x max(131072, 163840)=163840 b; T_st 40e + 163840 b
+    (40, "2-D"): (20, 327680),   # q=10: T_e max(8,10)=10e;  T_x max(131072, 163840)=163840 b; T_st 10e + 163840 b
+    (40, "1-DV"): (6, 393216),   # q=3:  T_e max(2,3)=3e;    T_x max(131072, 196608)=196608 b; T_st 3e + 196608 b
+}
 
 
 def test_ci_layout_many_processes_prefer_1dv_and_one_large_request_prefers_1dh():
@@ -204,19 +231,47 @@ def test_hybrid_tables_3_and_4_hand_values():
     assert hom["T_e"] == pytest.approx(max(2 * 4, 16) * e)
     assert hom["T_x"] == pytest.approx(max(2 * 512 * KiB, 16 * 512 * KiB / 4) * t)
     assert hom["T_st"] == pytest.approx(16 * ah + 16 * 128 * KiB * bh)
+    # the SServer term dominates (above the HServer term did, so β_s was not exercised):
+    # p = 8, c = 2, m = n = 4, h = 50000, s = 200000, S = 1e6, e = 1 ms, t = 1e-8,
+    # α_h = 5 ms, β_h = 1e-7, α_s = 0.5 ms, β_s = 6e-8
+    #   T_e = max(2·8, 8)·0.001 = 0.016;  T_x = max(2·1e6, 8·5e4, 8·2e5)·1e-8 = 0.02
+    #   HServer 0.005 + 5e4·1e-7 = 0.010 < SServer 0.0005 + 2e5·6e-8 = 0.0125 → T_st = 8·0.0125 = 0.1
+    ss = heterogeneous_cost(8, 2, 4, 4, 50_000, 200_000, 1_000_000, 0.001, 1e-8, 0.005, 1e-7, 0.0005, 6e-8)
+    assert ss["T_e"] == pytest.approx(0.016)
+    assert ss["T_x"] == pytest.approx(0.02)
+    assert ss["T_st"] == pytest.approx(0.1)
+    assert ss["T"] == pytest.approx(0.136)
 
 
-def test_hybrid_model_on_uniform_batch_equals_table_3():
-    sysx = load_system("psa-4h4s")
-    h, s, S, p = 96 * KiB, 32 * KiB, 512 * KiB, 16
+def _hybrid_round_system() -> System:
+    """4 HServers (α_h = 5 ms, β_h = 1e-7 s/B) + 4 SServers (α_s = 0.5 ms, β_s = 6e-8 s/B),
+    e = 1 ms, t = 1e-8 s/B, 2 processes per client node: round numbers for hand arithmetic."""
+    hs = tuple(Server(f"H{i}", "hdd", alpha=0.005, beta=1e-7) for i in range(4))
+    ss = tuple(Server(f"S{i}", "ssd", alpha=0.0005, beta=6e-8) for i in range(4))
+    return System("h4s4-round", hs + ss, Network(e=0.001, t=1e-8), procs_per_node=2)
+
+
+@pytest.mark.parametrize("h, s, expect", [
+    # SServer term dominates: p = 8, c = 2, m = n = 4, S = 4·50000 + 4·200000 = 1e6 B
+    #   T_e = max(2·8, 8)·1 ms = 0.016;  T_x = max(2·1e6, 8·5e4, 8·2e5)·1e-8 = 0.02
+    #   HServer 0.005 + 5e4·1e-7 = 0.010;  SServer 0.0005 + 2e5·6e-8 = 0.0125 → T_st = 8·0.0125 = 0.1
+    #   T = 0.016 + 0.02 + 0.1 = 0.136   (with β_h in the SServer term it would be 0.2)
+    (50_000, 200_000, 0.136),
+    # HServer term dominates: HServer 0.005 + 2e5·1e-7 = 0.025, SServer 0.0005 + 5e4·6e-8 = 0.0035
+    #   T_x = max(0.02, 8·2e5·1e-8 = 0.016, 0.004) = 0.02;  T = 0.016 + 0.02 + 8·0.025 = 0.236
+    (200_000, 50_000, 0.236),
+])
+def test_hybrid_model_on_uniform_batch_equals_table_3(h, s, expect):
+    """One batch of p = 8 requests of S = 1e6 B (one per rank) on ⟨h, s⟩: HybridModel prices the
+    batch at Σ_i T_i / p = T of PSA Table 3, here derived by hand."""
+    sysx = _hybrid_round_system()
+    S, p = 4 * h + 4 * s, 8
+    assert S == 1_000_000
     t = reads(np.arange(p), np.arange(p) * S, np.full(p, S))
     lay = Striped(tuple(range(8)), (h,) * 4 + (s,) * 4)
     got = HybridModel(pattern="random").trace_cost(t, lay, sysx)
-    H, Sv = sysx.servers[0], sysx.servers[4]
-    hand = heterogeneous_cost(p, 2, 4, 4, h, s, S, sysx.network.e, sysx.network.t, H.alpha_for(0, False),
-                              H.beta_for(0), Sv.alpha_for(0, False), Sv.beta_for(0))["T"]
-    assert got.predicted_s == pytest.approx(float(hand))
     assert got.batches == 1
+    assert got.predicted_s == pytest.approx(expect, rel=1e-12)
 
 
 # ---------------------------------------------------------------------------- CLI
