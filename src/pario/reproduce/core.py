@@ -29,6 +29,9 @@ class Check:
     ``"≈"`` within ±``tol`` in every one; ``"metric>="`` / ``"metric=="``: a named metric of
     the run (``scheme``) against ``value``.  ``expected``: True when pario reproduces it
     (the test asserts those); False = a known, documented non-reproduction (docs/RESULTS.md).
+    ``proof``: for such a check, the test (``tests/FILE.py::NAME``) that proves the paper's *own*
+    cost model does not give the paper's direction; empty when the difference needs effects
+    the model lacks (real disks' allocation order, readahead …).
     """
 
     scheme: str
@@ -41,6 +44,7 @@ class Check:
     tol: float = 0.10
     value: float | None = None
     note: str = ""
+    proof: str = ""     # expected=False: the test proving the paper's own model gives this direction not
 
     def label(self) -> str:
         where = []
