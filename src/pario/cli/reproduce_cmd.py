@@ -122,11 +122,11 @@ def run(args) -> int:
     bad = 0
     for r in results:
         for c in r.checks:
-            mark = "[green]yes[/green]" if c.passed else ("[red]NO[/red]" if c.check.expected else "[yellow]no (known)[/yellow]")
-            bad += int(c.check.expected and not c.passed)
+            mark = "[green]yes[/green]" if c.passed else ("[red]NO[/red]" if c.expected else "[yellow]no (known)[/yellow]")
+            bad += int(c.expected and not c.passed)
             tab.add_row(r.experiment.id, c.check.label(), c.check.paper, c.pario, mark)
             lines.append(f"| {r.experiment.id} | {c.check.label()} | {c.check.paper} | {c.pario} | "
-                         f"{'yes' if c.passed else 'no'} | {'yes' if c.check.expected else 'no'} |")
+                         f"{'yes' if c.passed else 'no'} | {'yes' if c.expected else 'no'} |")
     console.print(tab)
     out.mkdir(parents=True, exist_ok=True)
     (out / "SUMMARY.md").write_text("\n".join(lines) + "\n")

@@ -478,12 +478,18 @@ _NOT_REPRODUCED = {
 PSA_FLAT = "tests/test_psa.py::test_search_is_flat_once_sservers_are_filled"
 HACIO_CYCLE = "tests/test_simulate.py::test_hacio_vs_cacio_in_seed004_cycle_model"
 _PROOF = {
-    **{(f"psa-fig{k}", i): PSA_FLAT for k in (7, 8, 9, 10, 11, 12, 13) for i in (0, 1)
-       if (k, i) not in ((10, 0), (12, 1))},
+    **{(f"psa-fig{k}", i): PSA_FLAT for k in (7, 8, 9, 10, 11, 12, 13) for i in (0, 1) if (k, i) != (12, 1)},
     ("hacio-fig8", 0): HACIO_CYCLE, ("hacio-fig8", 1): HACIO_CYCLE, ("hacio-fig9", 0): HACIO_CYCLE,
     ("hacio-fig10", 0): HACIO_CYCLE, ("hacio-fig11", 1): HACIO_CYCLE, ("hacio-fig11", 2): HACIO_CYCLE,
     ("hacio-fig12", 0): HACIO_CYCLE, ("hacio-fig12", 1): HACIO_CYCLE, ("hacio-fig13", 0): HACIO_CYCLE,
     ("hacio-fig14", 0): HACIO_CYCLE,
+}
+
+
+# Directions that hold at the quick size and not at full size, where the proof applies
+_QUICK_ONLY = {
+    ("psa-fig10", 0): "holds at the quick size (+0.1 … +5.6 %), ties at full size (+0.0 %): once the SServers are "
+                      "filled every layout puts the same bytes and sub-requests on the HServers",
 }
 
 
@@ -498,7 +504,9 @@ def _apply_known() -> None:
                 c = checks[i] = dataclasses.replace(c, expected=False, note=c.note or note)
             proof = _PROOF.get((k, i))
             if proof is not None:
-                checks[i] = dataclasses.replace(c, proof=proof)
+                c = checks[i] = dataclasses.replace(c, proof=proof)
+            if (k, i) in _QUICK_ONLY:
+                checks[i] = dataclasses.replace(c, expected="quick", note=c.note or _QUICK_ONLY[(k, i)])
         EXPERIMENTS[k] = dataclasses.replace(e, checks=tuple(checks))
 
 
