@@ -223,6 +223,45 @@ def test_empty_trace_round_trips_through_csv(tmp_path):
 
 def test_to_frame_columns():
     df = small_trace().to_frame()
-    assert list(df.columns) == ["rank", "file", "op", "offset", "length", "start", "end", "collective", "order"]
+    assert list(df.columns) == ["rank", "file", "op", "offset", "length", "start", "end", "collective", "order", "call"]
     assert isinstance(df["file"].dtype, pd.CategoricalDtype)
     assert df["op"].tolist() == ["write", "read", "write", "read", "write"]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_metadata_and_calls_survive_save_load_and_transforms(tmp_path, suffix):
+    """A trace's job facts (process count, aggregators, hints, partial, command line) and its
+    call numbers survive a file round trip and every transform: the issue-15 bug was a
+    partial flag and an nprocs lost on the way to Parquet."""
+    from pario.trace.core import TraceMeta
+
+    meta = TraceMeta(source="pario tracer", nprocs=16, aggregators=(0, 4, 8, 12),
+                     hints=(("cb_buffer_size", "4194304"), ("romio_cb_write", "enable")),
+                     command="ior -a MPIIO -c", partial=True, notes=("a note",))
+    tr = Trace.from_arrays([0, 0, 0, 3], [0, 0, 0, 0], ["write"] * 4, [0, 100, 200, 50], [10, 10, 10, 10],
+                           files=("f",), call=[0, 0, 1, 0], meta=meta)
+    p = save(tr, tmp_path / f"t{suffix}")
+    back = load(p)
+    assert back.meta == meta
+    assert back.call.tolist() == [0, 0, 1, 0]
+    assert back.nprocs == 16 and back.nranks == 4
+    assert back.meta.cb_nodes == 4 and back.meta.cb_buffer_size == 4 << 20
+    assert back.take(back.rank == 0).meta == meta
+    both = Trace.concat([back, back])
+    assert both.meta.nprocs == 16
+    # the second copy's calls follow the first's per rank: rank 0 had calls 0,1 → 2,3
+    assert both.call[both.rank == 0].tolist() == [0, 0, 1, 2, 2, 3]
+    # without call numbers every request is its own call
+    plain = Trace.from_arrays([0, 0], None, ["read", "read"], [0, 5], [5, 5])
+    assert plain.call.tolist() == plain.order.tolist() == [0, 1]
+    assert plain.meta == TraceMeta()
+
+
+def test_metadata_bad_json_is_one_line(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("#pario-meta {not json\nrank,file,op,offset,length\n0,f,read,0,1\n")
+    with pytest.raises(ParioError, match="metadata"):
+        load(p)
+    p.write_text('#pario-meta {"nprocs": -3}\nrank,file,op,offset,length\n0,f,read,0,1\n')
+    with pytest.raises(ParioError, match="metadata"):
+        load(p)

@@ -131,7 +131,7 @@ class Plan:
             )
         except KeyError as exc:
             raise ParioError(f"plan is missing key {exc.args[0]!r}") from None
-        except (TypeError, AttributeError) as exc:
+        except (TypeError, AttributeError, ValueError) as exc:
             raise ParioError(f"plan is malformed ({exc})") from None
 
     def save(self, path, system) -> None:

@@ -3,7 +3,14 @@
 Every request has ``rank``, ``file`` (an index into :attr:`Trace.files`, the file names),
 ``op`` (:data:`READ` = 0 or :data:`WRITE` = 1), ``offset`` and ``length`` in bytes,
 ``start`` / ``end`` time stamps in seconds (NaN when unknown), ``collective`` (bool) and
-``order``, the position of the request within its rank's request stream (0, 1, 2, …).
+``order``, the position of the request within its rank's request stream (0, 1, 2, …), and
+``call``, the number of the I/O call the request belongs to within its rank: a call through
+an MPI file view touches several extents (one row each) that share a ``call``; without that
+knowledge every request is its own call (``call = order``).
+
+A trace also carries :class:`TraceMeta`: what is known of the job beyond its requests (the
+process count, the collective-buffering aggregators and hints, the command line, whether
+the trace is partial or approximate).  Every transform keeps it.
 
 Columns are numpy arrays of fixed dtypes (see :data:`DTYPES`), so every model, planner and
 the simulator work on whole columns at once.  A :class:`Trace` is immutable by convention:
@@ -39,8 +46,109 @@ DTYPES: dict[str, np.dtype] = {
     "end": np.dtype(np.float64),
     "collective": np.dtype(np.bool_),
     "order": np.dtype(np.int64),
+    "call": np.dtype(np.int64),
 }
 COLUMNS = tuple(DTYPES)
+
+# ROMIO hints whose values are byte counts or counts (MPI-4 §14.2.8 reserved keys)
+_INT_HINTS = ("cb_nodes", "cb_buffer_size", "ind_rd_buffer_size", "ind_wr_buffer_size", "striping_factor",
+              "striping_unit")
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """What a trace knows about its job beyond the requests.
+
+    ``source``: where the requests came from (``darshan DXT_MPIIO``, ``pario tracer``,
+    ``darshan counters``, ``pario.mpi``, …; empty when unknown).  ``nprocs``: the job's
+    process count (ranks that did no I/O count too).  ``aggregators``: the ranks that did the
+    file-system I/O of collective calls (two-phase aggregators), when the source shows them.
+    ``hints``: the MPI_Info hints the job's files were opened with (``cb_nodes``,
+    ``cb_buffer_size``, ``romio_cb_write``, …; strings, as MPI keeps them).  ``command``: the
+    program's command line.  ``partial``: the source lost requests (a full DXT buffer).
+    ``approximate``: non-empty when the requests are synthesized rather than recorded, and
+    says how.  ``notes``: what the import had to say (one line each).
+    """
+
+    source: str = ""
+    nprocs: int | None = None
+    aggregators: tuple[int, ...] | None = None
+    hints: tuple[tuple[str, str], ...] = ()
+    command: str = ""
+    partial: bool = False
+    approximate: str = ""
+    notes: tuple[str, ...] = ()
+
+    def hint(self, key: str) -> str | None:
+        """The value of hint ``key``, or None."""
+        for k, v in self.hints:
+            if k == key:
+                return v
+        return None
+
+    def int_hint(self, key: str) -> int | None:
+        """Hint ``key`` as a positive integer, or None when absent or not a number."""
+        v = self.hint(key)
+        try:
+            n = int(str(v).strip()) if v is not None else None
+        except ValueError:
+            return None
+        return n if n is not None and n > 0 else None
+
+    @property
+    def cb_nodes(self) -> int | None:
+        """The number of two-phase aggregators the job used: the aggregator ranks the source
+        saw, else the ``cb_nodes`` hint."""
+        if self.aggregators:
+            return len(self.aggregators)
+        return self.int_hint("cb_nodes")
+
+    @property
+    def cb_buffer_size(self) -> int | None:
+        """The two-phase buffer size (``cb_buffer_size`` hint) in bytes, or None."""
+        return self.int_hint("cb_buffer_size")
+
+    def replace(self, **kw) -> "TraceMeta":
+        from dataclasses import replace
+
+        if "hints" in kw and isinstance(kw["hints"], dict):
+            kw["hints"] = tuple(sorted((str(k), str(v)) for k, v in kw["hints"].items()))
+        if "aggregators" in kw and kw["aggregators"] is not None:
+            kw["aggregators"] = tuple(sorted(int(r) for r in kw["aggregators"]))
+        return replace(self, **kw)
+
+    def to_dict(self) -> dict:
+        """JSON-ready (what Parquet and CSV trace files keep)."""
+        d = {"source": self.source, "nprocs": self.nprocs,
+             "aggregators": list(self.aggregators) if self.aggregators is not None else None,
+             "hints": dict(self.hints), "command": self.command, "partial": self.partial,
+             "approximate": self.approximate, "notes": list(self.notes)}
+        return {k: v for k, v in d.items() if v not in (None, "", False, [], {})}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TraceMeta":
+        """Inverse of :meth:`to_dict`; unknown keys are ignored, bad values raise ParioError."""
+        if not isinstance(d, dict):
+            raise ParioError("trace metadata is not a JSON object")
+        try:
+            nprocs = d.get("nprocs")
+            nprocs = None if nprocs is None else int(nprocs)
+            if nprocs is not None and not 0 < nprocs <= 1 << 24:
+                raise ValueError(f"nprocs {nprocs}")
+            aggs = d.get("aggregators")
+            aggs = None if aggs is None else tuple(sorted(int(r) for r in aggs))
+            if aggs is not None and any(r < 0 for r in aggs):
+                raise ValueError("negative aggregator rank")
+            hints = d.get("hints") or {}
+            if not isinstance(hints, dict):
+                raise ValueError("hints is not an object")
+            return cls(source=str(d.get("source", "")), nprocs=nprocs, aggregators=aggs,
+                       hints=tuple(sorted((str(k), str(v)) for k, v in hints.items())),
+                       command=str(d.get("command", "")), partial=bool(d.get("partial", False)),
+                       approximate=str(d.get("approximate", "")),
+                       notes=tuple(str(n) for n in d.get("notes") or ()))
+        except (TypeError, ValueError) as exc:
+            raise ParioError(f"bad trace metadata ({exc})") from None
 
 
 def op_code(values) -> np.ndarray:
@@ -83,6 +191,7 @@ class Trace:
 
     cols: dict[str, np.ndarray]
     files: tuple[str, ...] = field(default=())
+    meta: TraceMeta = field(default=TraceMeta())
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -99,13 +208,15 @@ class Trace:
         end: Iterable | None = None,
         collective: Iterable | bool = False,
         order: Iterable | None = None,
+        call: Iterable | None = None,
+        meta: TraceMeta | None = None,
     ) -> "Trace":
         """Build a trace from columns.
 
         ``file`` may hold indices into ``files`` or file names (then ``files`` is derived,
         in order of first appearance).  ``op`` may hold names or codes.  Missing ``start``
         and ``end`` become NaN; a missing ``order`` is derived per rank (by start time when
-        every start is known, else by row order).
+        every start is known, else by row order); a missing ``call`` is ``order``.
         """
         rank = np.asarray(rank, dtype=np.int64)
         n = len(rank)
@@ -140,12 +251,17 @@ class Trace:
         cols["order"] = (
             _rank_order(cols["rank"], cols["start"]) if order is None else np.asarray(order, dtype=np.int64)
         )
-        return cls.checked(cols, tuple(files))
+        if call is not None:
+            cols["call"] = np.asarray(call, dtype=np.int64)
+        return cls.checked(cols, tuple(files), meta)
 
     @classmethod
-    def checked(cls, cols: dict[str, np.ndarray], files: tuple[str, ...]) -> "Trace":
-        """Validate shapes, dtypes and value ranges; raise :class:`ParioError` on bad data."""
+    def checked(cls, cols: dict[str, np.ndarray], files: tuple[str, ...], meta: TraceMeta | None = None) -> "Trace":
+        """Validate shapes, dtypes and value ranges; raise :class:`ParioError` on bad data.
+        A missing ``call`` column is ``order`` (every request its own call)."""
         n = len(cols["rank"])
+        if "call" not in cols and "order" in cols:
+            cols = {**cols, "call": cols["order"]}
         out = {}
         for name, dt in DTYPES.items():
             if name not in cols:
@@ -174,7 +290,9 @@ class Trace:
                 raise ParioError("trace moves more than 2^63-1 bytes in all")
             if out["file"].min() < 0 or out["file"].max() >= len(files):
                 raise ParioError("trace file index out of range of its file list")
-        return cls(out, tuple(files))
+            if out["call"].min() < 0:
+                raise ParioError("trace has a negative call number")
+        return cls(out, tuple(files), meta if meta is not None else TraceMeta())
 
     def require_requests(self, where: str = "trace") -> "Trace":
         """This trace, or a one-line ParioError if it has no request that moves a byte (a
@@ -205,6 +323,16 @@ class Trace:
         return int(self.cols["rank"].max()) + 1 if len(self) else 0
 
     @property
+    def nprocs(self) -> int:
+        """The job's process count: the metadata's, else :attr:`nranks` (never below it)."""
+        return max(self.meta.nprocs or 0, self.nranks)
+
+    def with_meta(self, meta: TraceMeta | None = None, **kw) -> "Trace":
+        """This trace with ``meta`` (or its metadata with fields ``kw`` replaced)."""
+        m = meta if meta is not None else self.meta
+        return Trace(self.cols, self.files, m.replace(**kw) if kw else m)
+
+    @property
     def end_offset(self) -> np.ndarray:
         return self.cols["offset"] + self.cols["length"]
 
@@ -226,7 +354,7 @@ class Trace:
     # ------------------------------------------------------------------ transforms
     def take(self, index) -> "Trace":
         """Rows selected by a boolean mask or an index array (file list kept)."""
-        return Trace({k: v[index] for k, v in self.cols.items()}, self.files)
+        return Trace({k: v[index] for k, v in self.cols.items()}, self.files, self.meta)
 
     def where(self, *, rank=None, file=None, op=None) -> "Trace":
         """Rows matching the given rank / file (index or name) / op (code or name)."""
@@ -247,7 +375,9 @@ class Trace:
     def with_columns(self, **cols) -> "Trace":
         new = dict(self.cols)
         new.update(cols)
-        return Trace.checked(new, self.files)
+        if "order" in cols and "call" not in cols and np.array_equal(self.cols["call"], self.cols["order"]):
+            new["call"] = new["order"]
+        return Trace.checked(new, self.files, self.meta)
 
     def reorder(self) -> "Trace":
         """Recompute ``order`` from start times (or row order)."""
@@ -264,6 +394,7 @@ class Trace:
         lookup: dict[str, int] = {}
         parts = {k: [] for k in COLUMNS}
         base: dict[int, int] = {}
+        cbase: dict[int, int] = {}
         for t in traces:
             remap = np.empty(len(t.files), dtype=np.int32)
             for i, f in enumerate(t.files):
@@ -272,20 +403,28 @@ class Trace:
                     files.append(f)
                 remap[i] = lookup[f]
             order = t.cols["order"].copy()
+            call = t.cols["call"].copy()
             if len(t):
                 shift = np.array([base.get(int(r), 0) for r in range(t.nranks)], dtype=np.int64)
+                cshift = np.array([cbase.get(int(r), 0) for r in range(t.nranks)], dtype=np.int64)
                 order += shift[t.cols["rank"]]
+                call += cshift[t.cols["rank"]]
                 for r in unique(t.cols["rank"]):
                     m = t.cols["rank"] == r
                     base[int(r)] = int(order[m].max()) + 1
+                    cbase[int(r)] = int(call[m].max()) + 1
             for k in COLUMNS:
                 v = t.cols[k]
                 if k == "file":
                     v = remap[v] if len(v) else v
                 elif k == "order":
                     v = order
+                elif k == "call":
+                    v = call
                 parts[k].append(v)
-        return Trace.checked({k: np.concatenate(v) for k, v in parts.items()}, tuple(files))
+        nprocs = max((t.meta.nprocs or 0) for t in traces) or None
+        meta = traces[0].meta.replace(nprocs=nprocs)
+        return Trace.checked({k: np.concatenate(v) for k, v in parts.items()}, tuple(files), meta)
 
     # ------------------------------------------------------------------ pandas
     def to_frame(self) -> pd.DataFrame:
@@ -312,7 +451,7 @@ class Trace:
             files = None
             file = df["file"].astype(str).to_numpy(dtype=object)
         kw = {}
-        for c in ("start", "end", "order"):
+        for c in ("start", "end", "order", "call"):
             if c in df.columns:
                 kw[c] = df[c].to_numpy()
         if "collective" in df.columns:

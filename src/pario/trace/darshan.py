@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .. import ParioError
-from .core import READ, WRITE, Trace
+from .core import READ, WRITE, Trace, TraceMeta
 
 MODULES = ("DXT_MPIIO", "DXT_POSIX")
 _DARSHAN_MAGIC = 6567223
@@ -296,6 +296,8 @@ def read_darshan(path: str | os.PathLike, module: str | None = None) -> DarshanI
         seg["offset"].to_numpy(dtype=np.int64)[idx], seg["length"].to_numpy(dtype=np.int64)[idx],
         files=files, start=start[idx], end=seg["end_time"].to_numpy(dtype=np.float64)[idx],
         collective=collective[idx], order=order,
+        meta=TraceMeta(source=f"darshan {chosen}", nprocs=int(job["nprocs"]) if job.get("nprocs") else None,
+                       command=exe, partial=partial),
     )
     if skipped:
         warnings.warn(

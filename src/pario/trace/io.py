@@ -1,15 +1,20 @@
 """Trace files: Parquet (the native format) and CSV.
 
-CSV header: ``rank,file,op,offset,length`` and optionally ``start,end,collective,order``.
+CSV header: ``rank,file,op,offset,length`` and optionally ``start,end,collective,order,call``.
 ``op`` is ``read`` or ``write``; ``offset``/``length`` are byte counts and may use size
 suffixes (``64k``).  Parquet files hold the same columns with ``file`` dictionary-encoded.
 :func:`load` and :func:`save` pick the format from the file name (``.parquet``/``.pq`` or
 ``.csv``).
+
+The trace's :class:`~pario.trace.core.TraceMeta` (process count, aggregators, hints, command
+line, partial/approximate flags) travels with it: in Parquet as the schema's ``pario.meta``
+key (JSON), in CSV as a first line ``#pario-meta {json}``.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import os
 from pathlib import Path
 
@@ -18,7 +23,10 @@ import pandas as pd
 
 from .. import ParioError
 from ..units import MAX_BYTES, check_bytes, parse_size
-from .core import Trace
+from .core import Trace, TraceMeta
+
+META_KEY = b"pario.meta"
+CSV_META = "#pario-meta "
 
 
 def _fmt(path: Path, write: bool = False) -> str:
@@ -38,13 +46,21 @@ def save(trace: Trace, path: str | os.PathLike) -> Path:
     path = Path(path)
     fmt = _fmt(path, write=True)
     df = trace.to_frame()
+    meta = json.dumps(trace.meta.to_dict(), sort_keys=True, ensure_ascii=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         if fmt == "parquet":
-            df.to_parquet(tmp, index=False, engine="pyarrow")
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pa.Table.from_pandas(df, preserve_index=False)
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: meta.encode()})
+            pq.write_table(table, tmp)
         else:
             # strings quoted so that file names keep leading blanks and names like "NA"
             with open(tmp, "w", newline="") as fh:
+                if meta != "{}":
+                    fh.write(CSV_META + meta + "\n")
                 fh.write(",".join(df.columns) + "\n")
                 df.to_csv(fh, index=False, header=False, quoting=csv.QUOTE_NONNUMERIC)
         os.replace(tmp, path)
@@ -77,13 +93,25 @@ def load(path: str | os.PathLike) -> Trace:
     fmt = _fmt(path)
     if not path.exists():
         raise ParioError(f"{path}: no such file")
+    raw_meta = None
     try:
         if fmt == "parquet":
-            df = pd.read_parquet(path, engine="pyarrow")
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+            raw_meta = (table.schema.metadata or {}).get(META_KEY)
+            df = table.to_pandas()
         else:
+            skip = 0
+            with open(path, "rb") as fh:
+                first = fh.readline()
+            if first.startswith(CSV_META.encode()):
+                raw_meta, skip = first[len(CSV_META):], 1
             # file names are kept verbatim ("NA", leading blanks); only numeric columns may be empty
             df = pd.read_csv(path, dtype={"file": str, "op": str}, keep_default_na=False, skipinitialspace=True,
-                             na_values={c: [""] for c in ("rank", "offset", "length", "start", "end", "order")})
+                             skiprows=skip,
+                             na_values={c: [""] for c in ("rank", "offset", "length", "start", "end", "order",
+                                                          "call")})
     except ParioError:
         raise
     except Exception as exc:  # pyarrow / pandas raise many types for corrupt input
@@ -106,6 +134,12 @@ def load(path: str | os.PathLike) -> Trace:
             if not known.all():
                 raise ParioError(f"column 'collective' has value {words[~known].iloc[0]!r} (expected true/false)")
             df["collective"] = words.isin(["1", "true", "yes", "y", "t"])
-        return Trace.from_frame(df)
+        meta = TraceMeta()
+        if raw_meta is not None:
+            try:
+                meta = TraceMeta.from_dict(json.loads(raw_meta))
+            except ValueError:
+                raise ParioError("its metadata line is not JSON") from None
+        return Trace.from_frame(df).with_meta(meta)
     except ParioError as exc:
         raise ParioError(f"{path}: {exc}") from None
