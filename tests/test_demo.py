@@ -257,16 +257,27 @@ def test_top_level_help_lists_every_store_subcommand(capsys):
 
 def test_cb_buffer_default_is_romios_everywhere():
     """advise, simulate and bench run: one default collective buffer, ROMIO's cb_buffer_size
-    (pario.mpi's default hint, 16 MiB)."""
+    (pario.mpi's default hint, 16 MiB).  advise and simulate leave it None on the command line
+    so that a trace that recorded its job's buffer is modelled with it; without that, the
+    default resolves to ROMIO's."""
     from pario.cli import build_parser
     from pario.mpi.hints import ROMIO_DEFAULT_CB_BUFFER
+    from pario.plan.collective import two_phase
+    from pario.trace import Trace
+    from pario.trace.core import TraceMeta
 
     sub = build_parser()._subparsers._group_actions[0].choices
     bench_run = next(a for a in sub["bench"]._actions if a.__class__.__name__ == "_SubParsersAction").choices["run"]
     defaults = {name: next(a.default for a in p._actions if "--cb-buffer" in a.option_strings)
                 for name, p in (("advise", sub["advise"]), ("simulate", sub["simulate"]), ("bench run", bench_run))}
     assert ROMIO_DEFAULT_CB_BUFFER == 16 * M
-    assert defaults == dict.fromkeys(defaults, ROMIO_DEFAULT_CB_BUFFER)
+    assert defaults == {"advise": None, "simulate": None, "bench run": ROMIO_DEFAULT_CB_BUFFER}
+    plain = Trace.from_arrays([0, 1], None, ["write"] * 2, [0, 10], [10, 10], collective=True)
+    assert two_phase(plain, defaults["advise"]).cb_buffer == ROMIO_DEFAULT_CB_BUFFER
+    traced = plain.with_meta(TraceMeta(hints=(("cb_buffer_size", "4194304"),), aggregators=(0, 1)))
+    tp = two_phase(traced, defaults["simulate"])
+    assert (tp.cb_buffer, tp.aggregators, tp.ranks) == (4 * M, 2, (0, 1))
+    assert two_phase(traced, 8 * M, 1).cb_buffer == 8 * M and two_phase(traced, 8 * M, 1).ranks is None
 
 
 def _fake_calibration():

@@ -95,11 +95,12 @@ def register(sub) -> None:
                    help="cost model for planners that take one (distribution, ci-layout, hybrid)")
     p.add_argument("--by", default=None, choices=("auto", "time", "order", "all", "request"),
                    help="how the trace becomes batches of concurrent requests (default auto)")
-    p.add_argument("--cb-buffer", type=size_arg, default=16 << 20, metavar="SIZE",
-                   help="collective requests: two-phase buffer per aggregator (default 16m, ROMIO's and pario.mpi's "
-                        "cb_buffer_size; the same default as simulate and bench run)")
+    p.add_argument("--cb-buffer", type=size_arg, default=None, metavar="SIZE",
+                   help="collective requests: two-phase buffer per aggregator (default: the traced job's "
+                        "cb_buffer_size when the trace recorded it, else 16m, ROMIO's default)")
     p.add_argument("--cb-nodes", type=int, default=None, metavar="N",
-                   help="collective requests: number of aggregators (default one per client node of the profile)")
+                   help="collective requests: number of aggregators (default: the traced job's aggregators when "
+                        "the trace recorded them, else one per client node of the profile)")
     p.add_argument("--no-collective-view", action="store_true",
                    help="plan collective requests as the ranks issued them, not as the aggregators' requests")
     p.add_argument("--order", default="auto", choices=("auto", "paper", *ORDERS),
@@ -199,15 +200,20 @@ def _advise(args) -> int:
     trace = load_trace_arg(args.trace)
     raw = trace
     view = ""
+    tp = None
     if trace.collective.any() and not args.no_collective_view:
         from ..plan.collective import aggregator_view
+
+        from ..plan.collective import two_phase
 
         if args.cb_nodes is not None and args.cb_nodes < 1:
             raise ParioError("--cb-nodes must be >= 1")
         n_coll = int(trace.collective.sum())
+        tp = two_phase(trace, args.cb_buffer, args.cb_nodes)
         trace = aggregator_view(trace, system.procs_per_node, args.cb_buffer, args.cb_nodes)
         view = (f"; its {n_coll} collective requests planned as the {int(trace.collective.sum())} requests of "
-                f"{len(np.unique(trace.rank[trace.collective]))} aggregator(s), cb_buffer {format_size(args.cb_buffer)}")
+                f"{len(np.unique(trace.rank[trace.collective]))} aggregator(s), cb_buffer {format_size(tp.cb_buffer)}"
+                + (" (as the traced job ran)" if "trace" in (tp.cb_source, tp.agg_source) else ""))
     plans, skipped = run_advise(trace, system, schemes, space=args.space, original=args.original,
                                 model=args.model, by=args.by)
     if not plans:
@@ -237,7 +243,7 @@ def _advise(args) -> int:
             "collective_order": None if order is None else {"order": order.order, "rule": order.rule,
                                                             "paper_order": order.paper_order,
                                                             "simulated_s": order.times},
-            "collective_view": {"cb_buffer": int(args.cb_buffer), "requests": int(len(trace)),
+            "collective_view": {"cb_buffer": int(tp.cb_buffer), "requests": int(len(trace)),
                                 "aggregators": int(len(np.unique(trace.rank[trace.collective])))} if view else None,
         })
         return 0

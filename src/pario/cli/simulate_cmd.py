@@ -2,8 +2,9 @@
 
 Independent I/O by default (every rank blocking, one request at a time, or paced by the
 trace's time stamps with ``--timing trace``); ``--collective`` runs every request through
-two-phase collective I/O (seed 004 §2.1) with ``--aggregators``, ``--cb-buffer`` (default
-16 MiB, ROMIO's ``cb_buffer_size``, as in ``pario advise`` and ``pario bench run``) and the
+two-phase collective I/O (seed 004 §2.1) with ``--aggregators``, ``--cb-buffer`` (default:
+what the traced job ran with when the trace recorded it, else ROMIO's: one aggregator per
+node, 16 MiB ``cb_buffer_size``, as in ``pario advise``) and the
 request order ``--order romcio|cacio|hacio``.  Reports makespan, bandwidth, per-server busy
 time and bytes, per-client time and, for collective runs, per-cycle server times.
 """
@@ -33,10 +34,11 @@ def register(sub) -> None:
                         "(with --plan: the layout of files the plan leaves unchanged)")
     p.add_argument("--plan", metavar="PLAN.json", help="a pario plan: layouts, replicas, routing, collective order")
     p.add_argument("--collective", action="store_true", help="two-phase collective I/O for every request")
-    p.add_argument("--aggregators", type=int, metavar="N", help="aggregators (default: one per client node)")
-    p.add_argument("--cb-buffer", type=size_arg, default=16 << 20, metavar="SIZE",
-                   help="collective buffer per aggregator (default 16m: ROMIO's and pario.mpi's cb_buffer_size, "
-                        "as in advise and bench run)")
+    p.add_argument("--aggregators", type=int, metavar="N",
+                   help="aggregators (default: the traced job's when the trace recorded them, else one per client node)")
+    p.add_argument("--cb-buffer", type=size_arg, default=None, metavar="SIZE",
+                   help="collective buffer per aggregator (default: the traced job's cb_buffer_size when the trace "
+                        "recorded it, else 16m, ROMIO's default, as in advise)")
     p.add_argument("--order", choices=ORDERS, help="request order in a file domain (default: the plan's, else romcio)")
     p.add_argument("--align", type=size_arg, metavar="SIZE", help="align file-domain boundaries to SIZE bytes")
     p.add_argument("--timing", choices=("blocking", "trace"), default="blocking",
@@ -78,7 +80,7 @@ def _run(args) -> int:
         print_json(d)
         return 0
     what = f"plan {args.plan}" if plan is not None else f"layout {describe(layout, system)}"
-    mode = f"collective ({res.order}, {res.details['aggregators']} aggregators, buffer {format_size(args.cb_buffer)})" \
+    mode = f"collective ({res.order}, {res.details['two_phase']})" \
         if args.collective else f"independent ({args.timing})"
     console.print(f"{len(trace)} requests, {res.n_subrequests} sub-requests on {system.name} under {what}, {mode}")
     console.print(f"makespan {res.makespan_s:.6g} s   bandwidth {res.bandwidth_MBps:.2f} MiB/s   "

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from .. import ParioError
 from ..units import parse_size
 
-ROMIO_DEFAULT_CB_BUFFER = 16 * 1024 * 1024
 CB_MODES = ("enable", "disable", "automatic")
+from ..plan.collective import DEFAULT_CB_BUFFER as ROMIO_DEFAULT_CB_BUFFER  # noqa: E402  (one default)
 from ..plan.collective import ORDERS  # noqa: E402  (one list of the orders)
 ENV_HINTS = (("PARIO_STORE", "pario_store"), ("PARIO_PLAN", "pario_plan"), ("PARIO_TRACE", "pario_trace"),
              ("PARIO_ORDER", "pario_order"), ("PARIO_SYSTEM", "pario_system"), ("PARIO_LAYOUT", "pario_layout"),

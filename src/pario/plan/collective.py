@@ -36,6 +36,8 @@ Table 3 cannot come from Algorithm 1 as printed.  We implement the algorithm.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .. import ParioError
@@ -165,6 +167,58 @@ def request_order(method: str, offset, server, kind, aggregator: int, *, proc=No
     raise ParioError(f"unknown collective order {method!r} (expected {', '.join(ORDERS)})")
 
 
+DEFAULT_CB_BUFFER = 16 << 20   # ROMIO's cb_buffer_size default (and pario.mpi's)
+
+
+@dataclass(frozen=True)
+class TwoPhase:
+    """The two-phase settings a collective trace is modelled with (ROMIO's ``cb_buffer_size``
+    and ``cb_nodes``), and where each came from: ``given`` (the caller), ``trace`` (what the
+    trace's metadata recorded: the aggregator ranks a tracer or a Darshan log saw, the hints
+    the files were opened with) or ``default``."""
+
+    cb_buffer: int
+    aggregators: int | None          # None: one per client node (ROMIO's default)
+    ranks: tuple[int, ...] | None    # the aggregator ranks the trace recorded, when it did
+    cb_source: str
+    agg_source: str
+
+    def describe(self) -> str:
+        from ..units import format_size
+
+        a = "one per node" if self.aggregators is None else str(self.aggregators)
+        return (f"{a} aggregator(s) ({self.agg_source}), cb_buffer {format_size(self.cb_buffer)} "
+                f"({self.cb_source})")
+
+
+def two_phase(trace, cb_buffer: int | None = None, aggregators: int | None = None,
+              default_cb: int = DEFAULT_CB_BUFFER) -> TwoPhase:
+    """Resolve the two-phase settings for ``trace``: explicit values win, then the trace's
+    metadata (``TraceMeta.cb_buffer_size`` / ``cb_nodes`` / ``aggregators``: what the job
+    really ran with), then ROMIO's defaults (``default_cb``; one aggregator per node)."""
+    meta = getattr(trace, "meta", None)
+    if cb_buffer is not None:
+        cb, cbs = int(cb_buffer), "given"
+    elif meta is not None and meta.cb_buffer_size:
+        cb, cbs = int(meta.cb_buffer_size), "trace"
+    else:
+        cb, cbs = int(default_cb), "default"
+    if cb <= 0:
+        raise ParioError("collective buffer size must be > 0")
+    ranks = None
+    if aggregators is not None:
+        if int(aggregators) < 1:
+            raise ParioError("the number of aggregators must be >= 1")
+        a, srcs = int(aggregators), "given"
+    elif meta is not None and meta.cb_nodes:
+        a, srcs = int(meta.cb_nodes), "trace"
+        if meta.aggregators:
+            ranks = tuple(int(r) for r in meta.aggregators)
+    else:
+        a, srcs = None, "default"
+    return TwoPhase(cb, a, ranks, cbs, srcs)
+
+
 def aggregator_ranks(nranks: int, procs_per_node: int, aggregators: int | None = None) -> np.ndarray:
     """ROMIO's default aggregators (``cb_nodes`` = one per node): the first rank of every
     node, then the second …, as :func:`pario.mpi.twophase.choose_aggregators` picks them
@@ -177,7 +231,7 @@ def aggregator_ranks(nranks: int, procs_per_node: int, aggregators: int | None =
     return np.sort(ranked[:n]).astype(np.int64)
 
 
-def aggregator_view(trace, procs_per_node: int, cb_buffer: int = 4 << 20, aggregators: int | None = None):
+def aggregator_view(trace, procs_per_node: int, cb_buffer: int | None = None, aggregators: int | None = None):
     """The requests the file servers see when the trace's collective requests run through
     two-phase I/O (seed 004 §2.1; what PSA's server-side trace collector records, seed 001
     §3.4), with the independent requests unchanged.
@@ -191,16 +245,22 @@ def aggregator_view(trace, procs_per_node: int, cb_buffer: int = 4 << 20, aggreg
     aggregators in one batch.  With time stamps, cycle ``c`` of a call that ran from ``t0`` to
     ``t1`` gets the interval ``t0 + [c, c+1)·(t1 − t0)/cycles``, so time-based batching
     groups the same way and independent requests keep their own times.
+
+    ``cb_buffer`` / ``aggregators`` left None are taken from the trace's metadata when it
+    recorded them (:func:`two_phase`), else ROMIO's defaults; when the trace recorded the
+    aggregator ranks themselves, those ranks issue the requests.
     """
     from ..trace.core import Trace
 
     coll = np.asarray(trace.collective, dtype=bool)
     if not coll.any():
         return trace
-    B = int(cb_buffer)
-    if B <= 0:
-        raise ParioError("collective buffer size must be > 0")
-    aggs = aggregator_ranks(int(trace.rank.max()) + 1, procs_per_node, aggregators)
+    tp = two_phase(trace, cb_buffer, aggregators)
+    B = tp.cb_buffer
+    if tp.ranks is not None:
+        aggs = np.array(tp.ranks, dtype=np.int64)
+    else:
+        aggs = aggregator_ranks(max(int(trace.rank.max()) + 1, trace.nprocs), procs_per_node, tp.aggregators)
     A = len(aggs)
     has_t = bool(trace.has_times)
     cols = {k: [] for k in ("rank", "file", "op", "offset", "length", "order", "start", "end")}

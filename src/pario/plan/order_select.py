@@ -49,11 +49,12 @@ def paper_order(system) -> str:
     return "hacio" if {"hdd", "ssd"} <= kinds else "romcio"
 
 
-def choose_order(trace, system, layout=None, *, plan=None, cb_buffer: int = 4 << 20,
+def choose_order(trace, system, layout=None, *, plan=None, cb_buffer: int | None = None,
                  aggregators: int | None = None, rule: str = "model") -> OrderChoice:
     """The collective order for ``trace``'s collective requests on ``layout`` (or ``plan``'s
     layouts); see the module docstring.  ``cb_buffer`` and ``aggregators`` are the run's
-    two-phase settings (ROMIO's ``cb_buffer_size`` and ``cb_nodes``)."""
+    two-phase settings (ROMIO's ``cb_buffer_size`` and ``cb_nodes``); left None they come from
+    the trace's metadata, else ROMIO's defaults (:func:`pario.plan.collective.two_phase`)."""
     from ..simulate import simulate
 
     if rule not in ORDER_RULES:

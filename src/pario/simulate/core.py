@@ -104,7 +104,7 @@ def _as_routing(system, layout, plan, routing) -> Routing:
 
 
 def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=None, routing: Routing | None = None,
-             collective: bool = False, aggregators: int | None = None, cb_buffer: int | str = 4 << 20,
+             collective: bool = False, aggregators: int | None = None, cb_buffer: int | str | None = None,
              order: str | None = None, align: int | str | None = None, timing: str = "blocking",
              elevator: bool = False, jitter: float = 0.0, seed: int = 0) -> SimResult:
     """Simulate ``trace`` on ``system`` under a layout (or a plan / a :class:`Routing`).
@@ -116,14 +116,22 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
     its predecessor (client-side noise that breaks lock-step convoys; default 0).
     ``collective=True``: every request is part of a two-phase collective call (one call per
     file and op, in trace order), see :mod:`pario.simulate.twophase`; ``order`` defaults to
-    the plan's collective order, else ``romcio``.  ``seed`` only breaks ties between
-    simultaneous events and draws the jitter (see ``docs/simulator.md``).
+    the plan's collective order, else ``romcio``.  ``aggregators`` / ``cb_buffer`` left None
+    come from the trace's metadata when it recorded them (the aggregator ranks and the
+    ``cb_buffer_size`` hint of the job that was traced), else ROMIO's defaults (one
+    aggregator per client node, 16 MiB): :func:`pario.plan.collective.two_phase`.
+    ``seed`` only breaks ties between simultaneous events and draws the jitter (see
+    ``docs/simulator.md``).
     """
     t0 = time.perf_counter()
     if timing not in TIMINGS:
         raise ParioError(f"unknown timing {timing!r} (expected {' or '.join(TIMINGS)})")
     rt = _as_routing(system, layout, plan, routing)
-    cb = parse_size(cb_buffer, "collective buffer size") if isinstance(cb_buffer, str) else int(cb_buffer)
+    from ..plan.collective import two_phase
+
+    cb = parse_size(cb_buffer, "collective buffer size") if isinstance(cb_buffer, str) else cb_buffer
+    tp = two_phase(trace, cb, aggregators) if collective else None
+    cb = tp.cb_buffer if tp is not None else cb
     al = None if align is None else (parse_size(align, "alignment") if isinstance(align, str) else int(align))
     order = order_for(plan, order)
     if len(trace) == 0:
@@ -134,7 +142,9 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
         raise ParioError("trace has negative ranks")
     n_nodes = int(ranks.max()) // ppn + 1
     if collective:
-        arrays, meta = _build_collective(trace, system, rt, n_nodes, aggregators, cb, order, al)
+        if tp.ranks is not None:
+            n_nodes = max(n_nodes, max(tp.ranks) // ppn + 1)
+        arrays, meta = _build_collective(trace, system, rt, n_nodes, tp, cb, order, al)
     else:
         arrays, meta = _build_independent(trace, system, rt, n_nodes, timing)
     n_links = n_nodes + system.n
@@ -172,7 +182,8 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
         starts = np.r_[0.0, ends[:-1]]
         res.cycle_s = ends - starts
         res.cost_s = float(res.cycle_s.sum())
-        res.details = {"aggregators": meta["aggregators"], "cb_buffer": cb, "calls": meta["calls"]}
+        res.details = {"aggregators": meta["aggregators"], "cb_buffer": cb, "calls": meta["calls"],
+                       "two_phase": tp.describe()}
     res.wall_s = time.perf_counter() - t0
     return res
 
@@ -212,12 +223,14 @@ def _build_independent(trace, system, rt, n_nodes, timing):
 
 
 # --------------------------------------------------------------------------- collective I/O
-def _build_collective(trace, system, rt, n_nodes, aggregators, cb, order, align):
+def _build_collective(trace, system, rt, n_nodes, tp, cb, order, align):
     ppn = system.procs_per_node
-    A = int(aggregators) if aggregators else n_nodes
-    if A < 1:
-        raise ParioError("--aggregators must be >= 1")
-    agg_node = (np.arange(A) % n_nodes).astype(np.int64)
+    A = int(tp.aggregators) if tp.aggregators else n_nodes
+    if tp.ranks is not None and len(tp.ranks) == A:
+        # the aggregator ranks the traced job really used: their nodes
+        agg_node = (np.asarray(tp.ranks, dtype=np.int64) // ppn).astype(np.int64)
+    else:
+        agg_node = (np.arange(A) % n_nodes).astype(np.int64)
     # replicas: every request goes to the replica its routing chooses; the requests of one
     # (file, replica, op) form one collective call on that replica's layout
     n_rep_obj = 1 + max((len(v) for v in rt.replicas.values()), default=0)
