@@ -174,3 +174,12 @@ def test_profiler_trace_rows(orders_run):
         assert t.collective.all()
     assert tr.bytes_written == tr.bytes_read == 4 * 30000
     assert np.all(tr.end >= tr.start)
+    # one write_all and one read_all per rank: the 6 pieces of each call share its number
+    for r in range(4):
+        t = tr.where(rank=r)
+        assert t.call[t.op == 1].tolist() == [0] * 6 and t.call[t.op == 0].tolist() == [1] * 6
+    # the job's facts (the program's own hints: cb_nodes 2, cb_buffer_size 12K; 4 ranks)
+    assert tr.meta.source == "pario.mpi" and tr.meta.nprocs == 4
+    assert tr.meta.cb_nodes == 2 and len(tr.meta.aggregators) == 2
+    assert tr.meta.cb_buffer_size == 12 * 1024 and tr.meta.hint("romio_cb_write") == "enable"
+    assert "orders.py" in tr.meta.command

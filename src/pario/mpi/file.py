@@ -105,7 +105,8 @@ class File:
         if hints.trace:
             from .profiler import Recorder
 
-            self.recorder = Recorder(self.comm, hints.trace, self.path)
+            self.recorder = Recorder(self.comm, hints.trace, self.path, hints=self.get_info(),
+                                     aggregators=self.aggregators)
         if amode & MPI.MODE_APPEND:
             size = self.backend.size()
             self.position = size // self.view.etype_size
