@@ -22,6 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ROOT / "src" / "pario" / "native"
 RMT_SOURCES = ["crc32.c", "rmt_index.c", "rmt_log.c", "locks.c", "rmt.c", "pyrmt.c"]
 CFLAGS = ["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvisibility=hidden"]
+TRACER = NATIVE / "tracer"
+# The tracer's datatype flattening and file-view mapping (tracer/flatten.h): linked into
+# libpario_trace.so with the interposition layer, and into tests/c/flatten_driver.c.
+TRACER_FLATTEN_SOURCES = ["flatten.c", "view.c"]
 
 
 def compiler() -> list[str]:
@@ -36,6 +40,30 @@ def compiler() -> list[str]:
         except (OSError, subprocess.SubprocessError):
             pass
     return ["cc"]
+
+
+def mpicc() -> list[str]:
+    """The MPICH wheel's ``mpicc`` beside this Python, else ``$MPICC``, else ``mpicc``."""
+    cand = Path(sys.executable).parent / "mpicc"
+    if cand.exists():
+        return [str(cand)]
+    return shlex.split(os.environ.get("MPICC", "mpicc"))
+
+
+def compile_tracer_flatten(out_dir: Path) -> list[Path]:
+    """Compile TRACER_FLATTEN_SOURCES with ``mpicc`` into objects in ``out_dir``; their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    objs = []
+    for src in TRACER_FLATTEN_SOURCES:
+        obj = out_dir / (Path(src).stem + ".o")
+        cmd = [*mpicc(), *CFLAGS, f"-I{TRACER}", "-c", str(TRACER / src), "-o", str(obj)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.stderr.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)
+            raise SystemExit(f"build_native: compiling tracer/{src} failed")
+        objs.append(obj)
+    return objs
 
 
 def build(force: bool = False, quiet: bool = False) -> Path:
