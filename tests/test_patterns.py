@@ -57,6 +57,24 @@ def test_strided_with_varying_lengths_keeps_constant_distance():
     assert r["kind"] == "strided" and r["stride"] == 1000 and str(r["size"]) == "<NA>"
 
 
+@pytest.mark.parametrize("lengths", [10, [10, 4, 10, 7]])
+def test_same_range_again_is_repeated_not_stride_0(lengths):
+    r = one(stream([4096] * 4, lengths))
+    assert r["kind"] == "repeated" and r["stride"] is None and r["regular"] == 1.0
+    assert runs(stream([4096] * 4, lengths))["kind"].astype(str).tolist() == ["repeated"]
+    assert pattern_map(stream([4096] * 4, lengths))[0]["f"] == {"kind": "repeated", "stride": None,
+                                                                 "requests": 4, "bytes": int(np.broadcast_to(lengths, (4,)).sum())}
+
+
+def test_repeated_run_then_strided_run():
+    # 3 re-reads of offset 0 (distance 0), then a strided run of 3 (distance 100)
+    rr = runs(stream([0, 0, 0, 100, 200, 300], 8))
+    assert rr["kind"].astype(str).tolist() == ["repeated", "strided"]
+    assert rr["requests"].tolist() == [3, 3] and pd.isna(rr["stride"].iloc[0]) and int(rr["stride"].iloc[1]) == 100
+    # a zero-length request followed by one at its offset is contiguous (gap 0), not repeated
+    assert one(stream([50, 50], [0, 8]))["kind"] == "contiguous"
+
+
 def test_random():
     rng = np.random.default_rng(7)
     offs = rng.permutation(64) * 65536
@@ -137,7 +155,8 @@ def oracle(offsets, lengths):
     tmpl = []
     for i in range(n - 1):
         gap = offsets[i + 1] - (offsets[i] + lengths[i])
-        tmpl.append(("c", 0) if gap == 0 else ("s", offsets[i + 1] - offsets[i]))
+        dist = offsets[i + 1] - offsets[i]
+        tmpl.append(("c", 0) if gap == 0 else ("r", 0) if dist == 0 else ("s", dist))
     blocks = []  # [template, first transition, length]
     for i, k in enumerate(tmpl):
         if blocks and blocks[-1][0] == k:
@@ -165,11 +184,11 @@ def oracle(offsets, lengths):
             run_list[-1][1] += 1
         else:
             run_list.append([lab, 1])
-    kinds = [("random" if lab < 0 else "contiguous" if blocks[lab][0][0] == "c" else "strided", cnt)
-             for lab, cnt in run_list]
+    names = {"c": "contiguous", "r": "repeated", "s": "strided"}
+    kinds = [("random" if lab < 0 else names[blocks[lab][0][0]], cnt) for lab, cnt in run_list]
     if len(blocks) == 1:
         k = blocks[0][0]
-        return ("contiguous", None, kinds) if k[0] == "c" else ("strided", k[1], kinds)
+        return names[k[0]], (k[1] if k[0] == "s" else None), kinds
     frac = sum(lab >= 0 for lab in labels) / n
     return ("mixed" if frac >= MIXED_MIN_REGULAR else "random"), None, kinds
 
@@ -186,9 +205,11 @@ def multi_stream_traces(draw):
         offs = [base]
         lens = draw(st.lists(st.sampled_from([1, 2, 8]), min_size=n, max_size=n))
         for i in range(1, n):
-            move = draw(st.sampled_from(["contig", "step", "noise"]))
+            move = draw(st.sampled_from(["contig", "step", "same", "noise"]))
             if move == "contig":
                 offs.append(offs[-1] + lens[i - 1])
+            elif move == "same":
+                offs.append(offs[-1])
             elif move == "step":
                 offs.append(max(offs[-1] + step, 0))
             else:
@@ -263,6 +284,40 @@ def test_summary_of_ior_strided_log():
     assert s["patterns"]["0"][t.files[0]]["stride"] == 1 << 20
 
 
+def test_real_log_rewrites_are_repeated():
+    """treddy_mpi-io-test (real/): through POSIX every rank writes its Open MPI shared-memory
+    file ``*.sm`` twice at the same offset (PyDarshan's raw DXT records, below); the 3.1.6
+    mpi-io-test logs read back the 16 MiB block each rank wrote (one stream per rank with
+    ``by_op=False``)."""
+    import warnings
+
+    from pario.trace.darshan import ParioWarning, import_darshan
+
+    name = "real/treddy_mpi-io-test_id4373053_6-2-60198-9815401321915095332_1.darshan"
+    p = TRACES / name
+    if not p.exists():
+        pytest.skip(f"{name} not available")
+    from darshan.report import DarshanReport
+
+    rep = DarshanReport(str(p), read_all=False)
+    rep.mod_read_all_dxt_records("DXT_POSIX", dtype="pandas", warnings=False)
+    same = {rep.name_records[r["id"]] for r in rep.records["DXT_POSIX"]
+            if len(r["write_segments"]) >= 2 and r["write_segments"]["offset"].nunique() == 1}
+    rep._cleanup()
+    assert len(same) == 32 and all(f.endswith(".sm") for f in same)
+    t = import_darshan(p, module="DXT_POSIX")
+    st_ = identify(t)
+    rep_files = {t.files[f] for f in st_[st_["kind"].astype(str) == "repeated"]["file"]}
+    assert rep_files == same
+    assert not ((st_["kind"].astype(str) == "strided") & (st_["stride"].fillna(1) == 0)).any()
+    old = TRACES / "real/mpi-io-test-x86_64-3.1.6.darshan"
+    if old.exists():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ParioWarning)
+            both = identify(import_darshan(old), by_op=False)
+        assert both["kind"].astype(str).tolist() == ["repeated"] * 4
+
+
 # ------------------------------------------------------------------ summary pieces
 def test_size_histogram_bins_against_brute_force():
     rng = np.random.default_rng(3)
@@ -287,4 +342,9 @@ def test_summary_totals_and_json_keys():
     assert s["bytes_read"] == 50 and s["bytes_written"] == 50 and s["collective"] == 2
     assert {f["name"]: f["requests"] for f in s["files"]} == {"a": 3, "b": 1}
     assert set(s["patterns"]) == {"0", "3"} and s["time"] is None
+    assert s["nprocs"] == 4 and s["aggregators"] is None and s["approximate"] == "" and s["notes"] == []
     json.dumps(s, allow_nan=False)  # plain types only
+    m = summarize(t.with_meta(nprocs=64, aggregators=[3, 0], hints={"cb_nodes": "2"}, partial=True, notes=("x",)))
+    assert (m["nprocs"], m["ranks"], m["aggregators"], m["hints"], m["partial"], m["notes"]) == (
+        64, 4, [0, 3], {"cb_nodes": "2"}, True, ["x"])
+    json.dumps(m, allow_nan=False)

@@ -1,6 +1,6 @@
 """``pario trace``: import Darshan DXT logs and show traces.
 
-* ``pario trace import LOG.darshan -o OUT.parquet [--module DXT_MPIIO|DXT_POSIX]``
+* ``pario trace import LOG.darshan -o OUT.parquet [--module DXT_MPIIO|DXT_POSIX | --counters]``
 * ``pario trace show TRACE [--json] [--module ...]`` — TRACE is ``.parquet``, ``.csv`` or a
   ``.darshan`` log (imported on the fly).
 """
@@ -54,8 +54,12 @@ def register(subparsers) -> None:
     imp.add_argument("log", metavar="LOG.darshan", help="Darshan log recorded with DXT_ENABLE_IO_TRACE=1")
     imp.add_argument("-o", "--output", required=True, metavar="OUT",
                      help="output trace (.parquet or .csv)")
-    imp.add_argument("--module", type=_module_arg, default=None, metavar="DXT_MPIIO|DXT_POSIX",
-                     help="DXT module to import (default: DXT_MPIIO when it has data, else DXT_POSIX)")
+    src = imp.add_mutually_exclusive_group()
+    src.add_argument("--module", type=_module_arg, default=None, metavar="DXT_MPIIO|DXT_POSIX",
+                     help="DXT module to import (default: DXT_MPIIO when it has data, with files accessed "
+                          "through MPI file views taken from DXT_POSIX; else DXT_POSIX)")
+    src.add_argument("--counters", action="store_true",
+                     help="synthesize an approximate trace from the log's counters even when it has DXT data")
     imp.set_defaults(func=_cmd_import)
 
     show = sub.add_parser("show", help="summarise a trace: totals, request sizes, access patterns",
@@ -85,26 +89,17 @@ def _cmd_import(args) -> int:
 
     _fmt(Path(args.output), write=True)  # fail on a bad output name before reading the log
     with _warnings_as_lines():
-        res = read_darshan(args.log, module=args.module)
+        res = read_darshan(args.log, module=args.module, counters=args.counters)
     tr = res.trace
     out = save(tr, args.output)
     nfiles = len(tr.files)
-    print(f"{Path(args.log).name}: {len(tr)} requests ({res.module}) from {tr.nranks} ranks on "
+    nio = len(set(tr.rank.tolist())) if len(tr) else 0
+    procs = f" of {tr.meta.nprocs} processes" if tr.meta.nprocs else ""
+    print(f"{Path(args.log).name}: {len(tr)} requests ({res.module}) from {nio} ranks{procs} on "
           f"{nfiles} file{'s' if nfiles != 1 else ''}, {format_size(tr.bytes_written)} written, "
-          f"{format_size(tr.bytes_read)} read{' (partial)' if res.partial else ''} -> {out}")
+          f"{format_size(tr.bytes_read)} read{' (partial)' if res.partial else ''}"
+          f"{' (approximate)' if tr.meta.approximate else ''} -> {out}")
     return 0
-
-
-def _rank_ranges(ranks: list[int]) -> str:
-    ranks = sorted(set(ranks))
-    parts, i = [], 0
-    while i < len(ranks):  # over distinct ranks of one table row, not requests
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        parts.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ",".join(parts)
 
 
 def _cmd_show(args) -> int:
@@ -122,17 +117,32 @@ def _cmd_show(args) -> int:
 
 def show_summary(trace, title: str = "trace") -> None:
     """Print the summary tables of a trace (totals, files, request sizes, patterns)."""
-    from ..trace.summary import summarize
+    from ..trace.summary import rank_ranges, summarize
     from .common import console
 
     s = summarize(trace)
     from rich.markup import escape
     from rich.table import Table
 
-    tot = Table(title=escape(title), show_header=False, title_justify="left")
+    approx = s["approximate"]
+    tot = Table(title=escape(title) + (" [bold red](APPROXIMATE)[/]" if approx else ""), show_header=False,
+                title_justify="left")
     tot.add_column("what")
-    tot.add_column("value", justify="right")
-    tot.add_row("ranks", f"{s['ranks']} ({s['ranks_with_io']} with I/O)")
+    tot.add_column("value")
+    if approx:
+        tot.add_row("[bold red]APPROXIMATE[/]", escape(approx))
+    if s["source"]:
+        tot.add_row("source", escape(s["source"]))
+    if trace.meta.nprocs:
+        tot.add_row("ranks", f"{s['ranks_with_io']} with I/O of {s['nprocs']} processes")
+    else:
+        tot.add_row("ranks", f"{s['ranks']} ({s['ranks_with_io']} with I/O)")
+    if s["aggregators"]:
+        tot.add_row("aggregators", f"{len(s['aggregators'])} (ranks {rank_ranges(s['aggregators'])})")
+    if s["hints"]:
+        tot.add_row("hints", escape(", ".join(f"{k}={v}" for k, v in s["hints"].items())))
+    if s["partial"]:
+        tot.add_row("partial", "yes: the source lost requests (DXT buffer full)")
     tot.add_row("files", str(len(s["files"])))
     tot.add_row("requests", f"{s['requests']} ({s['writes']} writes, {s['reads']} reads)")
     tot.add_row("bytes written", format_size(s["bytes_written"]))
@@ -140,7 +150,11 @@ def show_summary(trace, title: str = "trace") -> None:
     tot.add_row("collective requests", str(s["collective"]))
     if s["time"]:
         tot.add_row("time span", f"{s['time']['start']:.6f} .. {s['time']['end']:.6f} s")
+    if s["command"]:
+        tot.add_row("command", escape(s["command"]))
     console.print(tot)
+    for note in s["notes"]:
+        console.print(f"note: {escape(note)}", highlight=False)
 
     files = s["files"]
     if len(files) > 1:
@@ -180,9 +194,10 @@ def show_summary(trace, title: str = "trace") -> None:
             pt.add_column(col, justify=just)
         rows = sorted(groups.items(), key=lambda kv: (kv[0][0], min(kv[1]["ranks"])))
         for (fname, kind, stride), g in rows[:50]:
-            pt.add_row(_rank_ranges(g["ranks"]), escape(fname), kind,
+            pt.add_row(rank_ranges(g["ranks"]), escape(fname), kind,
                        "" if stride is None else format_size(stride) if stride >= 0 else f"-{format_size(-stride)}",
                        str(g["requests"]), format_size(g["bytes"]))
         if len(rows) > 50:
             pt.caption = f"{len(rows) - 50} more rows not shown (see --json)"
         console.print(pt)
+

@@ -66,7 +66,7 @@ from .base import Plan, Planner
 from .ceda_select import select_knapsack, select_paper
 from ..arrays import unique
 
-KIND_RANK = {"contiguous": 0, "strided": 1, "mixed": 2, "random": 3}
+KIND_RANK = {"contiguous": 0, "strided": 1, "repeated": 2, "mixed": 3, "random": 4}
 SELECTIONS = ("paper", "knapsack")
 
 

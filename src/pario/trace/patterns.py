@@ -13,7 +13,8 @@ pattern change.  ``by_op=False`` makes one stream per (rank, file).
 **Transitions and templates.**  Between successive requests *i* and *i+1* of a stream,
 with offsets ``o`` and lengths ``l``, the *gap* is ``o[i+1] − (o[i] + l[i])`` and the
 *distance* is ``o[i+1] − o[i]``.  The transition's template is ``contiguous`` when the gap
-is 0, else ``strided(distance)``.
+is 0, else ``repeated`` when the distance is 0 (the request starts where the previous one
+started: the same range read or written again), else ``strided(distance)``.
 
 **Runs** (the segmentation a planner can build on, e.g. for repeated patterns).  A *block*
 is a maximal sequence of consecutive transitions of one stream with the same template.  A
@@ -21,18 +22,21 @@ block is *regular* when it has at least :data:`MIN_RUN_TRANSITIONS` (= 2) transi
 template was seen to repeat, i.e. ≥ 3 requests) or when it covers the whole stream.  Each
 request joins the regular block of its incoming transition, else that of its outgoing
 transition (so a request at a boundary stays with the run it ends), else it is
-*irregular*.  The requests of one regular block form a run of kind ``contiguous`` or
-``strided`` (``stride`` = the constant distance); each maximal sequence of irregular
-requests forms a run of kind ``random``.  Runs partition every stream.
+*irregular*.  The requests of one regular block form a run of kind ``contiguous``,
+``repeated`` or ``strided`` (``stride`` = the constant distance, never 0); each maximal
+sequence of irregular requests forms a run of kind ``random``.  Runs partition every
+stream.
 
 **Stream kind.**
 
 * ``contiguous`` — every request starts where the previous one ended (also: a stream of
   one request);
 * ``strided`` — not contiguous, and the distance between successive offsets is one
-  constant, the ``stride`` (it may be negative: a backward scan; two non-adjacent
+  constant non-zero ``stride`` (it may be negative: a backward scan; two non-adjacent
   requests are strided);
-* ``mixed`` — neither, but at least :data:`MIXED_MIN_REGULAR` (= 50 %) of the requests
+* ``repeated`` — every request starts at the same offset as the previous one (distance
+  0: a re-read or re-write of the same range; no stride);
+* ``mixed`` — none of these, but at least :data:`MIXED_MIN_REGULAR` (= 50 %) of the requests
   lie in contiguous or strided runs (a stream that is mostly made of regular pieces, with
   changes between them); ``main_kind`` / ``main_stride`` name the template that covers
   the most requests;
@@ -48,12 +52,13 @@ import pandas as pd
 
 from .core import OP_NAMES, Trace
 
-KINDS = ("contiguous", "strided", "mixed", "random")
-RUN_KINDS = ("contiguous", "strided", "random")
+KINDS = ("contiguous", "strided", "repeated", "mixed", "random")
+RUN_KINDS = ("contiguous", "strided", "repeated", "random")
 MIN_RUN_TRANSITIONS = 2
 MIXED_MIN_REGULAR = 0.5
 
-_CONTIG, _STRIDED, _MIXED, _RANDOM = range(4)
+_CONTIG, _STRIDED, _REPEATED, _MIXED, _RANDOM = range(5)   # codes into KINDS
+_R_CONTIG, _R_STRIDED, _R_REPEATED, _R_RANDOM = range(4)      # codes into RUN_KINDS
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,8 @@ def segment(trace: Trace, *, by_op: bool = True) -> Segmentation:
     b_regular = (b_len >= MIN_RUN_TRANSITIONS) | whole
     b_contig = contig[b_first] if nblocks else np.zeros(0, dtype=bool)
     b_stride = tdist[b_first] if nblocks else np.zeros(0, dtype=np.int64)
+    # block kind (RUN_KINDS code): contiguous, repeated (distance 0, not contiguous), strided
+    b_kind = np.where(b_contig, _R_CONTIG, np.where(b_stride == 0, _R_REPEATED, _R_STRIDED)).astype(np.int8)
 
     # ---- assign each position to a regular block (incoming first, then outgoing) or -1
     label = np.full(n, -1, dtype=np.int64)
@@ -156,13 +163,13 @@ def segment(trace: Trace, *, by_op: bool = True) -> Segmentation:
     nruns = int(run[-1]) + 1 if n else 0
     r_first = _starts(new_run)
     r_label = label[r_first]
-    r_kind = np.full(nruns, 2, dtype=np.int8)  # index into RUN_KINDS; random by default
+    r_kind = np.full(nruns, _R_RANDOM, dtype=np.int8)  # index into RUN_KINDS; random by default
     r_stride = np.zeros(nruns, dtype=np.int64)
     has = r_label >= 0
-    r_kind[has] = np.where(b_contig[r_label[has]], 0, 1)
-    r_stride[has] = np.where(b_contig[r_label[has]], 0, b_stride[r_label[has]])
+    r_kind[has] = b_kind[r_label[has]]
+    r_stride[has] = np.where(b_kind[r_label[has]] == _R_STRIDED, b_stride[r_label[has]], 0)
     single = s_count[stream[r_first]] == 1  # a one-request stream is contiguous
-    r_kind[single] = 0
+    r_kind[single] = _R_CONTIG
     r_req = np.bincount(run, minlength=nruns).astype(np.int64)
     r_bytes = int_bincount(run, length, nruns)
     r_stream = stream[r_first]
@@ -175,13 +182,13 @@ def segment(trace: Trace, *, by_op: bool = True) -> Segmentation:
         "op": op[r_first].astype(np.int64) if by_op else np.full(nruns, -1, dtype=np.int64),
         "run": r_index.astype(np.int64),
         "kind": pd.Categorical.from_codes(r_kind, categories=list(RUN_KINDS)),
-        "stride": pd.array(np.where(r_kind == 1, r_stride, 0), dtype="Int64"),
+        "stride": pd.array(np.where(r_kind == _R_STRIDED, r_stride, 0), dtype="Int64"),
         "first": (r_first - s_first[r_stream]).astype(np.int64),
         "requests": r_req,
         "bytes": r_bytes,
         "offset": off[r_first].astype(np.int64),
     })
-    runs_df.loc[r_kind != 1, "stride"] = pd.NA
+    runs_df.loc[r_kind != _R_STRIDED, "stride"] = pd.NA
 
     # ---- stream classification
     s_nblocks = np.bincount(b_stream, minlength=nstreams) if nblocks else np.zeros(nstreams, np.int64)
@@ -196,8 +203,8 @@ def segment(trace: Trace, *, by_op: bool = True) -> Segmentation:
     s_stride = np.zeros(nstreams, dtype=np.int64)
     if nblocks:  # (without blocks every stream has one request)
         b0 = np.maximum(s_block0, 0)
-        s_kind[one_block & b_contig[b0]] = _CONTIG
-        s_kind[one_block & ~b_contig[b0]] = _STRIDED
+        to_stream = np.array([_CONTIG, _STRIDED, _REPEATED], dtype=np.int8)  # RUN_KINDS code → KINDS code
+        s_kind[one_block] = to_stream[b_kind[b0][one_block]]
         s_stride = np.where(s_kind == _STRIDED, b_stride[b0], 0)
     s_kind[s_count == 1] = _CONTIG
     frac = np.where(s_count == 1, 1.0, frac)
@@ -247,7 +254,7 @@ def identify(trace: Trace, *, by_op: bool = True) -> pd.DataFrame:
     """Classify every stream of ``trace`` (CEDA seed 000 §4.2).
 
     One row per stream (rank, file, op — ``op`` is -1 when ``by_op=False``) with ``kind``
-    (contiguous / strided / mixed / random), ``stride`` (bytes; ``<NA>`` unless strided),
+    (contiguous / strided / repeated / mixed / random), ``stride`` (bytes; ``<NA>`` unless strided),
     ``requests``, ``bytes``, ``size`` (the request length if constant, else ``<NA>``),
     ``runs`` (number of runs), ``regular`` (fraction of requests in contiguous/strided
     runs), ``main_kind`` / ``main_stride`` (the dominant template of a mixed stream).
@@ -259,7 +266,7 @@ def runs(trace: Trace, *, by_op: bool = True) -> pd.DataFrame:
     """The runs of every stream (CEDA seed 000 §4.2 template matching, see module doc).
 
     One row per run: ``stream``, ``rank``, ``file``, ``op``, ``run`` (index within the
-    stream), ``kind`` (contiguous / strided / random), ``stride``, ``first`` (position of
+    stream), ``kind`` (contiguous / strided / repeated / random), ``stride``, ``first`` (position of
     its first request within the stream), ``requests``, ``bytes``, ``offset`` (of its first
     request).
     """

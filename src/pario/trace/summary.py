@@ -13,6 +13,19 @@ from .patterns import int_bincount, pattern_map
 from ..arrays import unique
 
 
+def rank_ranges(ranks) -> str:
+    """Distinct ranks as ranges: ``[0, 1, 2, 5, 7, 8]`` → ``"0-2,5,7-8"``."""
+    ranks = sorted({int(r) for r in ranks})
+    parts, i = [], 0
+    while i < len(ranks):  # over distinct ranks, not requests
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
 def size_histogram(length: np.ndarray, op: np.ndarray) -> list[dict]:
     """Power-of-two request-size bins ``[2^k, 2^(k+1))`` (zero-length requests get their own
     bin ``[0, 1)``); only non-empty bins, in increasing size."""
@@ -48,12 +61,15 @@ def summarize(trace: Trace) -> dict:
     """Totals, per-file table, request-size histogram and the spatial pattern of every
     (rank, file) (CEDA seed 000 §4.2, see :mod:`pario.trace.patterns`).
 
-    Keys: ``ranks`` (number of ranks = highest rank + 1), ``ranks_with_io``, ``requests``,
+    Keys: ``ranks`` (number of ranks = highest rank + 1), ``ranks_with_io``, ``nprocs`` (the
+    job's process count: the metadata's, else ``ranks``), ``requests``,
     ``reads``, ``writes``, ``bytes_read``, ``bytes_written``, ``collective`` (number of
     collective requests), ``time`` (``{"start", "end"}`` or ``None``), ``files`` (list of
     ``{name, requests, bytes_read, bytes_written, ranks}``), ``size_histogram`` (see
     :func:`size_histogram`), ``patterns`` (``{rank: {file: {kind, stride, requests, bytes}}}``
-    with string rank keys).
+    with string rank keys), and what the trace's :class:`~pario.trace.core.TraceMeta` says:
+    ``source``, ``aggregators`` (list or None), ``hints`` (dict), ``command``, ``partial``,
+    ``approximate`` (empty unless the requests are synthesized: then how), ``notes``.
     """
     c = trace.cols
     n = len(trace)
@@ -80,9 +96,18 @@ def summarize(trace: Trace) -> dict:
         time = {"start": float(start[known].min()),
                 "end": float(ends.max()) if ends.size else float(start[known].max())}
     patterns = {str(r): files_ for r, files_ in pattern_map(trace).items()}
+    m = trace.meta
     return {
         "ranks": trace.nranks,
         "ranks_with_io": int(unique(rank).size),
+        "nprocs": trace.nprocs,
+        "source": m.source,
+        "aggregators": list(m.aggregators) if m.aggregators is not None else None,
+        "hints": dict(m.hints),
+        "command": m.command,
+        "partial": bool(m.partial),
+        "approximate": m.approximate,
+        "notes": list(m.notes),
         "requests": n,
         "reads": int((op == READ).sum()),
         "writes": int((op == WRITE).sum()),
