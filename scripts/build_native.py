@@ -1,7 +1,9 @@
 """Build pario's C code (src/pario/native/) in place; run by scripts/setup.sh.
 
 Builds ``pario.native._rmt`` (the RMT core as a Python extension: rmt.h) from the C11
-sources, ``-Wall -Wextra`` with warnings as errors.  Rebuilds only when a source or header
+sources, ``-Wall -Wextra`` with warnings as errors, and ``libpario_trace.so`` (the MPI-IO
+tracer, LD_PRELOADed by ``pario trace run``: tracer/) with ``mpicc`` (skipped, with a
+message, when there is no ``mpicc``).  Rebuilds only when a source or header
 is newer than the built module (or ``--force``).  The compiler is ``$CC`` if set, else the
 C compiler that the MPICH wheel's ``mpicc`` wraps (``mpicc -show``: the RMT core does not
 link MPI), else ``cc``.
@@ -26,6 +28,10 @@ TRACER = NATIVE / "tracer"
 # The tracer's datatype flattening and file-view mapping (tracer/flatten.h): linked into
 # libpario_trace.so with the interposition layer, and into tests/c/flatten_driver.c.
 TRACER_FLATTEN_SOURCES = ["flatten.c", "view.c"]
+# The tracer's interposition layers and record stream (docs/traces.md, "Tracer: MPI-IO
+# interposition"), linked with TRACER_FLATTEN_SOURCES into TRACER_LIB.
+TRACER_SOURCES = ["runtime.c", "mpiio.c", "posix.c", "records.c", "handles.c", "jsonbuf.c"]
+TRACER_LIB = NATIVE / "libpario_trace.so"
 
 
 def compiler() -> list[str]:
@@ -86,5 +92,28 @@ def build(force: bool = False, quiet: bool = False) -> Path:
     return target
 
 
+def build_tracer(force: bool = False, quiet: bool = False) -> Path | None:
+    """Build TRACER_LIB with ``mpicc`` (when stale); None when there is no ``mpicc``."""
+    srcs = [TRACER / s for s in TRACER_SOURCES + TRACER_FLATTEN_SOURCES]
+    deps = srcs + list(TRACER.glob("*.h"))
+    if not force and TRACER_LIB.exists() and all(d.stat().st_mtime <= TRACER_LIB.stat().st_mtime for d in deps):
+        return TRACER_LIB
+    tmp = TRACER_LIB.with_name(f"libpario_trace.{os.getpid()}.so.tmp")  # concurrent builds (pytest -n)
+    cmd = [*mpicc(), *CFLAGS, "-shared", f"-I{TRACER}", *map(str, srcs), "-o", str(tmp), "-ldl", "-lpthread"]
+    if not quiet:
+        print("building", TRACER_LIB.relative_to(ROOT), flush=True)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except FileNotFoundError:
+        print(f"build_native: no {cmd[0]}: {TRACER_LIB.name} (pario trace run) not built", file=sys.stderr)
+        return None
+    if r.returncode != 0:
+        sys.stderr.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)
+        raise SystemExit(f"build_native: compiling {TRACER_LIB.name} failed")
+    os.replace(tmp, TRACER_LIB)
+    return TRACER_LIB
+
+
 if __name__ == "__main__":
     build(force="--force" in sys.argv, quiet="--quiet" in sys.argv)
+    build_tracer(force="--force" in sys.argv, quiet="--quiet" in sys.argv)

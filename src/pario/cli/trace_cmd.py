@@ -3,6 +3,8 @@
 * ``pario trace import LOG.darshan -o OUT.parquet [--module DXT_MPIIO|DXT_POSIX | --counters]``
 * ``pario trace show TRACE [--json] [--module ...]`` — TRACE is ``.parquet``, ``.csv`` or a
   ``.darshan`` log (imported on the fly).
+* ``pario trace run [--procs N] [-o TRACE] [--mpiexec PATH] -- PROGRAM ARGS`` — run an MPI
+  program under the pario MPI-IO tracer (pario.trace.launch) and save its trace.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def register(subparsers) -> None:
     show.add_argument("--module", type=_module_arg, default=None, metavar="DXT_MPIIO|DXT_POSIX",
                       help="for a .darshan TRACE: DXT module to import")
     show.set_defaults(func=_cmd_show)
+    _register_run(sub)
 
 
 def _load_any(path: str, module: str | None):
@@ -201,3 +204,35 @@ def show_summary(trace, title: str = "trace") -> None:
             pt.caption = f"{len(rows) - 50} more rows not shown (see --json)"
         console.print(pt)
 
+
+def _register_run(sub) -> None:
+    run = sub.add_parser("run", help="run an MPI program under the pario MPI-IO tracer and save its trace",
+                         description="Run PROGRAM on N MPI processes with the pario tracer preloaded: every "
+                                     "MPI-IO call, its file extents through the file view, its times, the "
+                                     "hints and the two-phase aggregators (docs/traces.md).")
+    run.add_argument("--procs", "-n", default="1", metavar="N", help="number of MPI processes (default 1)")
+    run.add_argument("-o", "--output", default=None, metavar="TRACE",
+                     help="output trace, .parquet or .csv (default: PROGRAM.parquet here)")
+    run.add_argument("--mpiexec", default=None, metavar="PATH",
+                     help="mpiexec to use (default: the one beside this Python, else the first on PATH)")
+    run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
+                     help="the MPI program and its arguments (a .py program runs with this Python)")
+    run.set_defaults(func=_cmd_run)
+
+
+def _cmd_run(args) -> int:
+    from ..trace.launch import run_traced
+
+    argv = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not argv:
+        raise ParioError("pario trace run: no PROGRAM given (pario trace run [OPTIONS] -- PROGRAM ARGS)")
+    out = Path(args.output or f"{Path(argv[0]).stem}.parquet")
+    tr = run_traced(argv, args.procs, out, mpiexec=args.mpiexec)
+    import numpy as np
+
+    nfiles, ranks = len(tr.files), len(np.unique(tr.rank))
+    calls = len(np.unique(np.stack([tr.rank.astype(np.int64), tr.call], axis=1), axis=0)) if len(tr) else 0
+    print(f"{Path(argv[0]).name}: {len(tr)} requests in {calls} calls from {ranks} of {tr.nprocs} ranks on "
+          f"{nfiles} file{'s' if nfiles != 1 else ''}, {format_size(tr.bytes_written)} written, "
+          f"{format_size(tr.bytes_read)} read{' (partial)' if tr.meta.partial else ''} -> {out}")
+    return 0
