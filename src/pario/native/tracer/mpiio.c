@@ -325,6 +325,10 @@ static void op_begin(px_op *o, px_file *f, int op, int kind, int coll, int64_t c
         break;
     case PX_POS_ORDERED: {
         int64_t base = 0, before = 0, mine = o->c.bytes < 0 ? 0 : o->c.bytes;
+        if (f->comm == MPI_COMM_NULL) {  /* no communicator of our own: position unknown */
+            o->c.pos = -1;
+            break;
+        }
         if (f->comm_rank == 0)
             base = PMPI_File_get_position_shared(f->fh, &p) == MPI_SUCCESS ? mul(p, es) : -1;
         PMPI_Bcast(&base, 1, MPI_INT64_T, 0, f->comm);

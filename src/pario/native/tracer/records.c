@@ -20,6 +20,7 @@ static size_t rec_ncalls;
 static size_t rec_nunits;
 static uint64_t rec_seq;
 static char rec_path[4096];
+static pid_t rec_pid;         /* the process that owns the rank file (not a forked child) */
 
 void px_rec_lock(void) { pthread_mutex_lock(&rec_mutex); }
 void px_rec_unlock(void) { pthread_mutex_unlock(&rec_mutex); }
@@ -59,7 +60,7 @@ static void rec_fail(const char *what)
 /* Write the buffer as one chunk and empty it (lock held). */
 static void spill(void)
 {
-    if (rec_fd < 0 || (rec_ncalls == 0 && rec_nunits == 0))
+    if (rec_fd < 0 || (rec_ncalls == 0 && rec_nunits == 0) || getpid() != rec_pid)
         return;
     px_unit *units = (px_unit *)(rec_buf + rec_cap) - rec_nunits;
     for (size_t i = 0, j = rec_nunits; i + 1 < j; i++, j--) {  /* stored back to front */
@@ -94,6 +95,7 @@ int px_rec_open(const char *dir, int rank, int nprocs, double t0_unix, size_t bu
     if (!rec_buf)
         return -1;
     rec_cap = bufsize;
+    rec_pid = getpid();
     snprintf(rec_path, sizeof rec_path, "%s/rank-%d.pxt", dir, rank);
     rec_fd = open(rec_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (rec_fd < 0) {

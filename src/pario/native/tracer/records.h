@@ -157,7 +157,8 @@ int64_t px_rec_bytes(const void *data, size_t len);
 void px_rec_call(const px_call *c);
 /* Spill what is buffered (lock held or not: takes it). */
 void px_rec_flush(void);
-/* Flush and close the rank file (idempotent). */
+/* Flush and close the rank file (idempotent).  A forked child never writes the file: its
+ * copy of the buffer is its parent's. */
 void px_rec_close(void);
 /* Nonzero while the rank file is open and writable. */
 int px_rec_ok(void);

@@ -21,8 +21,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +68,9 @@ static size_t buffer_size(void)
     return v ? (size_t)v : 4u << 20;
 }
 
+/* A forked child (fork without exec) is not an MPI process: it traces nothing. */
+static void forked(void) { px_on = 0; }
+
 static void start(void)
 {
     const char *dir = getenv("PARIO_TRACE_DIR");
@@ -92,6 +95,7 @@ static void start(void)
         return;
     }
     px_on = 1;
+    pthread_atfork(NULL, NULL, forked);
 }
 
 PX_EXPORT int MPI_Init(int *argc, char ***argv)
