@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pario.layout import Region, Regions, Striped
+from pario.layout import Regions, Striped
 from pario.model import HybridModel
 from pario.plan import PLANNERS
 from pario.plan.psa import PSAPlanner, candidate_pairs, heterogeneous_bytes, psa_layout, totals

@@ -165,9 +165,11 @@ static void style_nbwait(MPI_File fh)
 }
 
 /* nbtestall: write_at N*B at r*N*B; seek there; two iread of N/2*B each, completed by
- * MPI_Testall (polled).  MPICH 5.0.2's MPI_Testall sometimes returns MPI_ERR_IN_STATUS
- * with flag set for ROMIO requests that completed well (a garbage MPI_ERROR, right
- * counts): tolerated here, the counts are checked instead. */
+ * MPI_Testall (polled).  MPICH 5.0.2's MPI_Testall over ROMIO's requests often returns
+ * MPI_ERR_IN_STATUS with flag set and a garbage status for the second request (count 0
+ * or -32766; the data are read well): seen in most runs without the tracer too.  So the
+ * program does not judge the counts; it writes what its statuses say to
+ * nbtestall-R.txt in the working directory (the test compares the trace with that). */
 static void style_nbtestall(MPI_File fh)
 {
     MPI_Request req[2];
@@ -184,14 +186,24 @@ static void style_nbtestall(MPI_File fh)
             check(rc, "testall");
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    char name[64];
+    snprintf(name, sizeof name, "nbtestall-%d.txt", rank);
+    FILE *out = fopen(name, "w");
+    if (!out) {
+        perror(name);
+        MPI_Abort(MPI_COMM_WORLD, 5);
+    }
     for (int k = 0; k < 2; k++) {
         int got;
         MPI_Get_count(&st[k], MPI_BYTE, &got);
-        if (got != (int)(N / 2 * B)) {
-            fprintf(stderr, "rank %d: iread %d moved %d bytes\n", rank, k, got);
+        fprintf(out, "%d\n", got);
+    }
+    fclose(out);
+    for (MPI_Offset i = 0; i < N * B; i++)
+        if (buf[i] != (char)rank) {
+            fprintf(stderr, "rank %d: iread read byte %d at %lld\n", rank, buf[i], (long long)i);
             MPI_Abort(MPI_COMM_WORLD, 5);
         }
-    }
 }
 
 /* split: write_at_all_begin/end of B at r*B; seek to r*B; read_all_begin/end of B */
@@ -267,6 +279,58 @@ static void style_aggregators(MPI_File fh)
     MPI_Info_free(&used);
 }
 
+/* more: the other routines, B bytes per rank each, in this order (rank r's extent r*B
+ * unless said): iwrite_at_all + MPI_Waitany; seek r*B, iread_all + MPI_Waitsome;
+ * write_ordered_begin/end (shared pointer 0); seek_shared 0, read_ordered; read_at_all
+ * begin/end; iread_at + MPI_Request_free; iread_at_c + MPI_Testany; iwrite_at_c +
+ * MPI_Testsome; set_size, preallocate, sync, set_info; seek_shared 0, read_shared (the
+ * ranks' extents tile [0, P*B)); seek_shared 0, iwrite_shared + MPI_Wait (the same) */
+static void style_more(MPI_File fh)
+{
+    MPI_Request req;
+    MPI_Status st;
+    int idx, flag = 0, outcount = 0;
+    MPI_Offset me = rank * B;
+    check(MPI_File_iwrite_at_all(fh, me, buf, (int)B, MPI_BYTE, &req), "iwrite_at_all");
+    check(MPI_Waitany(1, &req, &idx, &st), "waitany");
+    check(MPI_File_seek(fh, me, MPI_SEEK_SET), "seek");
+    check(MPI_File_iread_all(fh, buf, (int)B, MPI_BYTE, &req), "iread_all");
+    check(MPI_Waitsome(1, &req, &outcount, &idx, &st), "waitsome");
+    memset(buf, rank, (size_t)B);
+    check(MPI_File_write_ordered_begin(fh, buf, (int)B, MPI_BYTE), "write_ordered_begin");
+    check(MPI_File_write_ordered_end(fh, buf, &st), "write_ordered_end");
+    MPI_Barrier(MPI_COMM_WORLD);   /* ROMIO's seek_shared resets after a bcast, not a barrier */
+    check(MPI_File_seek_shared(fh, 0, MPI_SEEK_SET), "seek_shared");
+    check(MPI_File_read_ordered(fh, buf, (int)B, MPI_BYTE, &st), "read_ordered");
+    check(MPI_File_read_at_all_begin(fh, me, buf, (int)B, MPI_BYTE), "read_at_all_begin");
+    check(MPI_File_read_at_all_end(fh, buf, &st), "read_at_all_end");
+    check(MPI_File_iread_at(fh, me, buf, (int)B, MPI_BYTE, &req), "iread_at");
+    check(MPI_Request_free(&req), "request_free");
+    check(MPI_File_iread_at_c(fh, me, buf, (MPI_Count)B, MPI_BYTE, &req), "iread_at_c");
+    for (flag = 0; !flag;)
+        check(MPI_Testany(1, &req, &idx, &flag, &st), "testany");
+    memset(buf, rank, (size_t)B);
+    check(MPI_File_iwrite_at_c(fh, me, buf, (MPI_Count)B, MPI_BYTE, &req), "iwrite_at_c");
+    for (outcount = 0; outcount == 0;)
+        check(MPI_Testsome(1, &req, &outcount, &idx, &st), "testsome");
+    check(MPI_File_set_size(fh, nprocs * B), "set_size");
+    check(MPI_File_preallocate(fh, nprocs * B), "preallocate");
+    check(MPI_File_sync(fh), "sync");
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "romio_cb_read", "disable");
+    check(MPI_File_set_info(fh, info), "set_info");
+    MPI_Info_free(&info);
+    MPI_Barrier(MPI_COMM_WORLD);
+    check(MPI_File_seek_shared(fh, 0, MPI_SEEK_SET), "seek_shared");
+    check(MPI_File_read_shared(fh, buf, (int)B, MPI_BYTE, &st), "read_shared");
+    MPI_Barrier(MPI_COMM_WORLD);
+    check(MPI_File_seek_shared(fh, 0, MPI_SEEK_SET), "seek_shared");
+    memset(buf, rank, (size_t)B);   /* the reads above left other ranks' bytes in buf */
+    check(MPI_File_iwrite_shared(fh, buf, (int)B, MPI_BYTE, &req), "iwrite_shared");
+    check(MPI_Wait(&req, &st), "wait");
+}
+
 /* kill: N write_at of 16 bytes at (i*P + r)*16; rank 1 kills itself after 3N/4 */
 static void style_kill(MPI_File fh)
 {
@@ -287,7 +351,7 @@ static const struct {
     {"struct", style_struct}, {"resized", style_resized}, {"nbwait", style_nbwait},
     {"nbtestall", style_nbtestall}, {"split", style_split}, {"shared", style_shared},
     {"ordered", style_ordered}, {"large", style_large}, {"short", style_short},
-    {"aggregators", style_aggregators}, {"kill", style_kill},
+    {"aggregators", style_aggregators}, {"more", style_more}, {"kill", style_kill},
 };
 
 static void run(const char *dir, int i)

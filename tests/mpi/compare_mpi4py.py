@@ -119,7 +119,6 @@ def collective_struct_noncontig_memory(fh, impl):
     (fh.set_view if impl == "pario" else fh.Set_view)(r * 64, MPI.BYTE, t)
     mem = MPI.INT.Create_vector(10, 3, 5).Commit()   # non-contiguous memory type
     buf = rng.integers(0, 2**31 - 1, 50 * 4, dtype=np.int32)
-    n = 4 * 28 // 12  # whole multiples are not required: 9 x 12 bytes of a 28-byte struct stream
     (fh.write_at_all if impl == "pario" else fh.Write_at_all)(0, [buf, 4, mem])
     out = np.zeros(50 * 4, dtype=np.int32)
     (fh.read_at_all if impl == "pario" else fh.Read_at_all)(0, [out, 4, mem])

@@ -206,14 +206,16 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         label = f"run {which}" + (f" ({k + 1} of {repeat})" if repeat > 1 else "")
         return (tp, *run(cmd, {**env, "PARIO_TRACE": str(tp)}, outdir / f"run{which}{suffix}.log", label))
 
-    say("step", f"run 1 (traced){where}: {shown}" + (f", {repeat} times" if repeat > 1 else ""))
+    tracer = _tracer()
+    say("step", f"run 1 (traced{', MPI-IO tracer preloaded' if tracer else ''}){where}: {shown}"
+        + (f", {repeat} times" if repeat > 1 else ""))
     rep1 = []
+    native = False
     for k in range(repeat):
-        tp, wall, log, dev = repeated(k, 1, t1, base)
-        if not tp.exists():
-            raise ParioError("run 1 recorded no trace: does the program open its files with pario.mpi.File?")
-        tr = load_trace(tp)
-        dig = measure.file_digests(str(store), tr.files)
+        tdir = outdir / (f"run1-{k + 1}.pxt" if k else "run1.pxt")
+        tp, wall, log, dev = repeated(k, 1, t1, _with_tracer(base, tracer, tdir))
+        tr, native = _run1_trace(tp, tdir, tracer)
+        dig = {} if native else measure.file_digests(str(store), tr.files)
         if k == 0:
             wall1, log1, dev1, trace1, d1 = wall, log, dev, tr, dig
             echo(log1)
@@ -221,11 +223,14 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
             raise ParioError(f"run 1 repetition {k + 1} wrote other bytes than the first (the program must be "
                              "deterministic)")
         rep1.append({"wall_s": wall, "io_s": measure.io_span(tr)})
-    say("info", f"wall time {wall1:.3f} s, {len(trace1)} requests traced → {t1}")
+    say("info", f"wall time {wall1:.3f} s, {len(trace1)} requests traced → {t1}"
+        + (" (by the MPI-IO tracer: the program does not use pario.mpi.File)" if native else ""))
 
     # collective calls are planned as the aggregators' requests; every rank runs on this
     # machine, i.e. one node, so pario.mpi picks one aggregator (ROMIO's cb_nodes default)
-    adv = ["advise", str(t1), "--system", system, "--schemes", schemes, "-o", str(plan), "--cb-nodes", "1"]
+    # (a trace of the MPI-IO tracer names ROMIO's aggregators itself: advise takes them from it)
+    adv = ["advise", str(t1), "--system", system, "--schemes", schemes, "-o", str(plan),
+           *(() if native else ("--cb-nodes", "1"))]
     rep = ["replicate", str(plan), "--store", str(store)]
     if space is not None:
         adv += ["--space", str(space)]
@@ -234,6 +239,9 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     _tool(adv, "pario advise", tool_stdout)
     plan_d = json.loads(plan.read_text())
     n_rep = sum(len(v) for v in (plan_d.get("replicas") or {}).values())
+    if native:
+        return _traced_only(n, cmd, store, outdir, tb, direct, wall1, rep1, trace1, plan, plan_d, prof, load0,
+                            repeat, say)
     say("step", "pario " + " ".join(rep))
     _tool(rep, "pario replicate", tool_stdout)
     if direct:
@@ -282,6 +290,79 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     return summary
 
 
+def _tracer() -> Path | None:
+    """The MPI-IO tracer library (:mod:`pario.trace.launch`), None when it is not built."""
+    from ..trace.launch import tracer_library
+
+    try:
+        return tracer_library()
+    except ParioError:
+        return None
+
+
+def _with_tracer(env: dict, lib: Path | None, tdir: Path) -> dict:
+    """``env`` with ``lib`` preloaded and its records going to the fresh directory ``tdir``."""
+    import shutil
+
+    if lib is None:
+        return env
+    shutil.rmtree(tdir, ignore_errors=True)
+    tdir.mkdir(parents=True)
+    pre = env.get("LD_PRELOAD")
+    return {**env, "LD_PRELOAD": f"{lib}:{pre}" if pre else str(lib), "PARIO_TRACE_DIR": str(tdir)}
+
+
+def _run1_trace(tp: Path, tdir: Path, lib: Path | None):
+    """Run 1's trace and whether it is the MPI-IO tracer's: ``pario.mpi.File``'s own trace
+    (``tp``) when the program wrote one, else the tracer's records of its MPI-IO calls
+    (saved to ``tp``).  The tracer's directory is removed once read."""
+    import shutil
+
+    from ..trace import load as load_trace
+    from ..trace import save
+    from ..trace.native import read_native
+
+    try:
+        if tp.exists():
+            return load_trace(tp), False
+        if lib is not None:
+            tr = read_native(tdir)
+            if len(tr):
+                save(tr, tp)
+                return tr, True
+            raise ParioError("run 1 made no I/O request pario can see: no MPI-IO call (MPI_File_*) and no "
+                             "pario.mpi.File")
+        raise ParioError("run 1 recorded no trace: the program does not open its files with pario.mpi.File and "
+                         "the MPI-IO tracer is not built (run scripts/setup.sh)")
+    finally:
+        shutil.rmtree(tdir, ignore_errors=True)
+
+
+def _traced_only(n, cmd, store, outdir, tb, direct, wall1, rep1, trace1, plan, plan_d, prof, load0, repeat,
+                 say) -> dict:
+    """The loop for a program pario cannot serve yet (its files are not in the store): run 1
+    traced by the MPI-IO tracer and the plan, no replication and no run 2."""
+    base_s = plan_d.get("baselines") or {}
+    pred = {"scheme": plan_d.get("scheme"), "system": prof.name, "ORIG": base_s.get("ORIG"),
+            "plan": plan_d.get("predicted_s")}
+    pred["ratio"] = (pred["ORIG"] / pred["plan"]) if pred["ORIG"] and pred["plan"] else None
+    files = sorted(set(trace1.files))
+    reason = ("the program opens its files with MPI-IO, not pario.mpi.File: they are not in the store, so no "
+              "replica can serve them and there is no run 2 (serving unmodified MPI-IO programs through a plan "
+              "is not available yet)")
+    say("info", f"stopped after the plan: {reason}")
+    io1 = _median([r["io_s"] for r in rep1])
+    return {"procs": n, "command": cmd, "store": str(store), "out": str(outdir),
+            "testbed": tb.dir if tb is not None else None, "direct": direct, "served": False, "stopped": reason,
+            "run1_s": _median([r["wall_s"] for r in rep1]) if repeat > 1 else wall1, "run2_s": None,
+            "io_s": {"run1": io1, "run2": None, "ratio": None}, "predicted": pred, "plan": str(plan),
+            "traces": [str(outdir / "run1.parquet")], "trace_source": trace1.meta.source,
+            "requests_run1": int(len(trace1)), "bytes_run1": int(trace1.length.sum()), "files_run1": files,
+            "collective_requests_run1": int(trace1.collective.sum()), "aggregators": list(trace1.meta.aggregators),
+            "identical": None, "fsck_ok": None, "repeat": repeat, "repetitions": {"run1": rep1},
+            "loadavg": {"start": list(load0), "end": list(os.getloadavg())}}
+
+
 def _median(xs):
     xs = [x for x in xs if x is not None]
     return float(np.median(xs)) if xs else None
@@ -320,6 +401,8 @@ def _evidence(trace1, trace2, hit2, prof, plan: Path, store: Path, log1: str, lo
 def exit_status(summary: dict) -> int:
     """``pario run``'s exit status: 0 when the files are byte-identical and fsck is clean, else 1
     (the verdict does not change it: a contradicted prediction is a finding, not a failure)."""
+    if summary.get("served") is False:
+        return 0        # traced and planned: all this loop can do for the program yet
     return 0 if summary["identical"] and summary["fsck_ok"] else 1
 
 

@@ -218,6 +218,7 @@ def _complete_pending(rr: RankRecords) -> tuple[np.ndarray, dict[str, int]]:
         out["end"][j] = done["end"]
         out["moved"][j] = done["moved"]
         out["flags"][j] |= done["flags"] & F_FREED   # issued well: kept even when completion failed
+        out["flags"][j] &= ~np.uint8(F_PENDING)
         pend[j] = False
         counts["freed"] = int(((done["flags"] & F_FREED) != 0).sum())
         counts["completion errors"] = int(((done["flags"] & F_ERROR) != 0).sum())
