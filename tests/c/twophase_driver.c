@@ -171,13 +171,12 @@ static int read_case(FILE *f, spec *s)
     s->cb_buffer = 1 << 24;
     if (!tok(f, t, sizeof t))
         return 0;
-    if (strcmp(t, "case") != 0)
-        die("spec: 'case' expected");
+    if (strcmp(t, "case") != 0 || !tok(f, s->id, sizeof s->id))
+        die("spec: 'case ID' expected");
     for (;;) {
         if (!tok(f, t, sizeof t))
             die("spec: unexpected end");
 #define STR(key, field) if (strcmp(t, key) == 0) { if (!tok(f, s->field, sizeof s->field)) die("spec: " key); continue; }
-        STR("case", id)
         if (strcmp(t, "end") == 0)
             break;
         STR("op", op)
