@@ -441,6 +441,61 @@ def test_orders_differ_and_follow_algorithm_1(driver, tmp_path):
         assert kind[blocks["hacio"][0][c] % 4] == kind[blocks["hacio"][1][c] % 4]
 
 
+def test_order_functions_match_request_order(driver, tmp_path):
+    """order.c alone on a synthetic server/kind map (no layout: any server for any piece),
+    against pario.plan.collective.request_order: random offsets with repeats (HACIO line 7),
+    random processes and aggregators, the server list given (in a random order) or left to
+    the default (the pieces' distinct servers, sorted); a piece on an unlisted server is an
+    error in both."""
+    from pario import ParioError
+    from pario.plan.collective import request_order
+
+    rng = np.random.default_rng(2024)
+    queries, want = [], []
+    for q in range(300):
+        method = ("romcio", "cacio", "hacio")[q % 3]
+        nsrv = int(rng.integers(1, 9))
+        servers = rng.choice(20, nsrv, replace=False)
+        skind = rng.integers(0, 2, nsrv)
+        n = int(rng.integers(0, 60))
+        pick = rng.integers(0, nsrv, n)
+        server, kind = servers[pick], skind[pick]
+        off = rng.integers(0, 25, n) * 64          # repeats on purpose
+        proc = rng.integers(0, 4, n)
+        agg = int(rng.integers(0, 6))
+        given = q % 2 == 0
+        bad = given and n > 0 and q % 10 == 4       # one piece on a server missing from the list
+        if bad:
+            server = server.copy()
+            server[int(rng.integers(0, n))] = 99
+        lst = list(zip(servers.tolist(), skind.tolist())) if given else []
+        toks = [method, agg, len(lst), *[x for t in lst for x in t], n]
+        toks += [x for i in range(n) for x in (int(off[i]), int(server[i]), int(kind[i]), int(proc[i]))]
+        queries.append(" ".join(map(str, toks)))
+        try:
+            o = request_order(method, off, server, kind, agg, proc=proc,
+                              servers=servers if given else None,
+                              kind_servers=(servers[skind == 0], servers[skind == 1]) if given else None)
+            want.append((0, o.tolist(), off, server))
+        except ParioError:
+            want.append((O_ESERVER, None, off, server))
+    (tmp_path / "q").write_text("\n".join(queries) + "\n")
+    got = mpiexec(driver, 1, "--order", str(tmp_path / "q"))
+    assert len(got) == len(want)
+    dropped = 0
+    for g, (rc, order, off, server) in zip(got, want):
+        assert g["rc"] == rc
+        if rc:
+            continue
+        assert g["order"] == order
+        kept = set(order)
+        for i, t in enumerate(g["twin"]):   # a left-out piece names its issued twin
+            assert t in kept and off[t] == off[i] and server[t] == server[i]
+            assert (t == i) == (i in kept)
+            dropped += t != i
+    assert dropped > 50   # HACIO did drop repeated (offset, server) pieces
+
+
 BAD = {
     "negative_offset_on_last_rank": EINVAL, "negative_length_on_rank0": EINVAL, "offset_beyond_2^62": EINVAL,
     "null_buffer": EINVAL, "null_extents": EINVAL, "negative_count": EINVAL, "cb_buffer_zero": EINVAL,

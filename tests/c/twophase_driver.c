@@ -2,7 +2,8 @@
  * order.c), run by tests/test_serve_twophase.py under .venv/bin/mpiexec.
  *
  *   twophase_driver SPEC     run the cases of SPEC (below), one JSON line per case on rank 0
- *   twophase_driver --bad    bad arguments: one JSON line per scenario with every rank's code
+ *   twophase_driver --bad FILE    bad arguments: one JSON line per scenario with every rank's code
+ *   twophase_driver --order FILE  pario_request_order on the queries of FILE (run_orders)
  *
  * SPEC: whitespace-separated tokens, cases of
  *   case ID  op write|read  impl pario|romio|posix  file PATH  order NAME  cb_buffer N
@@ -570,6 +571,58 @@ static void run_bad(const char *path)
     close(fd);
 }
 
+/* ------------------------------------------------------------------ the orders alone */
+
+/* One query per line of FILE: METHOD AGGREGATOR NLIST (server kind)xNLIST N (offset server
+ * kind proc)xN; one JSON line each: {"rc": .., "order": [..], "twin": [..]}. */
+static void run_orders(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        die("cannot open the order queries");
+    char m[64];
+    while (fscanf(f, "%63s", m) == 1) {
+        int method = pario_order_parse(m);
+        int64_t a = num(f), nl = num(f);
+        int32_t *ls = malloc((size_t)(nl + 1) * sizeof *ls), *lk = malloc((size_t)(nl + 1) * sizeof *lk);
+        for (int64_t i = 0; i < nl; i++) {
+            ls[i] = (int32_t)num(f);
+            lk[i] = (int32_t)num(f);
+        }
+        int64_t n = num(f);
+        int64_t *off = malloc((size_t)(n + 1) * sizeof *off), *ord = malloc((size_t)(n + 1) * sizeof *ord);
+        int64_t *twin = malloc((size_t)(n + 1) * sizeof *twin), norder = 0;
+        int32_t *sv = malloc((size_t)(n + 1) * sizeof *sv), *kd = malloc((size_t)(n + 1) * sizeof *kd);
+        int32_t *pr = malloc((size_t)(n + 1) * sizeof *pr);
+        if (!ls || !lk || !off || !ord || !twin || !sv || !kd || !pr)
+            die("out of memory");
+        for (int64_t i = 0; i < n; i++) {
+            off[i] = num(f);
+            sv[i] = (int32_t)num(f);
+            kd[i] = (int32_t)num(f);
+            pr[i] = (int32_t)num(f);
+        }
+        pario_order_servers S = { (int32_t)nl, ls, lk };
+        int rc = pario_request_order(method, n, off, sv, kd, pr, a, &S, ord, &norder, twin);
+        printf("{\"rc\": %d, \"order\": [", rc);
+        for (int64_t i = 0; rc == 0 && i < norder; i++)
+            printf("%s%lld", i ? ", " : "", (long long)ord[i]);
+        printf("], \"twin\": [");
+        for (int64_t i = 0; rc == 0 && i < n; i++)
+            printf("%s%lld", i ? ", " : "", (long long)twin[i]);
+        printf("]}\n");
+        free(ls);
+        free(lk);
+        free(off);
+        free(ord);
+        free(twin);
+        free(sv);
+        free(kd);
+        free(pr);
+    }
+    fclose(f);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -577,10 +630,12 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     if (argc == 3 && strcmp(argv[1], "--bad") == 0)
         run_bad(argv[2]);
+    else if (argc == 3 && strcmp(argv[1], "--order") == 0)
+        run_orders(argv[2]);
     else if (argc == 2)
         run_cases(argv[1]);
     else
-        die("usage: twophase_driver SPEC | --bad SCRATCH_FILE");
+        die("usage: twophase_driver SPEC | --bad SCRATCH_FILE | --order QUERIES");
     MPI_Finalize();
     return 0;
 }
