@@ -30,8 +30,18 @@ TRACER = NATIVE / "tracer"
 TRACER_FLATTEN_SOURCES = ["flatten.c", "view.c"]
 # The tracer's interposition layers and record stream (docs/traces.md, "Tracer: MPI-IO
 # interposition"), linked with TRACER_FLATTEN_SOURCES into TRACER_LIB.
-TRACER_SOURCES = ["runtime.c", "mpiio.c", "posix.c", "records.c", "handles.c", "jsonbuf.c"]
+TRACER_SOURCES = ["runtime.c", "mpiio.c", "posix.c", "records.c", "handles.c", "jsonbuf.c", "serve.c"]
 TRACER_LIB = NATIVE / "libpario_trace.so"
+# pario's store data path in C (docs/serve.md: store.json and meta.db, layouts, data files,
+# CEDA redirection and hybrid routing with the RMT core), linked into TRACER_LIB with the
+# RMT core (RMT_CORE_SOURCES) so that the ranks of an MPI program serve store files without
+# Python; no MPI (tests/c/serve_driver.c links them with the system compiler).
+SERVE = NATIVE / "serve"
+SERVE_SOURCES = ["json.c", "meta.c", "layout.c", "storefile.c", "redirect.c"]
+# pario's two-phase collective I/O and request orders in C (docs/serve-twophase.md): MPI,
+# linked into TRACER_LIB only (tracer/serve.c calls them for collective calls on served files)
+SERVE_MPI_SOURCES = ["twophase.c", "order.c"]
+RMT_CORE_SOURCES = [s for s in RMT_SOURCES if s != "pyrmt.c"]
 
 
 def compiler() -> list[str]:
@@ -72,6 +82,14 @@ def compile_tracer_flatten(out_dir: Path) -> list[Path]:
     return objs
 
 
+def serve_driver_command(driver_src: Path, exe: Path) -> list[str]:
+    """The command that builds a non-MPI C program linked with SERVE_SOURCES and the RMT core
+    (tests/c/serve_driver.c), with the C compiler of :func:`compiler`."""
+    srcs = [SERVE / s for s in SERVE_SOURCES] + [NATIVE / s for s in RMT_CORE_SOURCES]
+    return [*compiler(), *CFLAGS, f"-I{SERVE}", f"-I{NATIVE}", str(driver_src), *map(str, srcs), "-o", str(exe),
+            "-ldl", "-lpthread", "-lm"]
+
+
 def build(force: bool = False, quiet: bool = False) -> Path:
     target = NATIVE / ("_rmt" + sysconfig.get_config_var("EXT_SUFFIX"))
     deps = [NATIVE / s for s in RMT_SOURCES] + list(NATIVE.glob("*.h"))
@@ -94,12 +112,15 @@ def build(force: bool = False, quiet: bool = False) -> Path:
 
 def build_tracer(force: bool = False, quiet: bool = False) -> Path | None:
     """Build TRACER_LIB with ``mpicc`` (when stale); None when there is no ``mpicc``."""
-    srcs = [TRACER / s for s in TRACER_SOURCES + TRACER_FLATTEN_SOURCES]
-    deps = srcs + list(TRACER.glob("*.h"))
+    srcs = ([TRACER / s for s in TRACER_SOURCES + TRACER_FLATTEN_SOURCES]
+            + [SERVE / s for s in SERVE_SOURCES + SERVE_MPI_SOURCES]
+            + [NATIVE / s for s in RMT_CORE_SOURCES])
+    deps = srcs + list(TRACER.glob("*.h")) + list(SERVE.glob("*.h")) + [NATIVE / "rmt.h"]
     if not force and TRACER_LIB.exists() and all(d.stat().st_mtime <= TRACER_LIB.stat().st_mtime for d in deps):
         return TRACER_LIB
     tmp = TRACER_LIB.with_name(f"libpario_trace.{os.getpid()}.so.tmp")  # concurrent builds (pytest -n)
-    cmd = [*mpicc(), *CFLAGS, "-shared", f"-I{TRACER}", *map(str, srcs), "-o", str(tmp), "-ldl", "-lpthread"]
+    cmd = [*mpicc(), *CFLAGS, "-shared", f"-I{TRACER}", f"-I{SERVE}", f"-I{NATIVE}", *map(str, srcs), "-o", str(tmp),
+           "-ldl", "-lpthread", "-lm"]
     if not quiet:
         print("building", TRACER_LIB.relative_to(ROOT), flush=True)
     try:
