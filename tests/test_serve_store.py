@@ -601,3 +601,90 @@ def test_json_reader_strict_and_never_crashes(driver, tmp_path):
     lines = ["names H0,H1"] + [f"map {p} 1 0 100" for p, _ in files[len(good) + len(bad):]]
     for a in run_lines(driver, lines)[1:]:
         assert a["ok"] or ("\n" not in a["error"] and a["error"])
+
+
+# ---------------------------------------------------------------------- several processes
+def test_shared_store_c_ranks_and_python_at_once(driver, tmp_path, capsys):
+    """Two C processes and a Python process use one shared store at once (as MPI ranks do):
+    disjoint writes, some into a CEDA replica, some extending the file; each reader sees the
+    others' acknowledged writes (journal followed, size from metadata and data files); the
+    last process out flushes and commits the final size (MAX of everybody's)."""
+    root, ref = _ceda_store(tmp_path)
+    capsys.readouterr()
+    blob, bp = _blob(tmp_path, 12, 2 * MiB)
+    a, b = Driver(driver), Driver(driver)
+    a("open", root, "shared")
+    b("open", root, "shared")
+    st = Store(root, shared=True, lock_timeout=30)
+    ha, hb = a("fopen", "f")["h"], b("fopen", "f")["h"]
+    f = st.open("f")
+
+    def put(x, n, src):
+        nonlocal ref
+        if x + n > len(ref):
+            ref = np.concatenate([ref, np.zeros(x + n - len(ref), np.uint8)])
+        ref[x:x + n] = src
+
+    pos = 0
+    for k in range(6):           # a: replicated ranges of the first MiB; b: past the end
+        x, n = k * 16 * KiB * 3 + 77, 9000
+        a("write", ha, x, n, bp, pos)
+        put(x, n, blob[pos:pos + n])
+        pos += n
+        x, n = 4 * MiB + k * 100_000, 60_000
+        b("write", hb, x, n, bp, pos)
+        put(x, n, blob[pos:pos + n])
+        pos += n
+    f.write(2 * MiB + 3, blob[pos:pos + 50_000].tobytes())
+    put(2 * MiB + 3, 50_000, blob[pos:pos + 50_000])
+    assert f.current_size() == len(ref)
+    assert f.read(0, len(ref)) == ref.tobytes()              # Python sees both C ranks' writes
+    out = tmp_path / "out.bin"
+    for d, h in ((a, ha), (b, hb)):
+        assert d("size", h)["size"] == len(ref)
+        d("read", h, 0, len(ref), out, 0)
+        assert np.array_equal(np.fromfile(out, np.uint8)[:len(ref)], ref)
+    assert a("stats", ha)["written_replica"] > 0
+    for d in (a, b):
+        d("close_store")
+        d.close()
+    f.close()
+    st.close()                                               # the last one out
+    with Store(root) as st2:
+        rep = fsck(st2)
+        assert rep["ok"] and rep["unclean"] == 0, rep
+        assert st2.stat("f").size == len(ref)
+        with st2.open("f") as g:
+            assert g.read(0, len(ref)) == ref.tobytes()
+
+
+def test_direct_io(driver, tmp_path):
+    from pario import ParioError
+    from pario.store.local import probe_direct
+
+    try:
+        probe_direct(tmp_path)
+    except ParioError:
+        pytest.skip("the file system of the test directory refuses O_DIRECT")
+    root = tmp_path / "st"
+    init_store(root, "ceda-hdd8")
+    with Store(root) as st:
+        st.create("f", "fixed:64k")
+    blob, bp = _blob(tmp_path, 13, 2 * MiB)
+    d = Driver(driver)
+    d("open", root, "direct")
+    h = d("fopen", "f")["h"]
+    d("write", h, 4096, 300 * 4096, bp, 0)
+    bad = d("write", h, 100, 4096, bp, 0, ok=False)
+    assert "O_DIRECT needs 4096-byte aligned" in bad["error"]
+    out = tmp_path / "out.bin"
+    d("read", h, 0, 302 * 4096, out, 0)
+    ref = np.zeros(301 * 4096, np.uint8)
+    ref[4096:] = blob[:300 * 4096]
+    got = np.fromfile(out, np.uint8)
+    assert np.array_equal(got[:len(ref)], ref) and not got[len(ref):].any()
+    d("close_store")
+    d.close()
+    with Store(root, direct=True) as st:
+        with st.open("f") as f:
+            assert f.size == len(ref) and f.read(0, len(ref)) == ref.tobytes()
