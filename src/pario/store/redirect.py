@@ -80,6 +80,17 @@ class File:
             if r["r"] not in self._reps and self.backend.exists(r["r_file"]):
                 self._rh(r["r"])
 
+    def revalidate(self) -> None:
+        """The RMT's registration version changed: replicas came or went, or another process
+        relaid the file out (:mod:`pario.store.relayout`: the name now names a new file id;
+        this handle's data files are the old copy, kept for readers).  A write through the
+        old copy would be lost: one line instead.  Else the replicas are reloaded."""
+        rec = self.backend.meta.get(self.name)
+        if rec is None or int(rec[0]) != self.fid:
+            raise ParioError(f"file {self.name!r} was relaid out by another process while open here "
+                             "(its bytes moved to a new layout); close and reopen it to write")
+        self.reload_replicas()
+
     def _rh(self, r: int):
         """The backend handle of replica file ``r`` (opened on first use)."""
         h = self._reps.get(r)
@@ -208,8 +219,8 @@ class File:
                 core.lock(fid, offset, e, False)
             try:
                 self.store.fg_last = time.monotonic()
-                if e > self.h.size and self._regver != core.regver:
-                    self.reload_replicas()
+                if self._regver != core.regver:          # replicas came or went, or a relayout
+                    self.revalidate()
                 if self.full and e > self.h.size:
                     # hybrid full replicas grow with the file, stale where they grow, before the
                     # bytes (from the RMT's own coverage, so several processes extending agree)
@@ -271,7 +282,7 @@ class File:
             try:
                 self.store.fg_last = time.monotonic()
                 if self._regver != self.core.regver:
-                    self.reload_replicas()
+                    self.revalidate()
                 if not self.full and not self._hits_any(o, o + ln):
                     self.backend.writev(self.h, o, ln, mv, bo)
                     return
@@ -289,6 +300,8 @@ class File:
 
     def truncate(self, size: int) -> None:
         with self.lock:
+            if self._regver != self.core.regver:
+                self.revalidate()
             size = int(size)
             if size < self.h.size:
                 self.rmt.trim(self.name, size)

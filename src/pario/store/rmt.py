@@ -131,9 +131,20 @@ class RMT:
             raise
         self._ids: dict[str, int] = {}
         self._names: dict[int, str] = {}
+        self._ver = None
 
     # ------------------------------------------------------------------ names <-> ids
+    def _current(self) -> None:
+        """A name names another id after a relayout (pario.store.relayout), which changes the
+        registration version: the caches hold for one version."""
+        v = self.core.regver
+        if v != self._ver:
+            self._ids.clear()
+            self._names.clear()
+            self._ver = v
+
     def fid(self, name: str) -> int:
+        self._current()
         i = self._ids.get(name)
         if i is None:
             rec = self.meta.get(name)
@@ -144,6 +155,7 @@ class RMT:
         return i
 
     def name(self, fid: int) -> str | None:
+        self._current()
         n = self._names.get(fid)
         if n is None:
             for i, nm in self.meta.ids().items():

@@ -384,6 +384,12 @@ class Store:
     def stat(self, name: str):
         return self.backend.stat(name)
 
+    def relayout(self, name: str, layout, **kw):
+        """Rewrite file ``name`` with another layout, crash-safe and online
+        (:func:`pario.store.relayout.relayout`); returns its RelayoutResult."""
+        from .relayout import relayout
+        return relayout(self, name, layout, **kw)
+
     def delete(self, name: str) -> None:
         """Delete a file and its replicas."""
         self._need_exclusive(f"deleting {name!r}")
@@ -533,6 +539,8 @@ class Store:
                     # the last process out: finish what others left (dirty flags, uncommitted sizes)
                     self.flush()
                     self.backend.finalize_sizes()
+                from .relayout import purge_retired
+                purge_retired(self)          # old copies of relaid files: nobody can read them now
                 self._close_rmt_alone()
         finally:
             self.closed = True
