@@ -42,31 +42,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "flatten.h"
 #include "handles.h"
 #include "posix.h"
 #include "records.h"
 #include "runtime.h"
+#include "serve.h"
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(uint64_t), "a request handle fits a map key");
-
-typedef struct px_file {
-    MPI_File fh;
-    int id;                /* this rank's file id: 0, 1, 2, ... in open order */
-    char *name;            /* as given to MPI_File_open */
-    px_view view;
-    int view_ok;           /* the view was flattened */
-    int64_t etype_size;
-    MPI_Comm comm;         /* a duplicate of the open communicator (ordered calls, close) */
-    int comm_rank;
-    int comm_size;
-    off_t lock_byte;       /* this file's byte in the shared-pointer lock file */
-    px_watch watch;        /* POSIX counters (posix.h) */
-    char *hints_text;      /* "key=value\n"..., the last hints recorded */
-    char *hints_json;      /* {"key": "value", ...} */
-    int split_pending;     /* a split collective began (§14.4.5: at most one per file) */
-    px_call split;
-} px_file;
 
 typedef struct px_pending {
     uint64_t key;          /* the request handle */
@@ -94,7 +78,7 @@ static uint64_t rkey(MPI_Request r)
 
 static px_file *lookup(MPI_File fh)
 {
-    if (!px_on)
+    if (!px_on && !px_serving)
         return NULL;
     pthread_mutex_lock(&map_mutex);
     px_file *f = px_map_get(&files, fkey(fh));
@@ -136,6 +120,8 @@ static int emit_extent(void *ctx, int64_t off, int64_t len)
 /* Append a data call with its extents (unless it failed or the view is unknown). */
 static void record_data(px_file *f, px_call *c)
 {
+    if (!px_on)
+        return;
     int64_t n = 0;
     px_rec_lock();
     if (!(c->flags & PX_F_ERROR) && c->bytes > 0) {
@@ -151,6 +137,8 @@ static void record_data(px_file *f, px_call *c)
 /* Append a record whose units hold `text`. */
 static void record_text(px_call *c, const char *text, size_t len)
 {
+    if (!px_on)
+        return;
     px_rec_lock();
     c->nunits = px_rec_bytes(text, len);
     px_rec_call(c);
@@ -172,6 +160,8 @@ static px_call new_call(int type, int op, int file)
 
 static void record_meta(px_file *f, int op, int64_t pos, int64_t bytes, uint64_t id, double t0, double t1, int rc)
 {
+    if (!px_on)
+        return;
     px_call c = new_call(PX_REC_META, op, f ? f->id : -1);
     c.id = id;
     c.pos = pos;
@@ -189,6 +179,8 @@ static void record_meta(px_file *f, int op, int64_t pos, int64_t bytes, uint64_t
  * recorded when they changed since the last record. */
 static void snapshot_hints(px_file *f)
 {
+    if (!px_on)
+        return;
     MPI_Info info;
     if (PMPI_File_get_info(f->fh, &info) != MPI_SUCCESS)
         return;
@@ -319,11 +311,21 @@ static void op_begin(px_op *o, px_file *f, int op, int kind, int coll, int64_t c
         o->c.pos = PMPI_File_get_position(f->fh, &p) == MPI_SUCCESS ? mul(p, es) : -1;
         break;
     case PX_POS_SHARED:
+        if (f->srv) {
+            o->c.pos = px_serve_shared_pos(f, kind, o->c.bytes);
+            break;
+        }
+        if (lock_fd < 0)
+            break;
         shared_lock(f, F_WRLCK);
         o->locked = 1;
         o->c.pos = PMPI_File_get_position_shared(f->fh, &p) == MPI_SUCCESS ? mul(p, es) : -1;
         break;
     case PX_POS_ORDERED: {
+        if (f->srv) {
+            o->c.pos = px_serve_shared_pos(f, kind, o->c.bytes);
+            break;
+        }
         int64_t base = 0, before = 0, mine = o->c.bytes < 0 ? 0 : o->c.bytes;
         if (f->comm == MPI_COMM_NULL) {  /* no communicator of our own: position unknown */
             o->c.pos = -1;
@@ -371,7 +373,7 @@ static void op_nonblocking(px_op *o, int rc, MPI_Request *req)
 {
     op_after(o, rc);
     record_data(o->f, &o->c);
-    if (rc != MPI_SUCCESS || !req)
+    if (rc != MPI_SUCCESS || !req || !px_on)
         return;
     px_pending *p = malloc(sizeof *p);
     if (!p)
@@ -417,54 +419,58 @@ static void record_done(const px_call *issued, double t0, double t1, int failed,
 /* One interposed data routine.  PARAMS: its parameter list; ARGS: the pass-through call's
  * arguments; TARGS: the traced call's (the status the tracer reads); KIND, COLL, OFF, ST:
  * for op_begin; FINISH: the step after the call (blocking, nonblocking or split begin). */
-#define PX_DATA(NAME, PARAMS, ARGS, TARGS, OP, KIND, COLL, OFF, ST, FINISH)            \
-    PX_EXPORT int MPI_File_##NAME PARAMS                                              \
-    {                                                                                 \
-        px_file *f = lookup(fh);                                                      \
-        if (!f)                                                                       \
-            return PMPI_File_##NAME ARGS;                                             \
-        px_op o;                                                                      \
-        op_begin(&o, f, OP, KIND, COLL, (int64_t)count, datatype, OFF, ST);           \
-        int rc = PMPI_File_##NAME TARGS;                                              \
-        FINISH;                                                                       \
-        return rc;                                                                    \
+#define PX_DATA(NAME, PARAMS, ARGS, TARGS, OP, KIND, COLL, OFF, ST, REQ, FINISH)                         \
+    PX_EXPORT int MPI_File_##NAME PARAMS                                                                 \
+    {                                                                                                    \
+        px_file *f = lookup(fh);                                                                         \
+        if (!f)                                                                                          \
+            return PMPI_File_##NAME ARGS;                                                                \
+        px_op o;                                                                                         \
+        op_begin(&o, f, OP, KIND, COLL, (int64_t)count, datatype, OFF, ST);                              \
+        int rc = f->srv ? px_serve_data(f, OP, KIND, COLL, o.c.pos, (void *)buf, (int64_t)count, datatype, \
+                                        o.st, REQ)                                                       \
+                        : PMPI_File_##NAME TARGS;                                                        \
+        FINISH;                                                                                          \
+        return rc;                                                                                       \
     }
 
 /* Explicit offset, blocking. */
 #define PX_BLK_AT(NAME, CT, BUF, OP, COLL)                                                                    \
     PX_DATA(NAME, (MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype datatype, MPI_Status *status), \
             (fh, offset, buf, count, datatype, status), (fh, offset, buf, count, datatype, o.st), OP,          \
-            PX_POS_AT | PX_MODE_BLOCKING, COLL, offset, status, op_blocking(&o, rc))
+            PX_POS_AT | PX_MODE_BLOCKING, COLL, offset, status, NULL, op_blocking(&o, rc))
 
 /* File pointer (individual, shared or ordered), blocking. */
 #define PX_BLK_FP(NAME, CT, BUF, OP, POS, COLL)                                                               \
     PX_DATA(NAME, (MPI_File fh, BUF buf, CT count, MPI_Datatype datatype, MPI_Status *status),                \
             (fh, buf, count, datatype, status), (fh, buf, count, datatype, o.st), OP, POS | PX_MODE_BLOCKING, \
-            COLL, 0, status, op_blocking(&o, rc))
+            COLL, 0, status, NULL, op_blocking(&o, rc))
 
 /* Explicit offset, nonblocking. */
 #define PX_NB_AT(NAME, CT, BUF, OP, COLL)                                                                     \
     PX_DATA(NAME, (MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype datatype,                  \
                    MPI_Request *request),                                                                     \
             (fh, offset, buf, count, datatype, request), (fh, offset, buf, count, datatype, request), OP,      \
-            PX_POS_AT | PX_MODE_NONBLOCKING, COLL, offset, MPI_STATUS_IGNORE, op_nonblocking(&o, rc, request))
+            PX_POS_AT | PX_MODE_NONBLOCKING, COLL, offset, MPI_STATUS_IGNORE, request,                  \
+            op_nonblocking(&o, rc, request))
 
 /* File pointer, nonblocking. */
 #define PX_NB_FP(NAME, CT, BUF, OP, POS, COLL)                                                                \
     PX_DATA(NAME, (MPI_File fh, BUF buf, CT count, MPI_Datatype datatype, MPI_Request *request),              \
             (fh, buf, count, datatype, request), (fh, buf, count, datatype, request), OP,                      \
-            POS | PX_MODE_NONBLOCKING, COLL, 0, MPI_STATUS_IGNORE, op_nonblocking(&o, rc, request))
+            POS | PX_MODE_NONBLOCKING, COLL, 0, MPI_STATUS_IGNORE, request, op_nonblocking(&o, rc, request))
 
 /* Split collective begin, explicit offset (POS is PX_POS_AT). */
 #define PX_SPLIT_AT(NAME, CT, BUF, OP, POS)                                                                       \
     PX_DATA(NAME, (MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype datatype),                 \
             (fh, offset, buf, count, datatype), (fh, offset, buf, count, datatype), OP,                        \
-            POS | PX_MODE_SPLIT, 1, offset, MPI_STATUS_IGNORE, op_split_begin(&o, rc))
+            POS | PX_MODE_SPLIT, 1, offset, MPI_STATUS_IGNORE, NULL, op_split_begin(&o, rc))
 
 /* Split collective begin, file pointer (individual or ordered). */
 #define PX_SPLIT_FP(NAME, CT, BUF, OP, POS)                                                                   \
     PX_DATA(NAME, (MPI_File fh, BUF buf, CT count, MPI_Datatype datatype), (fh, buf, count, datatype),        \
-            (fh, buf, count, datatype), OP, POS | PX_MODE_SPLIT, 1, 0, MPI_STATUS_IGNORE, op_split_begin(&o, rc))
+            (fh, buf, count, datatype), OP, POS | PX_MODE_SPLIT, 1, 0, MPI_STATUS_IGNORE, NULL,                     \
+            op_split_begin(&o, rc))
 
 /* Split collective end. */
 #define PX_SPLIT_END(NAME, BUF)                                                                                 \
@@ -476,7 +482,7 @@ static void record_done(const px_call *issued, double t0, double t1, int failed,
         MPI_Status own, *st = status == MPI_STATUS_IGNORE ? &own : status;                                     \
         px_io_scope io = io_set(&f->watch, PX_IO_COLL);                                                        \
         double t0 = px_now();                                                                                  \
-        int rc = PMPI_File_##NAME(fh, buf, st);                                                                \
+        int rc = f->srv ? px_serve_split_end(f, st) : PMPI_File_##NAME(fh, buf, st);                          \
         double t1 = px_now();                                                                                  \
         io_restore(io);                                                                                        \
         f->split_pending = 0;                                                                                  \
@@ -758,21 +764,37 @@ static const char *fs_path(const char *name)
     return colon + 1;
 }
 
+static void free_file(px_file *f);
+
 PX_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
 {
-    px_file *f = px_on ? calloc(1, sizeof *f) : NULL;
+    struct px_srv *srv = NULL;
+    uint64_t id = px_on ? px_next_id() : 0;
+    double t0 = px_on ? px_now() : 0;
+    int rc = filename && fh ? px_serve_open(comm, filename, amode, info, fh, &srv) : MPI_SUCCESS;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    px_file *f = px_on || srv ? calloc(1, sizeof *f) : NULL;
     char *name = f ? strdup(filename) : NULL;
     if (!name) {
         free(f);
+        if (srv) {  /* out of memory: the file cannot be served (its shadow is open) */
+            px_file tmp;
+            memset(&tmp, 0, sizeof tmp);
+            tmp.srv = srv;
+            tmp.comm = comm;
+            px_serve_close(&tmp, fh);
+            return MPI_ERR_NO_MEM;
+        }
         return PMPI_File_open(comm, filename, amode, info, fh);
     }
     f->name = name;
+    f->srv = srv;
     f->watch.path = fs_path(name);
     px_io_scope io = io_set(&f->watch, PX_IO_OTHER);
-    uint64_t id = px_next_id();
-    double t0 = px_now();
-    int rc = PMPI_File_open(comm, filename, amode, info, fh);
-    double t1 = px_now();
+    if (!srv)
+        rc = PMPI_File_open(comm, filename, amode, info, fh);
+    double t1 = px_on ? px_now() : 0;
     io_restore(io);
     if (rc != MPI_SUCCESS) {
         free(name);
@@ -790,6 +812,16 @@ PX_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_
         PMPI_Comm_rank(f->comm, &f->comm_rank);
         PMPI_Comm_size(f->comm, &f->comm_size);
     }
+    if (f->srv) {
+        if (f->comm == MPI_COMM_NULL) {  /* served files need a communicator of their own */
+            px_serve_close(f, fh);
+            px_posix_forget(&f->watch);
+            free(name);
+            free(f);
+            return MPI_ERR_INTERN;
+        }
+        px_serve_attach(f);
+    }
     uint64_t h = f->watch.known ? (uint64_t)f->watch.ino : 1469598103934665603ULL;
     for (const char *p = f->watch.known ? "" : name; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ULL;  /* FNV-1a of the name */
@@ -798,8 +830,14 @@ PX_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_
     f->id = next_file_id++;
     int ok = px_map_put(&files, fkey(*fh), f) == 0;
     pthread_mutex_unlock(&map_mutex);
-    if (!ok)
+    if (!ok) {
+        if (f->srv) {  /* out of memory: a served file cannot be left without its state */
+            px_serve_close(f, fh);
+            free_file(f);
+            return MPI_ERR_NO_MEM;
+        }
         return rc;  /* out of memory: this file is not traced */
+    }
     px_call c = new_call(PX_REC_OPEN, 0, f->id);
     c.id = id;
     c.pos = amode;
@@ -871,10 +909,11 @@ PX_EXPORT int MPI_File_close(MPI_File *fh)
     px_io_scope io = io_set(&f->watch, PX_IO_OTHER);
     uint64_t id = px_next_id();
     double t0 = px_now();
-    int rc = PMPI_File_close(fh);
+    int served = f->srv != NULL;
+    int rc = served ? px_serve_close(f, fh) : PMPI_File_close(fh);
     double t1 = px_now();
     io_restore(io);
-    if (rc != MPI_SUCCESS) {
+    if (rc != MPI_SUCCESS && !served) {
         record_meta(f, 0, 0, 0, id, t0, t1, rc);
         return rc;
     }
@@ -889,7 +928,7 @@ PX_EXPORT int MPI_File_close(MPI_File *fh)
     c.end = t1;
     record_text(&c, (const char *)&pc, sizeof pc);
     /* the counters of all the file's ranks, to its rank 0 (MPI_File_close is collective) */
-    if (f->comm != MPI_COMM_NULL) {
+    if (px_on && f->comm != MPI_COMM_NULL) {
         int64_t row[7];
         counts_row(&pc, row);
         int64_t *rows = f->comm_rank == 0 ? malloc(sizeof row * (size_t)f->comm_size) : NULL;
@@ -924,11 +963,13 @@ void px_mpiio_finish(px_buf *out)
 
 PX_EXPORT int MPI_File_delete(const char *filename, MPI_Info info)
 {
+    int rc = MPI_SUCCESS;
+    uint64_t id = px_on ? px_next_id() : 0;
+    double t0 = px_on ? px_now() : 0;
+    if (!filename || !px_serve_delete(filename, info, &rc))
+        rc = PMPI_File_delete(filename, info);
     if (!px_on)
-        return PMPI_File_delete(filename, info);
-    uint64_t id = px_next_id();
-    double t0 = px_now();
-    int rc = PMPI_File_delete(filename, info);
+        return rc;
     px_call c = new_call(PX_REC_META, PX_META_DELETE, -1);
     c.id = id;
     c.bytes = (int64_t)strlen(filename);
@@ -976,7 +1017,7 @@ PX_EXPORT int MPI_File_set_info(MPI_File fh, MPI_Info info)
 }
 
 /* A file call with one MPI_Offset argument (and maybe an int), recorded as PX_REC_META. */
-#define PX_META2(NAME, CODE)                                                                  \
+#define PX_META2(NAME, CODE, CALL)                                                            \
     PX_EXPORT int MPI_File_##NAME(MPI_File fh, MPI_Offset offset, int whence)                \
     {                                                                                        \
         px_file *f = lookup(fh);                                                             \
@@ -984,12 +1025,12 @@ PX_EXPORT int MPI_File_set_info(MPI_File fh, MPI_Info info)
             return PMPI_File_##NAME(fh, offset, whence);                                     \
         uint64_t id = px_next_id();                                                          \
         double t0 = px_now();                                                                \
-        int rc = PMPI_File_##NAME(fh, offset, whence);                                       \
+        int rc = CALL;                                                                       \
         record_meta(f, CODE, offset, whence, id, t0, px_now(), rc);                          \
         return rc;                                                                           \
     }
 
-#define PX_META1(NAME, CODE, T)                                                               \
+#define PX_META1(NAME, CODE, T, CALL)                                                         \
     PX_EXPORT int MPI_File_##NAME(MPI_File fh, T arg)                                        \
     {                                                                                        \
         px_file *f = lookup(fh);                                                             \
@@ -998,18 +1039,39 @@ PX_EXPORT int MPI_File_set_info(MPI_File fh, MPI_Info info)
         uint64_t id = px_next_id();                                                          \
         px_io_scope io = io_set(&f->watch, PX_IO_OTHER);                                     \
         double t0 = px_now();                                                                \
-        int rc = PMPI_File_##NAME(fh, arg);                                                  \
+        int rc = CALL;                                                                       \
         double t1 = px_now();                                                                \
         io_restore(io);                                                                      \
         record_meta(f, CODE, (int64_t)arg, 0, id, t0, t1, rc);                               \
         return rc;                                                                           \
     }
 
-PX_META2(seek, PX_META_SEEK)
-PX_META2(seek_shared, PX_META_SEEK_SHARED)
-PX_META1(set_size, PX_META_SET_SIZE, MPI_Offset)
-PX_META1(preallocate, PX_META_PREALLOCATE, MPI_Offset)
-PX_META1(set_atomicity, PX_META_SET_ATOMICITY, int)
+PX_META2(seek, PX_META_SEEK, PMPI_File_seek(fh, offset, whence))
+PX_META2(seek_shared, PX_META_SEEK_SHARED,
+         f->srv ? px_serve_seek_shared(f, offset, whence) : PMPI_File_seek_shared(fh, offset, whence))
+PX_META1(set_size, PX_META_SET_SIZE, MPI_Offset, f->srv ? px_serve_set_size(f, arg, 0) : PMPI_File_set_size(fh, arg))
+PX_META1(preallocate, PX_META_PREALLOCATE, MPI_Offset,
+         f->srv ? px_serve_set_size(f, arg, 1) : PMPI_File_preallocate(fh, arg))
+PX_META1(set_atomicity, PX_META_SET_ATOMICITY, int, PMPI_File_set_atomicity(fh, arg))
+
+/* Queries a served file answers itself (the shadow holds no data); pass-through otherwise. */
+PX_EXPORT int MPI_File_get_size(MPI_File fh, MPI_Offset *size)
+{
+    px_file *f = lookup(fh);
+    return f && f->srv && size ? px_serve_get_size(f, size) : PMPI_File_get_size(fh, size);
+}
+
+PX_EXPORT int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset)
+{
+    px_file *f = lookup(fh);
+    return f && f->srv && offset ? px_serve_get_position_shared(f, offset) : PMPI_File_get_position_shared(fh, offset);
+}
+
+PX_EXPORT int MPI_File_get_amode(MPI_File fh, int *amode)
+{
+    px_file *f = lookup(fh);
+    return f && f->srv && amode ? px_serve_get_amode(f, amode) : PMPI_File_get_amode(fh, amode);
+}
 
 PX_EXPORT int MPI_File_sync(MPI_File fh)
 {
@@ -1018,7 +1080,7 @@ PX_EXPORT int MPI_File_sync(MPI_File fh)
         return PMPI_File_sync(fh);
     uint64_t id = px_next_id();
     double t0 = px_now();
-    int rc = PMPI_File_sync(fh);
+    int rc = f->srv ? px_serve_sync(f) : PMPI_File_sync(fh);
     record_meta(f, PX_META_SYNC, 0, 0, id, t0, px_now(), rc);
     return rc;
 }

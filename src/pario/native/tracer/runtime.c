@@ -32,6 +32,7 @@
 #include "jsonbuf.h"
 #include "mpiio.h"
 #include "records.h"
+#include "serve.h"
 
 int px_on;
 int px_rank;
@@ -217,6 +218,8 @@ PX_EXPORT int MPI_Finalize(void)
         px_rec_close();
         px_on = 0;
     }
+    if (px_serving)
+        px_serve_finish();
     return PMPI_Finalize();
 }
 

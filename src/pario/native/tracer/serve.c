@@ -1,0 +1,1101 @@
+/* pario runtime: serving planned files from a pario store inside MPI-IO (serve.h).
+ *
+ * CEDA keeps its redirector inside MPI-IO so that applications run unchanged (CEDA seed
+ * 000 §5.2); HACIO reorders the aggregators' requests inside ROMIO's two-phase I/O (HACIO
+ * seed 004 §3.2).  This file is that layer for unmodified programs:
+ *
+ * Which files.  PARIO_STORE=DIR (or the info hint pario_store) names the store; PARIO_PLAN
+ * (pario_plan) the plan; PARIO_SERVE (pario_serve) is "store" (default: files the store
+ * holds or the plan covers), "all" (every file opened: created in the store) or "off".
+ * The store's file name is the name given to MPI_File_open (without a ROMIO "fs:" prefix),
+ * as the trace and the plan name it.  Everything else passes straight through to MPICH.
+ * A store that cannot be opened, or a plan made for another system, is one line on
+ * stderr and the file passes through: the program still runs correctly.
+ *
+ * The handle.  A served file is opened in the store on every rank (the store in shared
+ * mode, serve/redirect.h) and, for the handle the program gets, as a *shadow* MPI file
+ * DIR/.pario-shadow/<hash> that holds no data: MPI keeps its group, info, view, individual
+ * file pointer and error handler, so every MPI-IO routine pario does not intercept still
+ * works.  Data never goes to the shadow.
+ *
+ * Data calls.  The MPI-IO layer (mpiio.c) computes where an access begins (explicit offset,
+ * the individual pointer, or the shared pointer kept here) and calls px_serve_data: the
+ * access's bytes are mapped through the file view to file extents (flatten.h, MPI-4.1
+ * §14.3), the memory datatype packed when it is not contiguous, and the extents read or
+ * written through the store (layout, RMT redirection, hybrid routing: serve/redirect.h) —
+ * independently, or for collective calls by pario's two-phase I/O (serve/twophase.h) with
+ * the plan's order (ROMCIO, CACIO, HACIO: seed 004 Algorithm 1), ROMIO's aggregator count
+ * and buffer size (the shadow's hints: cb_nodes, cb_buffer_size, romio_cb_read/write).
+ * Nonblocking calls are done at once and return a completed generalized request (as
+ * ROMIO's own are for local files); split collectives are done at _begin.
+ *
+ * Sizes, shared pointers, deletion.  MPI_File_get_size/set_size/preallocate/sync act on
+ * the store file.  The shared file pointer lives in DIR/.pario-shadow/<hash>.shfp (8 bytes,
+ * etype units, under an fcntl lock).  MPI_File_delete of a served file empties it (size 0,
+ * replica entries trimmed) but keeps its name and layout in the store, so that the
+ * program's next create gets the plan's layout again.
+ */
+#define _GNU_SOURCE
+#include "serve.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "layout.h"
+#include "meta.h"
+#include "order.h"
+#include "redirect.h"
+#include "runtime.h"
+#include "twophase.h"
+
+int px_serving;
+
+#define SHADOW_DIR ".pario-shadow"
+#define MAP_CAP ((int64_t)64 << 20)   /* longest range handed to the layout at once */
+
+/* ------------------------------------------------------------------ one line on stderr */
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    for (char *p = line; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    fprintf(stderr, "pario: serve: %s\n", line);
+}
+
+/* ------------------------------------------------------------------ stores and plans */
+
+typedef struct srv_store {
+    char *root;
+    pxs_store *st;
+    int32_t *kinds;        /* per server of the profile: 0 HServer, 1 SServer */
+    struct srv_store *next;
+} srv_store;
+
+typedef struct srv_plan {
+    char *path;
+    pxs_json *doc;
+    char *err;             /* why the plan cannot be used (read once) */
+    struct srv_plan *next;
+} srv_plan;
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static srv_store *stores;
+static srv_plan *plans;
+
+/* The kinds of the profile's servers (store.json "profile"."server"[i]."kind"). */
+static int32_t *server_kinds(const pxs_store *st)
+{
+    int n = st->cfg.nservers;
+    int32_t *k = calloc((size_t)(n > 0 ? n : 1), sizeof *k);
+    if (!k)
+        return NULL;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/store.json", st->cfg.root);
+    size_t len = 0;
+    char *text = pxs_read_text(path, &len, (size_t)16 << 20);
+    pxs_json *doc = NULL;
+    char err[256];
+    if (text && pxs_json_parse(text, len, &doc, err, sizeof err) == 0) {
+        const pxs_json *srv = pxs_json_get(pxs_json_get(doc, "profile"), "server");
+        for (size_t i = 0; srv && srv->type == PXS_JARR && i < srv->n; i++) {
+            const pxs_json *name = pxs_json_get(srv->v[i], "name");
+            const pxs_json *kind = pxs_json_get(srv->v[i], "kind");
+            int j = name && name->type == PXS_JSTR ? pxs_config_server(&st->cfg, name->s) : -1;
+            if (j >= 0 && j < n)
+                k[j] = pxs_json_streq(kind, "ssd") ? 1 : 0;
+        }
+    }
+    pxs_json_free(doc);
+    free(text);
+    return k;
+}
+
+/* The store at root, opened (shared) at its first use by this process. */
+static srv_store *get_store(const char *root, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&reg_mu);
+    srv_store *s = stores;
+    while (s && strcmp(s->root, root) != 0)
+        s = s->next;
+    if (!s) {
+        pxs_store *st = NULL;
+        int flags = PXS_SHARED | (getenv("PARIO_DIRECT") && strcmp(getenv("PARIO_DIRECT"), "1") == 0 ? PXS_DIRECT : 0);
+        if (pxs_store_open(root, flags, &st, err, errlen) == 0) {
+            s = calloc(1, sizeof *s);
+            if (s && (s->root = strdup(root)) && (s->kinds = server_kinds(st))) {
+                s->st = st;
+                s->next = stores;
+                stores = s;
+            } else {
+                if (s) {
+                    free(s->root);
+                    free(s);
+                }
+                s = NULL;
+                pxs_store_close(st, err, errlen);
+                snprintf(err, errlen, "out of memory");
+            }
+        }
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return s;
+}
+
+/* The plan at path (read once); NULL with *why set when it cannot be used for this store. */
+static const pxs_json *get_plan(const char *path, const srv_store *ss, const char **why)
+{
+    pthread_mutex_lock(&reg_mu);
+    srv_plan *p = plans;
+    while (p && strcmp(p->path, path) != 0)
+        p = p->next;
+    if (!p && (p = calloc(1, sizeof *p)) && (p->path = strdup(path))) {
+        size_t len = 0;
+        char err[300], msg[700];
+        char *text = pxs_read_text(path, &len, (size_t)1 << 30);
+        if (!text)
+            snprintf(msg, sizeof msg, "plan %s: %s", path, strerror(errno));
+        else if (pxs_json_parse(text, len, &p->doc, err, sizeof err) != 0)
+            snprintf(msg, sizeof msg, "plan %s: not JSON (%s)", path, err);
+        else if (!pxs_json_get(p->doc, "pario_plan"))
+            snprintf(msg, sizeof msg, "plan %s: not a pario plan", path);
+        else
+            msg[0] = 0;
+        free(text);
+        if (msg[0]) {
+            pxs_json_free(p->doc);
+            p->doc = NULL;
+            p->err = strdup(msg);
+        }
+        p->next = plans;
+        plans = p;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    static char other[600];
+    if (!p) {
+        *why = "out of memory reading the plan";
+        return NULL;
+    }
+    if (!p->doc) {
+        *why = p->err ? p->err : "the plan cannot be read";
+        return NULL;
+    }
+    const pxs_json *sys = pxs_json_get(p->doc, "system");
+    if (sys && sys->type == PXS_JSTR && ss->st->cfg.system && strcmp(sys->s, ss->st->cfg.system) != 0) {
+        snprintf(other, sizeof other, "plan %s was made for system %s, the store %s is for %s", path, sys->s,
+                 ss->root, ss->st->cfg.system);
+        *why = other;
+        return NULL;
+    }
+    *why = NULL;
+    return p->doc;
+}
+
+/* The plan's layout of a file ("layouts": {name: layout}), NULL if none. */
+static const pxs_json *plan_layout(const pxs_json *plan, const char *name)
+{
+    return plan ? pxs_json_get(pxs_json_get(plan, "layouts"), name) : NULL;
+}
+
+static int plan_covers(const pxs_json *plan, const char *name)
+{
+    if (!plan)
+        return 0;
+    if (plan_layout(plan, name))
+        return 1;
+    const pxs_json *reps = pxs_json_get(plan, "replicas");
+    const pxs_json *mine = reps ? pxs_json_get(reps, name) : NULL;
+    return mine && mine->type == PXS_JARR && mine->n > 0;
+}
+
+/* ------------------------------------------------------------------ JSON text of a layout */
+
+static void jbuf_add(char **b, size_t *n, size_t *cap, const char *s, size_t len)
+{
+    if (!*b && *cap)
+        return;
+    if (*n + len + 1 > *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        while (c < *n + len + 1)
+            c *= 2;
+        char *nb = realloc(*b, c);
+        if (!nb) {
+            free(*b);
+            *b = NULL;
+            *cap = 1;
+            return;
+        }
+        *b = nb;
+        *cap = c;
+    }
+    memcpy(*b + *n, s, len);
+    *n += len;
+    (*b)[*n] = 0;
+}
+
+/* Write a JSON value back as text (for pxs_meta_create, which stores the layout's JSON). */
+static void json_text(const pxs_json *j, char **b, size_t *n, size_t *cap)
+{
+    char tmp[64];
+    switch (j->type) {
+    case PXS_JNULL: jbuf_add(b, n, cap, "null", 4); break;
+    case PXS_JFALSE: jbuf_add(b, n, cap, "false", 5); break;
+    case PXS_JTRUE: jbuf_add(b, n, cap, "true", 4); break;
+    case PXS_JNUM:
+        if (j->is_int)
+            snprintf(tmp, sizeof tmp, "%lld", (long long)j->i);
+        else
+            snprintf(tmp, sizeof tmp, "%.17g", j->d);
+        jbuf_add(b, n, cap, tmp, strlen(tmp));
+        break;
+    case PXS_JSTR:
+        jbuf_add(b, n, cap, "\"", 1);
+        for (size_t i = 0; i < j->slen; i++) {
+            unsigned char c = (unsigned char)j->s[i];
+            if (c == '"' || c == '\\') {
+                tmp[0] = '\\';
+                tmp[1] = (char)c;
+                jbuf_add(b, n, cap, tmp, 2);
+            } else if (c < 0x20) {
+                snprintf(tmp, sizeof tmp, "\\u%04x", c);
+                jbuf_add(b, n, cap, tmp, 6);
+            } else {
+                jbuf_add(b, n, cap, (const char *)&j->s[i], 1);
+            }
+        }
+        jbuf_add(b, n, cap, "\"", 1);
+        break;
+    case PXS_JARR:
+    case PXS_JOBJ:
+        jbuf_add(b, n, cap, j->type == PXS_JARR ? "[" : "{", 1);
+        for (size_t i = 0; i < j->n; i++) {
+            if (i)
+                jbuf_add(b, n, cap, ", ", 2);
+            if (j->type == PXS_JOBJ) {
+                pxs_json key = {.type = PXS_JSTR, .s = j->k[i], .slen = strlen(j->k[i])};
+                json_text(&key, b, n, cap);
+                jbuf_add(b, n, cap, ": ", 2);
+            }
+            json_text(j->v[i], b, n, cap);
+        }
+        jbuf_add(b, n, cap, j->type == PXS_JARR ? "]" : "}", 1);
+        break;
+    default: break;
+    }
+}
+
+/* The layout of a file the program creates: the plan's, else the striping hints
+ * (striping_unit over the first striping_factor servers), else 64 KiB over every server
+ * (pario.mpi.storeio._layout_for_create).  malloc'ed JSON text. */
+static char *create_layout(const pxs_store *st, const pxs_json *planlay, MPI_Info info)
+{
+    char *b = NULL;
+    size_t n = 0, cap = 0;
+    if (planlay) {
+        json_text(planlay, &b, &n, &cap);
+        return b;
+    }
+    long long unit = 64 * 1024, factor = st->cfg.nservers;
+    char val[64];
+    int flag = 0, len = (int)sizeof val;
+    if (info != MPI_INFO_NULL && PMPI_Info_get_string(info, "striping_unit", &len, val, &flag) == MPI_SUCCESS && flag &&
+        atoll(val) > 0)
+        unit = atoll(val);
+    len = (int)sizeof val;
+    if (info != MPI_INFO_NULL && PMPI_Info_get_string(info, "striping_factor", &len, val, &flag) == MPI_SUCCESS &&
+        flag && atoll(val) > 0 && atoll(val) < factor)
+        factor = atoll(val);
+    jbuf_add(&b, &n, &cap, "{\"type\": \"striped\", \"servers\": [", 32);
+    for (long long i = 0; i < factor; i++) {
+        pxs_json s = {.type = PXS_JSTR, .s = st->cfg.servers[i].name, .slen = strlen(st->cfg.servers[i].name)};
+        if (i)
+            jbuf_add(&b, &n, &cap, ", ", 2);
+        json_text(&s, &b, &n, &cap);
+    }
+    jbuf_add(&b, &n, &cap, "], \"stripes\": [", 15);
+    for (long long i = 0; i < factor; i++) {
+        char t[32];
+        int k = snprintf(t, sizeof t, "%s%lld", i ? ", " : "", unit);
+        jbuf_add(&b, &n, &cap, t, (size_t)k);
+    }
+    jbuf_add(&b, &n, &cap, "]}", 2);
+    return b;
+}
+
+/* ------------------------------------------------------------------ a served file */
+
+typedef struct px_srv {
+    srv_store *ss;
+    pxs_file *pf;
+    char *name;
+    int amode;
+    int shfp;              /* the shared pointer's file */
+    int order;             /* PARIO_ORDER_* */
+    int64_t cb_buffer;
+    int cb_nodes;
+    int cb_read, cb_write; /* PARIO_TP_CB_* */
+    pario_tp_layout tpl;
+    int32_t *tp_servers, *tp_kinds;
+    pxs_pieces pieces;     /* the layout callback's scratch */
+    int64_t split_moved;
+    int split_rc;
+} px_srv;
+
+static const char *fs_name(const char *name)
+{
+    const char *colon = strchr(name, ':');
+    if (!colon || colon - name < 2)
+        return name;
+    for (const char *p = name; p < colon; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
+            return name;
+    return colon + 1;
+}
+
+/* An info value (malloc'ed) or NULL. */
+static char *hint(MPI_Info info, const char *key)
+{
+    if (info == MPI_INFO_NULL)
+        return NULL;
+    int len = 0, flag = 0;
+    char small[1];
+    if (PMPI_Info_get_string(info, key, &len, small, &flag) != MPI_SUCCESS || !flag || len <= 0)
+        return NULL;
+    char *v = malloc((size_t)len);
+    if (v && (PMPI_Info_get_string(info, key, &len, v, &flag) != MPI_SUCCESS || !flag)) {
+        free(v);
+        v = NULL;
+    }
+    return v;
+}
+
+/* hint, else environment variable, else NULL (malloc'ed) */
+static char *setting(MPI_Info info, const char *key, const char *env)
+{
+    char *v = hint(info, key);
+    if (v)
+        return v;
+    const char *e = getenv(env);
+    return e && *e ? strdup(e) : NULL;
+}
+
+static uint64_t fnv(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static void shadow_path(char *out, size_t n, const char *root, const char *name)
+{
+    snprintf(out, n, "%s/" SHADOW_DIR "/%016llx", root, (unsigned long long)fnv(name));
+}
+
+static int order_of(const char *s)
+{
+    if (!s)
+        return -1;
+    if (!strcmp(s, "romcio"))
+        return PARIO_ORDER_ROMCIO;
+    if (!strcmp(s, "cacio"))
+        return PARIO_ORDER_CACIO;
+    if (!strcmp(s, "hacio"))
+        return PARIO_ORDER_HACIO;
+    return -1;
+}
+
+int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh, px_srv **out)
+{
+    *out = NULL;
+    char *root = setting(info, "pario_store", "PARIO_STORE");
+    if (!root)
+        return MPI_SUCCESS;
+    char *mode = setting(info, "pario_serve", "PARIO_SERVE");
+    if (mode && !strcmp(mode, "off")) {
+        free(root);
+        free(mode);
+        return MPI_SUCCESS;
+    }
+    int all = mode && !strcmp(mode, "all");
+    free(mode);
+    char *planpath = setting(info, "pario_plan", "PARIO_PLAN");
+    char *order_s = setting(info, "pario_order", "PARIO_ORDER");
+    const char *name = fs_name(filename);
+    px_serving = 1;
+    int me = 0;
+    PMPI_Comm_rank(comm, &me);
+
+    char err[PXS_ERRLEN] = "";
+    srv_store *ss = get_store(root, err, sizeof err);
+    const pxs_json *plan = NULL;
+    const char *why = NULL;
+    if (ss && planpath)
+        plan = get_plan(planpath, ss, &why);
+    int ok = ss != NULL && why == NULL, allok = 0;
+    PMPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, comm);
+    int rc = MPI_SUCCESS;
+    if (!allok) {
+        if (me == 0)
+            say("%s; %s passes through to MPI-IO", ss ? (why ? why : "the store failed on another rank") : err, name);
+        goto done;
+    }
+
+    /* rank 0 decides: served?, and creates the file when it must */
+    int dec[2] = {0, MPI_SUCCESS};
+    if (me == 0) {
+        pxs_meta_rec rec;
+        memset(&rec, 0, sizeof rec);
+        int found = pxs_meta_get(&ss->st->meta, name, &rec, err, sizeof err);
+        pxs_meta_rec_free(&rec);
+        if (found < 0) {
+            say("%s: %s", name, err);
+            dec[1] = MPI_ERR_IO;
+        } else {
+            dec[0] = found || plan_covers(plan, name) || all;
+            if (dec[0] && !found && !(amode & MPI_MODE_CREATE))
+                dec[1] = MPI_ERR_NO_SUCH_FILE;
+            else if (dec[0] && found && (amode & MPI_MODE_EXCL))
+                dec[1] = MPI_ERR_FILE_EXISTS;
+            else if (dec[0] && !found) {
+                char *lay = create_layout(ss->st, plan_layout(plan, name), info);
+                int64_t id = 0;
+                if (!lay || pxs_meta_create(&ss->st->meta, name, lay, &id, err, sizeof err) != 0) {
+                    say("cannot create %s in the store %s: %s", name, root, lay ? err : "out of memory");
+                    dec[1] = MPI_ERR_IO;
+                }
+                free(lay);
+            }
+            if (dec[0] && dec[1] == MPI_SUCCESS) {
+                char dir[PATH_MAX];
+                snprintf(dir, sizeof dir, "%s/" SHADOW_DIR, root);
+                if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+                    say("cannot make %s: %s", dir, strerror(errno));
+                    dec[1] = MPI_ERR_IO;
+                }
+            }
+        }
+    }
+    PMPI_Bcast(dec, 2, MPI_INT, 0, comm);
+    if (!dec[0] || dec[1] != MPI_SUCCESS) {
+        rc = dec[1];
+        goto done;
+    }
+
+    /* every rank opens the store file, then the shadow */
+    px_srv *s = calloc(1, sizeof *s);
+    pxs_file *pf = NULL;
+    int opened = s && pxs_open(ss->st, name, &pf) == 0;
+    if (!opened && s)
+        snprintf(err, sizeof err, "%s", pxs_store_error(ss->st));
+    int allopen = 0;
+    PMPI_Allreduce(&opened, &allopen, 1, MPI_INT, MPI_MIN, comm);
+    if (!allopen) {
+        if (!opened)
+            say("cannot open %s in the store %s: %s", name, root, s ? err : "out of memory");
+        if (pf)
+            pxs_close(pf);
+        free(s);
+        rc = MPI_ERR_IO;
+        goto done;
+    }
+    char shadow[PATH_MAX + 64];
+    shadow_path(shadow, sizeof shadow, root, name);
+    rc = PMPI_File_open(comm, shadow, MPI_MODE_RDWR | MPI_MODE_CREATE, info, fh);
+    if (rc != MPI_SUCCESS) {
+        pxs_close(pf);
+        free(s);
+        goto done;
+    }
+    char shfp[PATH_MAX + 80];
+    snprintf(shfp, sizeof shfp, "%s.shfp", shadow);
+    s->shfp = open(shfp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (me == 0 && s->shfp >= 0) {
+        int64_t zero = 0;
+        if (pwrite(s->shfp, &zero, sizeof zero, 0) != (ssize_t)sizeof zero)
+            say("cannot reset the shared file pointer of %s: %s", name, strerror(errno));
+    }
+    PMPI_Barrier(comm);
+    s->ss = ss;
+    s->pf = pf;
+    s->name = strdup(name);
+    s->amode = amode;
+    int o = order_of(order_s);
+    if (o < 0 && plan) {
+        const pxs_json *co = pxs_json_get(plan, "collective_order");
+        o = co && co->type == PXS_JSTR ? order_of(co->s) : -1;
+    }
+    s->order = o < 0 ? PARIO_ORDER_ROMCIO : o;
+    if (order_s && order_of(order_s) < 0 && me == 0)
+        say("order %s: not romcio, cacio or hacio; %s uses %s", order_s, name,
+            s->order == PARIO_ORDER_HACIO ? "hacio" : s->order == PARIO_ORDER_CACIO ? "cacio" : "romcio");
+    *out = s;
+done:
+    free(root);
+    free(planpath);
+    free(order_s);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ collective parameters */
+
+static int cb_mode(const char *v)
+{
+    if (!v)
+        return PARIO_TP_CB_AUTOMATIC;
+    if (!strcmp(v, "enable"))
+        return PARIO_TP_CB_ENABLE;
+    if (!strcmp(v, "disable"))
+        return PARIO_TP_CB_DISABLE;
+    return PARIO_TP_CB_AUTOMATIC;
+}
+
+/* The layout callback of the two-phase I/O: the first single-server part of a range. */
+static int tp_map(void *ctx, int64_t off, int64_t len, int64_t *piece_len, int32_t *server, int32_t *kind)
+{
+    px_srv *s = ctx;
+    const pxs_layout *l = s->pf->h->lay;
+    char err[128];
+    s->pieces.n = 0;
+    if (pxs_layout_pieces(l, off, len < MAP_CAP ? len : MAP_CAP, &s->pieces, err, sizeof err) != 0 ||
+        s->pieces.n == 0)
+        return -1;
+    const pxs_piece *p = &s->pieces.p[0];
+    *piece_len = p->len;
+    *server = p->server;
+    *kind = p->server >= 0 && p->server < s->ss->st->cfg.nservers ? s->ss->kinds[p->server] : 0;
+    return 0;
+}
+
+/* The io callback: the aggregators' (or a rank's own) pieces through the store. */
+static int tp_io(void *ctx, int write, int cycle, int n, const int64_t *off, const int64_t *len, const int64_t *pos,
+                 char *buf)
+{
+    (void)cycle;
+    px_srv *s = ctx;
+    int rc = write ? pxs_writev(s->pf, n, off, len, buf, pos) : pxs_readv(s->pf, n, off, len, buf, pos);
+    if (rc != 0)
+        say("%s: %s", s->name, pxs_store_error(s->ss->st));
+    return rc;
+}
+
+void px_serve_attach(px_file *f)
+{
+    px_srv *s = f->srv;
+    s->cb_buffer = (int64_t)16 << 20;
+    s->cb_nodes = 0;
+    MPI_Info info;
+    if (PMPI_File_get_info(f->fh, &info) == MPI_SUCCESS) {
+        char *v = hint(info, "cb_buffer_size");
+        if (v && atoll(v) > 0)
+            s->cb_buffer = atoll(v);
+        free(v);
+        v = hint(info, "cb_nodes");
+        if (v && atoi(v) > 0)
+            s->cb_nodes = atoi(v);
+        free(v);
+        v = hint(info, "romio_cb_read");
+        s->cb_read = cb_mode(v);
+        free(v);
+        v = hint(info, "romio_cb_write");
+        s->cb_write = cb_mode(v);
+        free(v);
+        PMPI_Info_free(&info);
+    }
+    const pxs_layout *l = s->pf->h->lay;
+    s->tp_servers = calloc((size_t)(l->nsrv > 0 ? l->nsrv : 1), sizeof(int32_t));
+    s->tp_kinds = calloc((size_t)(l->nsrv > 0 ? l->nsrv : 1), sizeof(int32_t));
+    if (s->tp_servers && s->tp_kinds) {
+        for (int i = 0; i < l->nsrv; i++) {
+            s->tp_servers[i] = l->srv[i];
+            s->tp_kinds[i] = l->srv[i] >= 0 && l->srv[i] < s->ss->st->cfg.nservers ? s->ss->kinds[l->srv[i]] : 0;
+        }
+        s->tpl.nservers = l->nsrv;
+    }
+    s->tpl.map = tp_map;
+    s->tpl.ctx = s;
+    s->tpl.servers = s->tp_servers;
+    s->tpl.kinds = s->tp_kinds;
+}
+
+/* ------------------------------------------------------------------ data */
+
+typedef struct {
+    int64_t *off, *len;
+    int64_t n, cap;
+} extents;
+
+static int add_extent(void *ctx, int64_t off, int64_t len)
+{
+    extents *e = ctx;
+    if (e->n == e->cap) {
+        int64_t c = e->cap ? 2 * e->cap : 16;
+        int64_t *o = realloc(e->off, (size_t)c * sizeof *o);
+        if (!o)
+            return -1;
+        e->off = o;
+        int64_t *l = realloc(e->len, (size_t)c * sizeof *l);
+        if (!l)
+            return -1;
+        e->len = l;
+        e->cap = c;
+    }
+    e->off[e->n] = off;
+    e->len[e->n] = len;
+    e->n++;
+    return 0;
+}
+
+/* The memory datatype is count contiguous bytes at buf (no packing needed). */
+static int contiguous(MPI_Datatype dt, int64_t size)
+{
+    MPI_Count lb, extent, tlb, textent;
+    if (PMPI_Type_get_extent_c(dt, &lb, &extent) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent_c(dt, &tlb, &textent) != MPI_SUCCESS)
+        return 0;
+    return lb == 0 && tlb == 0 && extent == size && textent == size;
+}
+
+static int gq_query(void *extra, MPI_Status *st)
+{
+    PMPI_Status_set_elements_c(st, MPI_BYTE, (MPI_Count) * (int64_t *)extra);
+    PMPI_Status_set_cancelled(st, 0);
+    st->MPI_SOURCE = MPI_UNDEFINED;
+    st->MPI_TAG = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+}
+
+static int gq_free(void *extra)
+{
+    free(extra);
+    return MPI_SUCCESS;
+}
+
+static int gq_cancel(void *extra, int complete)
+{
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+static void set_status(MPI_Status *st, int64_t moved)
+{
+    if (st == MPI_STATUS_IGNORE)
+        return;
+    PMPI_Status_set_elements_c(st, MPI_BYTE, (MPI_Count)moved);
+    PMPI_Status_set_cancelled(st, 0);
+    st->MPI_SOURCE = MPI_UNDEFINED;
+    st->MPI_TAG = MPI_UNDEFINED;
+}
+
+static int tp_code(int rc)
+{
+    switch (rc) {
+    case PARIO_TP_OK: return MPI_SUCCESS;
+    case PARIO_TP_EINVAL: case PARIO_TP_EMISMATCH: return MPI_ERR_ARG;
+    case PARIO_TP_ENOMEM: return MPI_ERR_NO_MEM;
+    default: return MPI_ERR_IO;
+    }
+}
+
+int px_serve_data(px_file *f, int op, int kind, int coll, int64_t pos, void *buf, int64_t count, MPI_Datatype dt,
+                  MPI_Status *status, MPI_Request *req)
+{
+    px_srv *s = f->srv;
+    int mode = kind & ~3;
+    MPI_Count tsize = 0;
+    int64_t nbytes;
+    if (count < 0 || PMPI_Type_size_c(dt, &tsize) != MPI_SUCCESS || __builtin_mul_overflow(count, (int64_t)tsize, &nbytes))
+        return MPI_ERR_COUNT;
+    if (op == 1 && (s->amode & MPI_MODE_RDONLY))
+        return MPI_ERR_READ_ONLY;
+    if (op == 0 && (s->amode & MPI_MODE_WRONLY))
+        return MPI_ERR_ACCESS;
+    int rc = MPI_SUCCESS;
+    extents e = {0};
+    char *data = buf, *tmp = NULL;
+    int64_t moved = 0;
+    if (pos < 0) {
+        rc = MPI_ERR_ARG;
+    } else if (!f->view_ok) {
+        if (f->comm_rank == 0)
+            say("%s: the file view could not be flattened; the call fails", s->name);
+        rc = MPI_ERR_UNSUPPORTED_OPERATION;
+    } else if (nbytes > 0 && px_view_map(&f->view, pos, nbytes, add_extent, &e) < 0) {
+        rc = MPI_ERR_NO_MEM;
+    } else if (nbytes > 0 && !contiguous(dt, (int64_t)tsize)) {
+        tmp = malloc((size_t)nbytes);
+        MPI_Count where = 0;
+        if (!tmp)
+            rc = MPI_ERR_NO_MEM;
+        else if (op == 1 && PMPI_Pack_c(buf, (MPI_Count)count, dt, tmp, (MPI_Count)nbytes, &where, f->comm) != MPI_SUCCESS)
+            rc = MPI_ERR_TYPE;
+        data = tmp;
+    }
+    if (coll) {
+        /* every rank takes part, even one whose own call failed (with no extents) */
+        pario_tp_params p;
+        memset(&p, 0, sizeof p);
+        p.order = s->order;
+        p.cb_buffer_size = s->cb_buffer;
+        p.cb_nodes = s->cb_nodes;
+        p.cb_mode = op == 1 ? s->cb_write : s->cb_read;
+        p.layout = &s->tpl;
+        p.io = tp_io;
+        p.io_ctx = s;
+        int64_t n = rc == MPI_SUCCESS ? e.n : 0;
+        int trc = pario_tp_collective(f->comm, op, n, e.off, e.len, data, &p, &moved);
+        if (rc == MPI_SUCCESS && trc != PARIO_TP_OK) {
+            if (f->comm_rank == 0)
+                say("%s: collective %s failed: %s", s->name, op ? "write" : "read", pario_tp_strerror(trc));
+            rc = tp_code(trc);
+        }
+    } else if (rc == MPI_SUCCESS && e.n > 0) {
+        int64_t *bo = malloc((size_t)e.n * sizeof *bo);
+        if (!bo) {
+            rc = MPI_ERR_NO_MEM;
+        } else {
+            int64_t at = 0;
+            for (int64_t i = 0; i < e.n; i++) {
+                bo[i] = at;
+                at += e.len[i];
+            }
+            int r = op ? pxs_writev(s->pf, e.n, e.off, e.len, data, bo) : pxs_readv(s->pf, e.n, e.off, e.len, data, bo);
+            if (r != 0) {
+                say("%s: %s", s->name, pxs_store_error(s->ss->st));
+                rc = MPI_ERR_IO;
+            }
+            free(bo);
+        }
+    }
+    if (rc == MPI_SUCCESS) {
+        moved = nbytes;
+        if (op == 0 && nbytes > 0) {
+            /* a read stops at the end of file: the bytes before it, in data order */
+            int64_t size = 0;
+            if (pxs_size(s->pf, &size) != 0) {
+                rc = MPI_ERR_IO;
+            } else {
+                moved = 0;
+                for (int64_t i = 0; i < e.n; i++) {
+                    if (e.off[i] + e.len[i] <= size) {
+                        moved += e.len[i];
+                        continue;
+                    }
+                    if (e.off[i] < size)
+                        moved += size - e.off[i];
+                    break;
+                }
+            }
+            if (tmp && rc == MPI_SUCCESS) {
+                MPI_Count where = 0;
+                if (PMPI_Unpack_c(tmp, (MPI_Count)nbytes, &where, buf, (MPI_Count)count, dt, f->comm) != MPI_SUCCESS)
+                    rc = MPI_ERR_TYPE;
+            }
+        }
+    }
+    free(tmp);
+    free(e.off);
+    free(e.len);
+    if (rc == MPI_SUCCESS && (kind & 3) == PX_POS_INDIVIDUAL && f->etype_size > 0) {
+        /* the individual pointer moves past the data requested (MPI-4.1 §14.4.3) */
+        MPI_Offset p = 0;
+        if (PMPI_File_get_position(f->fh, &p) == MPI_SUCCESS)
+            PMPI_File_seek(f->fh, p + nbytes / f->etype_size, MPI_SEEK_SET);
+    }
+    if (mode == PX_MODE_SPLIT) {
+        s->split_moved = moved;
+        s->split_rc = rc;
+        return rc;
+    }
+    if (mode == PX_MODE_NONBLOCKING) {
+        if (rc != MPI_SUCCESS || !req)
+            return rc;
+        int64_t *m = malloc(sizeof *m);
+        if (!m)
+            return MPI_ERR_NO_MEM;
+        *m = moved;
+        rc = PMPI_Grequest_start(gq_query, gq_free, gq_cancel, m, req);
+        if (rc != MPI_SUCCESS) {
+            free(m);
+            return rc;
+        }
+        return PMPI_Grequest_complete(*req);
+    }
+    if (rc == MPI_SUCCESS)
+        set_status(status, moved);
+    return rc;
+}
+
+int px_serve_split_end(px_file *f, MPI_Status *status)
+{
+    px_srv *s = f->srv;
+    if (s->split_rc == MPI_SUCCESS)
+        set_status(status, s->split_moved);
+    return s->split_rc;
+}
+
+/* ------------------------------------------------------------------ shared file pointer */
+
+static int shfp_lock(int fd, short type)
+{
+    struct flock l;
+    memset(&l, 0, sizeof l);
+    l.l_type = type;
+    l.l_whence = SEEK_SET;
+    l.l_start = 0;
+    l.l_len = 8;
+    int rc;
+    while ((rc = fcntl(fd, F_OFD_SETLKW, &l)) != 0 && errno == EINTR)
+        ;
+    return rc;
+}
+
+static int64_t shfp_read(int fd)
+{
+    int64_t v = 0;
+    ssize_t n = pread(fd, &v, sizeof v, 0);
+    return n == (ssize_t)sizeof v ? v : n == 0 ? 0 : -1;
+}
+
+static int shfp_write(int fd, int64_t v) { return pwrite(fd, &v, sizeof v, 0) == (ssize_t)sizeof v ? 0 : -1; }
+
+/* fetch-and-add on the shared pointer (etypes); the old value, -1 on failure */
+static int64_t shfp_add(int fd, int64_t add, int set)
+{
+    if (fd < 0 || shfp_lock(fd, F_WRLCK) != 0)
+        return -1;
+    int64_t v = shfp_read(fd);
+    if (v >= 0 && shfp_write(fd, set ? add : v + add) != 0)
+        v = -1;
+    shfp_lock(fd, F_UNLCK);
+    return v;
+}
+
+int64_t px_serve_shared_pos(px_file *f, int kind, int64_t nbytes)
+{
+    px_srv *s = f->srv;
+    int64_t es = f->etype_size > 0 ? f->etype_size : 1, n = nbytes < 0 ? 0 : nbytes / es;
+    if ((kind & 3) == PX_POS_SHARED) {
+        int64_t p = shfp_add(s->shfp, n, 0);
+        return p < 0 ? -1 : p * es;
+    }
+    /* ordered (MPI-4.1 §14.4.4): ranks in rank order from the shared pointer */
+    int64_t base = 0, before = 0, total = 0;
+    if (f->comm_rank == 0) {
+        if (s->shfp < 0 || shfp_lock(s->shfp, F_WRLCK) != 0)
+            base = -1;
+        else
+            base = shfp_read(s->shfp);
+    }
+    PMPI_Exscan(&n, &before, 1, MPI_INT64_T, MPI_SUM, f->comm);
+    PMPI_Allreduce(&n, &total, 1, MPI_INT64_T, MPI_SUM, f->comm);
+    if (f->comm_rank == 0) {
+        before = 0;
+        if (base >= 0) {
+            if (shfp_write(s->shfp, base + total) != 0)
+                base = -1;
+            shfp_lock(s->shfp, F_UNLCK);
+        }
+    }
+    PMPI_Bcast(&base, 1, MPI_INT64_T, 0, f->comm);
+    return base < 0 ? -1 : (base + before) * es;
+}
+
+int px_serve_seek_shared(px_file *f, MPI_Offset offset, int whence)
+{
+    px_srv *s = f->srv;
+    int rc = MPI_SUCCESS;
+    if (f->comm_rank == 0) {
+        int64_t cur = 0;
+        if (whence == MPI_SEEK_SET) {
+            if (shfp_add(s->shfp, offset, 1) < 0)
+                rc = MPI_ERR_IO;
+        } else if (whence == MPI_SEEK_CUR) {
+            cur = shfp_add(s->shfp, offset, 0);
+            if (cur < 0)
+                rc = MPI_ERR_IO;
+            else if (cur + offset < 0) {
+                shfp_add(s->shfp, cur, 1);
+                rc = MPI_ERR_ARG;
+            }
+        } else if (whence == MPI_SEEK_END && f->view.contiguous) {
+            int64_t size = 0;
+            int64_t es = f->etype_size > 0 ? f->etype_size : 1;
+            if (pxs_size(s->pf, &size) != 0)
+                rc = MPI_ERR_IO;
+            else if (shfp_add(s->shfp, (size - f->view.disp) / es + offset, 1) < 0)
+                rc = MPI_ERR_IO;
+        } else {
+            rc = whence == MPI_SEEK_END ? MPI_ERR_UNSUPPORTED_OPERATION : MPI_ERR_ARG;
+        }
+    }
+    PMPI_Bcast(&rc, 1, MPI_INT, 0, f->comm);
+    return rc;
+}
+
+int px_serve_get_position_shared(px_file *f, MPI_Offset *offset)
+{
+    px_srv *s = f->srv;
+    if (s->shfp < 0 || shfp_lock(s->shfp, F_RDLCK) != 0)
+        return MPI_ERR_IO;
+    int64_t v = shfp_read(s->shfp);
+    shfp_lock(s->shfp, F_UNLCK);
+    if (v < 0)
+        return MPI_ERR_IO;
+    *offset = (MPI_Offset)v;
+    return MPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ size, sync, close */
+
+int px_serve_get_size(px_file *f, MPI_Offset *size)
+{
+    int64_t v = 0;
+    if (pxs_size(f->srv->pf, &v) != 0)
+        return MPI_ERR_IO;
+    *size = (MPI_Offset)v;
+    return MPI_SUCCESS;
+}
+
+int px_serve_set_size(px_file *f, MPI_Offset size, int preallocate)
+{
+    px_srv *s = f->srv;
+    int rc = MPI_SUCCESS;
+    if (size < 0)
+        return MPI_ERR_ARG;
+    if (s->amode & MPI_MODE_RDONLY)
+        return MPI_ERR_READ_ONLY;
+    PMPI_Barrier(f->comm);   /* every rank's writes are in before the size changes */
+    if (f->comm_rank == 0) {
+        int64_t cur = 0;
+        if (pxs_size(s->pf, &cur) != 0)
+            rc = MPI_ERR_IO;
+        else if ((!preallocate || size > cur) && size != cur && pxs_truncate(s->pf, size) != 0) {
+            say("%s: %s", s->name, pxs_store_error(s->ss->st));
+            rc = MPI_ERR_IO;
+        }
+    }
+    PMPI_Bcast(&rc, 1, MPI_INT, 0, f->comm);
+    return rc;
+}
+
+int px_serve_sync(px_file *f)
+{
+    int rc = pxs_fsync(f->srv->pf) == 0 ? MPI_SUCCESS : MPI_ERR_IO;
+    int all = 0;
+    PMPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, f->comm);
+    return all;
+}
+
+int px_serve_get_amode(px_file *f, int *amode)
+{
+    *amode = f->srv->amode;
+    return MPI_SUCCESS;
+}
+
+int px_serve_close(px_file *f, MPI_File *fh)
+{
+    px_srv *s = f->srv;
+    int rc = pxs_close(s->pf) == 0 ? MPI_SUCCESS : MPI_ERR_IO;
+    if (rc != MPI_SUCCESS)
+        say("%s: %s", s->name, pxs_store_error(s->ss->st));
+    if (s->amode & MPI_MODE_DELETE_ON_CLOSE) {
+        PMPI_Barrier(f->comm);
+        if (f->comm_rank == 0) {
+            int drc = MPI_SUCCESS;
+            char *root = s->ss->root;
+            (void)root;
+            pxs_file *pf = NULL;
+            if (pxs_open(s->ss->st, s->name, &pf) != 0 || pxs_truncate(pf, 0) != 0)
+                drc = MPI_ERR_IO;
+            if (pf)
+                pxs_close(pf);
+            if (drc != MPI_SUCCESS && rc == MPI_SUCCESS)
+                rc = drc;
+        }
+    }
+    int crc = PMPI_File_close(fh);
+    if (s->shfp >= 0)
+        close(s->shfp);
+    free(s->pieces.p);
+    free(s->tp_servers);
+    free(s->tp_kinds);
+    free(s->name);
+    free(s);
+    f->srv = NULL;
+    return rc != MPI_SUCCESS ? rc : crc;
+}
+
+int px_serve_delete(const char *filename, MPI_Info info, int *rc)
+{
+    char *root = setting(info, "pario_store", "PARIO_STORE");
+    if (!root)
+        return 0;
+    char *mode = setting(info, "pario_serve", "PARIO_SERVE");
+    int off = mode && !strcmp(mode, "off");
+    free(mode);
+    if (off) {
+        free(root);
+        return 0;
+    }
+    const char *name = fs_name(filename);
+    char err[PXS_ERRLEN];
+    srv_store *ss = get_store(root, err, sizeof err);
+    free(root);
+    if (!ss)
+        return 0;
+    pxs_meta_rec rec;
+    memset(&rec, 0, sizeof rec);
+    int found = pxs_meta_get(&ss->st->meta, name, &rec, err, sizeof err);
+    pxs_meta_rec_free(&rec);
+    if (found <= 0)
+        return 0;
+    /* emptied, name and layout kept (the file's next create gets the plan's layout) */
+    pxs_file *pf = NULL;
+    *rc = pxs_open(ss->st, name, &pf) == 0 && pxs_truncate(pf, 0) == 0 ? MPI_SUCCESS : MPI_ERR_IO;
+    if (*rc != MPI_SUCCESS)
+        say("cannot delete %s: %s", name, pxs_store_error(ss->st));
+    if (pf)
+        pxs_close(pf);
+    return 1;
+}
+
+void px_serve_finish(void)
+{
+    pthread_mutex_lock(&reg_mu);
+    while (stores) {
+        srv_store *s = stores;
+        stores = s->next;
+        char err[PXS_ERRLEN];
+        if (pxs_store_close(s->st, err, sizeof err) != 0)
+            say("closing the store %s: %s", s->root, err);
+        free(s->kinds);
+        free(s->root);
+        free(s);
+    }
+    while (plans) {
+        srv_plan *p = plans;
+        plans = p->next;
+        pxs_json_free(p->doc);
+        free(p->err);
+        free(p->path);
+        free(p);
+    }
+    pthread_mutex_unlock(&reg_mu);
+}

@@ -1,0 +1,280 @@
+"""Unmodified MPI programs served from a pario store by the preloaded library (issue 16):
+tracer/serve.c puts MPI_File_* calls of files the store holds (or the plan covers) through
+the store's layout and RMT, and collective calls through pario's two-phase I/O.
+
+Oracles: the program itself (tests/c/tracer_styles.c writes the byte value of its rank;
+the served run's own trace says where each call went, so the expected file is built by
+replaying those extents in time order), MPICH's ROMIO on a plain file (the same program
+without pario writes the same bytes at every byte both write), and pario's Python store
+(which reads what the C library wrote).  IOR from ../shared/clients/ior: byte-identical to
+the same IOR run without pario, for every collective order.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+STYLES_SRC = ROOT / "tests" / "c" / "tracer_styles.c"
+IOR_SRC = ROOT.parent / "shared" / "clients" / "ior"
+P, B, N = 4, 48, 8
+SYSTEM = "hacio-6h2s"
+STYLES = ("at", "individual", "all", "vector", "subarray", "darray", "indexed", "struct", "resized", "nbwait",
+          "nbtestall", "split", "shared", "ordered", "large", "short", "aggregators", "more")
+ORDER_FREE = {"shared", "more"}     # shared-pointer writes land in the order the ranks come
+
+
+def _build_native():
+    spec = importlib.util.spec_from_file_location("build_native", ROOT / "scripts" / "build_native.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def lib():
+    if not (VENV_BIN / "mpicc").exists() or not (VENV_BIN / "mpiexec").exists():
+        pytest.skip("the MPICH wheel's mpicc/mpiexec are not installed (scripts/setup.sh test)")
+    path = _build_native().build_tracer(quiet=True)
+    if path is None:
+        pytest.skip("no mpicc: the pario library is not built")
+    return path
+
+
+@pytest.fixture(scope="module")
+def styles_exe(lib, tmp_path_factory):
+    exe = tmp_path_factory.mktemp("styles") / "tracer_styles"
+    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror", str(STYLES_SRC), "-o",
+                        str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def _env(lib, *, store=None, trace=None, serve=None, plan=None, extra=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARIO_") and k != "LD_PRELOAD"}
+    env["LD_PRELOAD"] = str(lib)
+    for key, val in (("PARIO_STORE", store), ("PARIO_TRACE_DIR", trace), ("PARIO_SERVE", serve),
+                     ("PARIO_PLAN", plan)):
+        if val is not None:
+            env[key] = str(val)
+    env.update(extra or {})
+    return env
+
+
+def _mpiexec(argv, env, cwd, n=P, check=True):
+    cp = subprocess.run([str(VENV_BIN / "mpiexec"), "-n", str(n), *map(str, argv)], capture_output=True, text=True,
+                        env=env, cwd=str(cwd), timeout=300)
+    if check:
+        assert cp.returncode == 0, cp.stderr[-2000:]
+    return cp
+
+
+def _store(path: Path, system: str = SYSTEM) -> Path:
+    from pario.cli import main
+
+    assert main(["store", "init", str(path), "--system", system]) == 0
+    return path
+
+
+def _store_bytes(store: Path, name: str) -> bytes:
+    from pario.store import Store
+
+    with Store(str(store)) as st:
+        with st.open(name) as f:
+            return bytes(f.read(0, int(f.size)))
+
+
+def _expected(trace, name: str) -> np.ndarray:
+    """The file the program's writes make: each write extent of rank r holds the byte r, later
+    calls over earlier ones (calls in order of their start time)."""
+    f = trace.files.index(name)
+    m = (trace.file == f) & (trace.op == 1)
+    off, ln, rank, start = trace.offset[m], trace.length[m], trace.rank[m], trace.start[m]
+    size = int((off + ln).max()) if len(off) else 0
+    out = np.zeros(size, dtype=np.uint8)
+    for k in np.argsort(start, kind="stable"):
+        out[off[k]:off[k] + ln[k]] = rank[k]
+    return out
+
+
+@pytest.fixture(scope="module")
+def served_styles(lib, styles_exe, tmp_path_factory):
+    """Every style once served (PARIO_SERVE=all on a fresh store, traced too) and once plain
+    (traced): (store, served data dir, served trace, plain data dir, plain trace)."""
+    from pario.trace.native import read_native
+
+    tmp = tmp_path_factory.mktemp("served")
+    store = _store(tmp / "store")
+    out = {}
+    for kind in ("served", "plain"):
+        data, tdir = tmp / kind / "data", tmp / kind / "trace"
+        data.mkdir(parents=True)
+        tdir.mkdir()
+        env = _env(lib, trace=tdir, store=store if kind == "served" else None, serve="all" if kind == "served" else None)
+        _mpiexec([styles_exe, "all", data, B, N], env, tmp / kind)
+        out[kind] = (data, read_native(tdir))
+    return store, *out["served"], *out["plain"]
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_styles_served_write_what_the_program_wrote(served_styles, style):
+    """Every access style (views, nonblocking, split, shared, ordered, _c, short reads) written
+    through the store: the store file holds exactly the program's bytes where its calls
+    wrote them and zeros elsewhere (holes), nothing lands on the plain path, and ROMIO on a
+    plain file wrote the same bytes wherever it wrote."""
+    store, sdata, strace, pdata, ptrace = served_styles
+    name = str(sdata / f"{style}.dat")
+    assert not Path(name).exists()                       # served: no byte on the plain path
+    want = _expected(strace, name)
+    got = np.frombuffer(_store_bytes(store, name), dtype=np.uint8)
+    assert len(got) == len(want) and np.array_equal(got, want), style
+    plain = np.frombuffer((pdata / f"{style}.dat").read_bytes(), dtype=np.uint8)
+    pwant = _expected(ptrace, str(pdata / f"{style}.dat"))
+    covered = np.zeros(len(pwant), dtype=bool)
+    pname = str(pdata / f"{style}.dat")
+    f = ptrace.files.index(pname)
+    m = (ptrace.file == f) & (ptrace.op == 1)
+    for o, n in zip(ptrace.offset[m], ptrace.length[m]):
+        covered[o:o + n] = True
+    assert np.array_equal(plain[:len(pwant)][covered], pwant[covered])
+    if style in ORDER_FREE:                              # the same bytes, in the order the run had
+        assert sorted(got.tolist()) == sorted(pwant.tolist())
+    else:
+        assert np.array_equal(want, pwant)               # the served calls went where ROMIO's did
+
+
+def test_served_traces_equal_plain_traces(served_styles):
+    """Tracing a served run records the same calls and extents as tracing the plain run."""
+    store, sdata, strace, pdata, ptrace = served_styles
+    for style in STYLES:
+        if style in ORDER_FREE or style == "shared":
+            continue
+        a = strace.take(strace.file == strace.files.index(str(sdata / f"{style}.dat"))).sorted()
+        b = ptrace.take(ptrace.file == ptrace.files.index(str(pdata / f"{style}.dat"))).sorted()
+        for col in ("rank", "op", "offset", "length", "collective"):
+            assert np.array_equal(getattr(a, col), getattr(b, col)), (style, col)
+
+
+def test_files_outside_the_store_pass_through(lib, styles_exe, tmp_path):
+    """PARIO_STORE without PARIO_SERVE=all: a file the store does not hold and no plan covers
+    goes to MPICH unchanged (the plain file is written, the store stays empty)."""
+    from pario.store import Store
+
+    store = _store(tmp_path / "store")
+    data = tmp_path / "data"
+    data.mkdir()
+    _mpiexec([styles_exe, "vector", data, B, N], _env(lib, store=store), tmp_path)
+    assert (data / "vector.dat").stat().st_size == N * P * B
+    with Store(str(store)) as st:
+        assert st.files() == []
+
+
+def test_plan_layout_is_used_when_the_program_creates_the_file(lib, styles_exe, tmp_path):
+    """A plan covering the file: the program's MPI_File_open(CREATE) creates it in the store
+    with the plan's layout (here PADP-style varied stripes), and the bytes are the program's."""
+    from pario.layout import Striped, layout_to_dict
+    from pario.store import Store
+    from pario.system import load_system
+
+    prof = load_system(SYSTEM)
+    store = _store(tmp_path / "store")
+    data = tmp_path / "data"
+    data.mkdir()
+    name = str(data / "all.dat")
+    lay = Striped(tuple(range(prof.n)), tuple(16 if prof.servers[j].kind == "hdd" else 64 for j in range(prof.n)))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"pario_plan": 1, "scheme": "padp", "system": SYSTEM,
+                                "layouts": {name: layout_to_dict(lay, prof)}, "replicas": {},
+                                "collective_order": "hacio"}))
+    tdir = tmp_path / "trace"
+    tdir.mkdir()
+    _mpiexec([styles_exe, "all", data, B, N], _env(lib, store=store, plan=plan, trace=tdir), tmp_path)
+    from pario.trace.native import read_native
+
+    with Store(str(store)) as st:
+        assert st.files() == [name]
+        assert st.stat(name).layout == lay
+    got = np.frombuffer(_store_bytes(store, name), dtype=np.uint8)
+    assert np.array_equal(got, _expected(read_native(tdir), name))
+
+
+def test_a_plan_for_another_system_passes_through(lib, styles_exe, tmp_path):
+    """A plan made for another system: one 'pario: serve:' line, and the program runs on
+    plain files, correctly."""
+    store = _store(tmp_path / "store")
+    data = tmp_path / "data"
+    data.mkdir()
+    name = str(data / "at.dat")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"pario_plan": 1, "scheme": "ceda", "system": "ceda-hdd8", "layouts": {},
+                                "replicas": {name: [{"name": "x"}]}}))
+    cp = _mpiexec([styles_exe, "at", data, B, N], _env(lib, store=store, plan=plan), tmp_path)
+    lines = [ln for ln in cp.stderr.splitlines() if ln.startswith("pario: serve:")]
+    assert len(lines) == 1 and "ceda-hdd8" in lines[0] and "passes through" in lines[0]
+    blocks = np.frombuffer((data / "at.dat").read_bytes(), dtype=np.uint8).reshape(N, P, B)
+    assert (blocks == np.arange(P, dtype=np.uint8)[None, :, None]).all()
+
+
+# ---------------------------------------------------------------------- IOR, unmodified
+
+@pytest.fixture(scope="module")
+def ior_bin(lib, tmp_path_factory):
+    if not (IOR_SRC / "build.sh").exists():
+        pytest.skip("../shared/clients/ior is absent")
+    out = tmp_path_factory.mktemp("ior")
+    r = subprocess.run(["bash", str(IOR_SRC / "build.sh"), str(out), str(VENV_BIN / "mpicc")], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return Path(r.stdout.strip().splitlines()[-1])
+
+
+def test_ior_collective_orders_are_byte_identical_to_plain(lib, ior_bin, tmp_path):
+    """IOR -a MPIIO -c (collective writes and reads) served with each order (ROMCIO, CACIO,
+    HACIO): every file equals the one the same IOR run writes without pario (-G fixes IOR's
+    time stamp in the data), and IOR's own read-back check (-R) passes."""
+    store = _store(tmp_path / "store")
+    args = ["-a", "MPIIO", "-G", "4242", "-b", "64k", "-t", "16k", "-s", "8", "-w", "-r", "-R", "-k"]
+    plain = tmp_path / "plain.dat"
+    _mpiexec([ior_bin, *args, "-o", plain], _env(lib), tmp_path)
+    ref = plain.read_bytes()
+    assert len(ref) == P * 8 * 64 * 1024
+    for order in ("romcio", "cacio", "hacio"):
+        name = tmp_path / f"ior-{order}.dat"
+        cp = _mpiexec([ior_bin, *args, "-c", "-o", name], _env(lib, store=store, serve="all",
+                                                               extra={"PARIO_ORDER": order}), tmp_path)
+        assert "pario: serve:" not in cp.stderr
+        assert not name.exists()
+        assert _store_bytes(store, str(name)) == ref, order
+
+
+def test_ior_random_reads_of_a_store_file(lib, ior_bin, tmp_path):
+    """IOR -z reads (random offsets) of a file written before, served and plain: IOR's own
+    data check (-R) reports the same thing in both (with -z IOR checks against the pattern of
+    the sequential offset, so it counts the same mismatches when the bytes read are the
+    same), and the store holds the plain file's bytes."""
+    import re
+
+    store = _store(tmp_path / "store")
+    seen = {}
+    for kind in ("plain", "served"):
+        name = tmp_path / f"{kind}.dat"
+        base = ["-a", "MPIIO", "-G", "99", "-b", "256k", "-t", "16k", "-s", "2", "-k", "-o", name]
+        env = _env(lib, store=store, serve="all") if kind == "served" else _env(lib)
+        _mpiexec([ior_bin, *base, "-w"], env, tmp_path)
+        cp = _mpiexec([ior_bin, *base, "-r", "-R", "-z", "--random-offset-seed", "7", "-E"],
+                      _env(lib, store=store) if kind == "served" else _env(lib), tmp_path, check=False)
+        assert "pario: serve:" not in cp.stderr
+        seen[kind + " status"] = cp.returncode     # IOR exits with its error count
+        seen[kind] = re.findall(r"Incorrect data on read \((\d+) errors found\)", cp.stdout + cp.stderr)
+    assert seen["served"] == seen["plain"] and seen["served status"] == seen["plain status"]
+    assert not (tmp_path / "served.dat").exists()
+    assert _store_bytes(store, str(tmp_path / "served.dat")) == (tmp_path / "plain.dat").read_bytes()
