@@ -382,26 +382,26 @@ def test_cli_run_then_show(env, tmp_path, capsys):
     assert str(out) in capsys.readouterr().out
 
 
-def test_pario_run_traces_and_plans_a_c_program(env, tmp_path):
+def test_pario_run_serves_a_c_program(env, tmp_path):
     """``pario run`` on a C MPI-IO program (not pario.mpi.File): run 1 is traced by the
-    preloaded tracer, the trace is the same as ``pario trace run``'s (every extent of the
-    vector view), advise plans it with the aggregators the tracer saw, and the loop stops
-    there and says why (exit 0, no run 2, the tracer's directory removed)."""
+    preloaded library and served from the store, the trace holds every extent of the vector
+    view (as ``pario trace run`` gives them), advise plans it, run 2 runs with the plan, and
+    the store's file equals the file the program writes without pario, byte for byte."""
     from pario.run import exit_status, run_loop
     from pario.trace import load
 
     data = tmp_path / "data"
     data.mkdir()
-    s = run_loop(str(env.exe), ["vector", str(data), str(B), str(N)], procs=P,
-                 store=tmp_path / "store", system="hacio-6h2s", out=str(tmp_path / "out"), tool_stdout=io.StringIO())
-    assert s["served"] is False and "pario.mpi.File" in s["stopped"] and exit_status(s) == 0
-    assert s["run2_s"] is None and s["trace_source"] == "pario tracer"
+    s = run_loop(str(env.exe), ["vector", str(data), str(B), str(N)], procs=P, store=tmp_path / "store",
+                 system="hacio-6h2s", out=str(tmp_path / "out"), tool_stdout=io.StringIO())
+    name = str(data / "vector.dat")
+    assert s["unmodified"] is True and exit_status(s) == 0 and s["identical"] and s["fsck_ok"]
+    assert s["plain"]["files"][name] == s["files"][name] == s["files_run1"][name]
     tr = load(tmp_path / "out" / "run1.parquet")
-    assert len(tr) == s["requests_run1"] == N * P and s["bytes_run1"] == N * P * B
+    assert tr.meta.source == "pario tracer" and len(tr) == N * P and tr.bytes_written == N * P * B
     for r in range(P):
-        assert traced_calls(tr, str(data / "vector.dat"), r) == expected("vector", r)
-    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
-    assert plan["scheme"] and (tmp_path / "out" / "plan.json").exists()
+        assert traced_calls(tr, name, r) == expected("vector", r)
+    assert load(tmp_path / "out" / "run2.parquet").bytes_written == N * P * B
     assert not list((tmp_path / "out").glob("*.pxt"))
 
 

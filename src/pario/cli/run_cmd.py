@@ -100,9 +100,6 @@ def _fmt(v, unit=" s", digits=3) -> str:
 def _report(s: dict) -> None:
     from rich.table import Table
 
-    if s.get("served") is False:
-        _report_traced_only(s)
-        return
     pr, io, v = s["predicted"], s["io_s"], s["verdict"]
     t = Table(title=f"run 1 (original layout) vs run 2 (plan {pr['scheme']}), {s['procs']} processes")
     t.add_column("")
@@ -155,23 +152,15 @@ def _report(s: dict) -> None:
     for name, dg in s["files"].items():
         same = s["files_run1"].get(name) == dg
         console.print(f"  {name}: sha256 {dg[:16]}…  {'same as run 1' if same else 'DIFFERENT'}")
-    console.print(f"identical bytes: {'yes' if s['identical'] else 'NO'}; store fsck: "
+    pl = s.get("plain")
+    if pl:
+        for name, dg in pl["files"].items():
+            console.print(f"  {name} without pario: sha256 {(dg or '(missing)')[:16]}…  "
+                          f"{'same' if dg == s['files'].get(name) else 'DIFFERENT'}")
+    console.print(f"identical bytes: {'yes' if s['identical'] else 'NO'}"
+                  + (" (run 1, run 2 and the run without pario)" if pl else "") + "; store fsck: "
                   f"{'clean' if s['fsck_ok'] else 'PROBLEMS'}")
     la = s["loadavg"]
     console.print(f"load average (1/5/15 min) at start {la['start'][0]:.2f}/{la['start'][1]:.2f}/{la['start'][2]:.2f}, "
                   f"at end {la['end'][0]:.2f}/{la['end'][1]:.2f}/{la['end'][2]:.2f}")
 
-
-def _report_traced_only(s: dict) -> None:
-    """Run 1 traced by the MPI-IO tracer and planned; nothing served (the summary says why)."""
-    pr = s["predicted"]
-    agg = s.get("aggregators") or []
-    console.print(f"run 1: {s['requests_run1']} requests, {s['bytes_run1'] / (1 << 20):.1f} MiB in "
-                  f"{len(s['files_run1'])} file(s), {s['collective_requests_run1']} collective"
-                  + (f" (aggregators: ranks {', '.join(map(str, agg))})" if agg else "")
-                  + f"; traced I/O {_fmt(s['io_s']['run1'])}, wall {_fmt(s['run1_s'])}", soft_wrap=True)
-    console.print(f"plan {escape(str(pr['scheme']))} for {escape(str(pr['system']))}: predicted I/O "
-                  f"{_fmt(pr['ORIG'])} (ORIG) → {_fmt(pr['plan'])}"
-                  + (f" ({pr['ratio']:.2f}×)" if pr.get("ratio") else "") + f"; plan: {escape(s['plan'])}",
-                  soft_wrap=True)
-    console.print(f"[bold]not served[/]: {escape(s['stopped'])}", soft_wrap=True)

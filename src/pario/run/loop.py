@@ -191,9 +191,14 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         else (" (O_DIRECT)" if direct else "")
     shown = " ".join(cmd)
     wall0 = None
+    tracer = _tracer()
+    if tracer is not None:
+        # an unmodified MPI-IO program's files go to the store (tracer/serve.c): every file it
+        # opens is served from the store (run 1: the store's layouts; run 2: the plan's)
+        base["PARIO_SERVE"] = "all"
     if prep_cmd is not None:
         say("step", f"prepare (not traced){where}: {' '.join(prep_cmd)}")
-        wall0, log0, _ = run(prep_cmd, dict(base), outdir / "prepare.log", "the prepare run")
+        wall0, log0, _ = run(prep_cmd, _with_tracer(base, tracer, None), outdir / "prepare.log", "the prepare run")
         echo(log0)
         say("info", f"wall time {wall0:.3f} s")
         if direct:
@@ -206,16 +211,15 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         label = f"run {which}" + (f" ({k + 1} of {repeat})" if repeat > 1 else "")
         return (tp, *run(cmd, {**env, "PARIO_TRACE": str(tp)}, outdir / f"run{which}{suffix}.log", label))
 
-    tracer = _tracer()
-    say("step", f"run 1 (traced{', MPI-IO tracer preloaded' if tracer else ''}){where}: {shown}"
+    say("step", f"run 1 (traced{', pario library preloaded' if tracer else ''}){where}: {shown}"
         + (f", {repeat} times" if repeat > 1 else ""))
     rep1 = []
     native = False
     for k in range(repeat):
         tdir = outdir / (f"run1-{k + 1}.pxt" if k else "run1.pxt")
         tp, wall, log, dev = repeated(k, 1, t1, _with_tracer(base, tracer, tdir))
-        tr, native = _run1_trace(tp, tdir, tracer)
-        dig = {} if native else measure.file_digests(str(store), tr.files)
+        tr, native = _run_trace(tp, tdir, tracer, "run 1")
+        dig = measure.file_digests(str(store), tr.files)
         if k == 0:
             wall1, log1, dev1, trace1, d1 = wall, log, dev, tr, dig
             echo(log1)
@@ -224,7 +228,10 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                              "deterministic)")
         rep1.append({"wall_s": wall, "io_s": measure.io_span(tr)})
     say("info", f"wall time {wall1:.3f} s, {len(trace1)} requests traced → {t1}"
-        + (" (by the MPI-IO tracer: the program does not use pario.mpi.File)" if native else ""))
+        + (" (by the MPI-IO tracer: the program does plain MPI-IO, served from the store)" if native else ""))
+    plain = None
+    if native:
+        plain = _plain_reference(cmd, prep_cmd, os.environ, outdir, timeout, trace1.files, say)
 
     # collective calls are planned as the aggregators' requests; every rank runs on this
     # machine, i.e. one node, so pario.mpi picks one aggregator (ROMIO's cb_nodes default)
@@ -239,9 +246,6 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     _tool(adv, "pario advise", tool_stdout)
     plan_d = json.loads(plan.read_text())
     n_rep = sum(len(v) for v in (plan_d.get("replicas") or {}).values())
-    if native:
-        return _traced_only(n, cmd, store, outdir, tb, direct, wall1, rep1, trace1, plan, plan_d, prof, load0,
-                            repeat, say)
     say("step", "pario " + " ".join(rep))
     _tool(rep, "pario replicate", tool_stdout)
     if direct:
@@ -250,11 +254,13 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     say("step", f"run 2 (plan {plan.name}){where}: {shown}" + (f", {repeat} times" if repeat > 1 else ""))
     rep2 = []
     for k in range(repeat):
-        tp, wall, log, dev = repeated(k, 2, t2, {**base, "PARIO_PLAN": str(plan)})
+        tdir = outdir / (f"run2-{k + 1}.pxt" if k else "run2.pxt")
+        tp, wall, log, dev = repeated(k, 2, t2, _with_tracer({**base, "PARIO_PLAN": str(plan)}, tracer, tdir))
+        tr2k = _run_trace(tp, tdir, tracer, "run 2", required=False)[0]
         if k == 0:
             wall2, log2, dev2 = wall, log, dev
             echo(log2)
-        rep2.append({"wall_s": wall, "io_s": measure.io_span(load_trace(tp)) if tp.exists() else None})
+        rep2.append({"wall_s": wall, "io_s": measure.io_span(tr2k) if tr2k is not None else None})
         if repeat > 1 and measure.file_digests(str(store), trace1.files) != d1:
             raise ParioError(f"run 2 repetition {k + 1} left other bytes than run 1")
     trace2 = load_trace(t2) if t2.exists() else None
@@ -265,6 +271,9 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     with Store(str(store)) as st:
         ok_fsck = bool(fsck(st)["ok"])
     same = d1 == {k: v for k, v in d2.items() if k in d1} and set(d1) <= set(d2)
+    if plain is not None:
+        plain["identical"] = all(plain["files"].get(k) == v for k, v in d2.items())
+        same = same and plain["identical"]
     io1, io2 = _median([r["io_s"] for r in rep1]), _median([r["io_s"] for r in rep2])
     if repeat > 1:
         wall1, wall2 = _median([r["wall_s"] for r in rep1]), _median([r["wall_s"] for r in rep2])
@@ -283,6 +292,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                "replicas_planned": n_rep, "redirected": hits, "files": d2, "files_run1": d1, "identical": same,
                "fsck_ok": ok_fsck, "plan": str(plan), "traces": [str(t1), str(t2)],
                "dropped_replicas": dropped, "collective_requests_run1": int(trace1.collective.sum()),
+               "unmodified": native, "plain": plain,
                "repeat": repeat, "repetitions": {"run1": rep1, "run2": rep2},
                "loadavg": {"start": list(load0), "end": list(load1)}}
     summary["evidence"] = _evidence(trace1, trace2, hit2, prof, plan, store, log1, log2)
@@ -300,22 +310,26 @@ def _tracer() -> Path | None:
         return None
 
 
-def _with_tracer(env: dict, lib: Path | None, tdir: Path) -> dict:
-    """``env`` with ``lib`` preloaded and its records going to the fresh directory ``tdir``."""
+def _with_tracer(env: dict, lib: Path | None, tdir: Path | None) -> dict:
+    """``env`` with the pario library preloaded (serving files of the store) and, when
+    ``tdir`` is given, its trace records going to that fresh directory."""
     import shutil
 
     if lib is None:
         return env
-    shutil.rmtree(tdir, ignore_errors=True)
-    tdir.mkdir(parents=True)
-    pre = env.get("LD_PRELOAD")
-    return {**env, "LD_PRELOAD": f"{lib}:{pre}" if pre else str(lib), "PARIO_TRACE_DIR": str(tdir)}
+    out = {**env, "LD_PRELOAD": f"{lib}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(lib)}
+    out.pop("PARIO_TRACE_DIR", None)
+    if tdir is not None:
+        shutil.rmtree(tdir, ignore_errors=True)
+        tdir.mkdir(parents=True)
+        out["PARIO_TRACE_DIR"] = str(tdir)
+    return out
 
 
-def _run1_trace(tp: Path, tdir: Path, lib: Path | None):
-    """Run 1's trace and whether it is the MPI-IO tracer's: ``pario.mpi.File``'s own trace
-    (``tp``) when the program wrote one, else the tracer's records of its MPI-IO calls
-    (saved to ``tp``).  The tracer's directory is removed once read."""
+def _run_trace(tp: Path, tdir: Path, lib: Path | None, label: str, required: bool = True):
+    """A run's trace and whether it is the MPI-IO tracer's: ``pario.mpi.File``'s own trace
+    (``tp``) when the program wrote one, else the tracer's records of its MPI-IO calls (saved
+    to ``tp``).  The tracer's directory is removed once read."""
     import shutil
 
     from ..trace import load as load_trace
@@ -330,37 +344,31 @@ def _run1_trace(tp: Path, tdir: Path, lib: Path | None):
             if len(tr):
                 save(tr, tp)
                 return tr, True
-            raise ParioError("run 1 made no I/O request pario can see: no MPI-IO call (MPI_File_*) and no "
+            if not required:
+                return None, True
+            raise ParioError(f"{label} made no I/O request pario can see: no MPI-IO call (MPI_File_*) and no "
                              "pario.mpi.File")
-        raise ParioError("run 1 recorded no trace: the program does not open its files with pario.mpi.File and "
-                         "the MPI-IO tracer is not built (run scripts/setup.sh)")
+        if not required:
+            return None, False
+        raise ParioError(f"{label} recorded no trace: the program does not open its files with pario.mpi.File and "
+                         "the pario library is not built (run scripts/setup.sh)")
     finally:
         shutil.rmtree(tdir, ignore_errors=True)
 
 
-def _traced_only(n, cmd, store, outdir, tb, direct, wall1, rep1, trace1, plan, plan_d, prof, load0, repeat,
-                 say) -> dict:
-    """The loop for a program pario cannot serve yet (its files are not in the store): run 1
-    traced by the MPI-IO tracer and the plan, no replication and no run 2."""
-    base_s = plan_d.get("baselines") or {}
-    pred = {"scheme": plan_d.get("scheme"), "system": prof.name, "ORIG": base_s.get("ORIG"),
-            "plan": plan_d.get("predicted_s")}
-    pred["ratio"] = (pred["ORIG"] / pred["plan"]) if pred["ORIG"] and pred["plan"] else None
-    files = sorted(set(trace1.files))
-    reason = ("the program opens its files with MPI-IO, not pario.mpi.File: they are not in the store, so no "
-              "replica can serve them and there is no run 2 (serving unmodified MPI-IO programs through a plan "
-              "is not available yet)")
-    say("info", f"stopped after the plan: {reason}")
-    io1 = _median([r["io_s"] for r in rep1])
-    return {"procs": n, "command": cmd, "store": str(store), "out": str(outdir),
-            "testbed": tb.dir if tb is not None else None, "direct": direct, "served": False, "stopped": reason,
-            "run1_s": _median([r["wall_s"] for r in rep1]) if repeat > 1 else wall1, "run2_s": None,
-            "io_s": {"run1": io1, "run2": None, "ratio": None}, "predicted": pred, "plan": str(plan),
-            "traces": [str(outdir / "run1.parquet")], "trace_source": trace1.meta.source,
-            "requests_run1": int(len(trace1)), "bytes_run1": int(trace1.length.sum()), "files_run1": files,
-            "collective_requests_run1": int(trace1.collective.sum()), "aggregators": list(trace1.meta.aggregators),
-            "identical": None, "fsck_ok": None, "repeat": repeat, "repetitions": {"run1": rep1},
-            "loadavg": {"start": list(load0), "end": list(os.getloadavg())}}
+def _plain_reference(cmd, prep_cmd, environ, outdir: Path, timeout, names, say) -> dict:
+    """The program without pario (no store, no library: MPICH alone, the prepare run first),
+    its files' SHA-256 at the paths the program names: what the served runs must equal."""
+    env = {k: v for k, v in environ.items() if not k.startswith("PARIO_")}
+    if prep_cmd is not None:
+        say("step", f"reference, without pario: {' '.join(prep_cmd)}")
+        launch(prep_cmd, env, outdir / "plain-prepare.log", timeout, "the reference prepare run")
+    say("step", f"reference, without pario: {' '.join(cmd)}")
+    wall, _ = launch(cmd, env, outdir / "plain.log", timeout, "the reference run")
+    files = {name: measure.plain_digest(name) for name in names}
+    say("info", f"wall time {wall:.3f} s; files written where the program names them: "
+        + ", ".join(n for n, d in files.items() if d is not None))
+    return {"wall_s": wall, "files": files}
 
 
 def _median(xs):
@@ -401,8 +409,6 @@ def _evidence(trace1, trace2, hit2, prof, plan: Path, store: Path, log1: str, lo
 def exit_status(summary: dict) -> int:
     """``pario run``'s exit status: 0 when the files are byte-identical and fsck is clean, else 1
     (the verdict does not change it: a contradicted prediction is a finding, not a failure)."""
-    if summary.get("served") is False:
-        return 0        # traced and planned: all this loop can do for the program yet
     return 0 if summary["identical"] and summary["fsck_ok"] else 1
 
 

@@ -34,6 +34,18 @@ def io_span(trace) -> float | None:
     return float(np.nanmax(end) - np.nanmin(trace.start))
 
 
+def plain_digest(path: str) -> str | None:
+    """SHA-256 of a file outside the store (the reference run's), None when it does not exist."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(8 << 20):
+                h.update(chunk)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
 def file_digests(store_dir: str, names) -> dict[str, str]:
     """SHA-256 of each file as a reader sees it through the store (redirector included)."""
     from ..store import Store

@@ -6,7 +6,9 @@
  *
  * Which files.  PARIO_STORE=DIR (or the info hint pario_store) names the store; PARIO_PLAN
  * (pario_plan) the plan; PARIO_SERVE (pario_serve) is "store" (default: files the store
- * holds or the plan covers), "all" (every file opened: created in the store) or "off".
+ * holds, and files the plan covers when the program creates them), "all" (every file the
+ * program creates goes to the store) or "off"; a file the store does not hold, opened
+ * without MPI_MODE_CREATE, is an input outside the store and passes through.
  * The store's file name is the name given to MPI_File_open (without a ROMIO "fs:" prefix),
  * as the trace and the plan name it.  Everything else passes straight through to MPICH.
  * A store that cannot be opened, or a plan made for another system, is one line on
@@ -467,10 +469,11 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             say("%s: %s", name, err);
             dec[1] = MPI_ERR_IO;
         } else {
-            dec[0] = found || plan_covers(plan, name) || all;
-            if (dec[0] && !found && !(amode & MPI_MODE_CREATE))
-                dec[1] = MPI_ERR_NO_SUCH_FILE;
-            else if (dec[0] && found && (amode & MPI_MODE_EXCL))
+            /* a file the store does not hold is created there when the program creates it and
+             * the plan covers it (or every file is served); opened without MPI_MODE_CREATE it is
+             * an input outside the store: it passes through */
+            dec[0] = found || ((plan_covers(plan, name) || all) && (amode & MPI_MODE_CREATE));
+            if (dec[0] && found && (amode & MPI_MODE_EXCL))
                 dec[1] = MPI_ERR_FILE_EXISTS;
             else if (dec[0] && !found) {
                 char *lay = create_layout(ss->st, plan_layout(plan, name), info);
