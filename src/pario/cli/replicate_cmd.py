@@ -1,5 +1,6 @@
-"""``pario replicate PLAN.json --store DIR [--space SIZE] [--chunk SIZE]``, or ``--resume``:
-copy a plan's replicas into a store (CEDA replicator, online and resumable; see docs/store.md).
+"""``pario replicate PLAN.json --store DIR [--space SIZE] [--chunk SIZE] [--no-layouts]``, or
+``--resume``: apply a plan's layouts to the files already in a store (relayout), then copy
+its replicas (CEDA replicator, online and resumable; see docs/store.md).
 
 The store is opened shared: MPI programs, ``pario store get`` and other readers and writers
 keep using it while the replicas are copied (a writer waits at most for the one chunk of
@@ -38,7 +39,10 @@ def register(sub) -> None:
     p.add_argument("--chunk", type=size_arg, default=None, metavar="SIZE",
                    help="copy chunk: the range a writer of the original may wait for (default 8m)")
     p.add_argument("--resume", action="store_true", help="finish unfinished replicator jobs (no plan needed)")
-    p.add_argument("--json", action="store_true", help="print the replicas copied and skipped as JSON")
+    p.add_argument("--no-layouts", action="store_true",
+                   help="do not apply the plan's 'layouts' to files already in the store (default: relay them "
+                        "out first, see docs/store.md 'Applying a plan's layouts')")
+    p.add_argument("--json", action="store_true", help="print the files relaid and the replicas copied and skipped as JSON")
     p.set_defaults(func=_replicate)
 
 
@@ -51,6 +55,9 @@ def _replicate(args) -> int:
     if not args.plan and not args.resume:
         raise ParioError("give PLAN.json or --resume")
     with Store(args.store, shared=True) as st:
+        layouts = []
+        if args.plan and not args.no_layouts:
+            layouts = _apply_layouts(st, args.plan, quiet=args.json)
         specs = resume_specs(st) if args.resume and not args.plan else specs_from_plan(args.plan, st)
         rep = Replicator(st, specs, space=args.space, chunk=args.chunk or CHUNK)
         with Progress("[progress.description]{task.description}", BarColumn(), *binary_columns(),
@@ -63,6 +70,8 @@ def _replicate(args) -> int:
                             for s, t, _ in rep.work],
                "skipped": [{"file": s.original, "name": s.name, "why": why} for s, why in rep.skipped],
                "copied_bytes": rep.done}
+        if args.plan:
+            out["layouts"] = layouts
         if args.json:
             print_json(out)
         else:
@@ -71,3 +80,35 @@ def _replicate(args) -> int:
             for r in out["skipped"]:
                 console.print(f"skipped {r['file']} → {r['name']}: {r['why']}")
     return 0
+
+
+def _apply_layouts(st, plan_path, *, quiet: bool) -> list[dict]:
+    """The plan's ``"layouts"`` applied to the files already in the store (pario.store.relayout),
+    before any replica is copied: one line per file, and the JSON entries."""
+    from ..layout import describe
+    from ..plan.base import Plan, read_plan_json
+    from ..store.root import RESERVED
+
+    d = read_plan_json(plan_path)
+    sysname = d.get("system") if isinstance(d, dict) else None
+    if sysname and sysname != st.system.name:
+        raise ParioError(f"plan is for system {sysname!r} but store {st.root} is on {st.system.name!r}")
+    plan = Plan.from_dict(d, st.system)
+    out = []
+    for name, lay in plan.layouts.items():
+        if name == "*":
+            out.append({"file": "*", "status": "not-applied", "to": describe(lay, st.system),
+                        "why": "the layout of files the plan does not name: given when such a file is created"})
+            line = (f"layout for '*' ({describe(lay, st.system)}): applies to files created later; "
+                    "existing files the plan does not name are left as they are")
+        elif name.startswith(RESERVED) or not st.exists(name):
+            out.append({"file": name, "status": "missing", "to": describe(lay, st.system),
+                        "why": "not in the store: it gets the layout when it is created"})
+            line = f"{name}: not in the store, skipped (it gets {describe(lay, st.system)} when it is created)"
+        else:
+            res = st.relayout(name, lay)
+            out.append(res.to_dict(st.system))
+            line = res.describe(st.system)
+        if not quiet:
+            console.print(line, markup=False)
+    return out

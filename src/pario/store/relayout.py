@@ -87,6 +87,7 @@ class RelayoutResult:
     changed: bool = False
     replicas_dropped: list[str] = field(default_factory=list)
     old_removed: bool = False          # False: retired, removed when the last process closes the store
+                                       # (JSON "old_copy": "removed" | "retired")
 
     def describe(self, system) -> str:
         """One line: name, old → new layout, bytes moved, time."""
@@ -104,7 +105,8 @@ class RelayoutResult:
                 "from": describe(self.old, system), "to": describe(self.new, system),
                 "from_layout": layout_to_dict(self.old, system), "to_layout": layout_to_dict(self.new, system),
                 "size": self.size, "moved_bytes": self.moved, "seconds": round(self.seconds, 6),
-                "replicas_dropped": list(self.replicas_dropped), "old_removed": self.old_removed}
+                "replicas_dropped": list(self.replicas_dropped),
+                "old_copy": "removed" if self.old_removed or not self.changed else "retired"}
 
 
 def target_layout(store: Store, layout) -> Layout:
