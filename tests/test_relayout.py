@@ -250,8 +250,11 @@ def _kill_child(root, spec, shared, wfd):
         os._exit(3)
 
 
+TRIALS = int(os.environ.get("PARIO_RELAYOUT_TRIALS", "36"))
+
+
 def test_sigkill_leaves_old_or_new_complete(tmp_path):
-    """36 relayouts SIGKILLed: after a marker of the relayout's progress (a copied chunk, the
+    """36 relayouts SIGKILLed (PARIO_RELAYOUT_TRIALS for more): after a marker of the relayout's progress (a copied chunk, the
     copy complete, the replicas dropped, the switch, the old copy removed, the store closed)
     plus 0-1.5 ms, or at a random time.  The next open recovers: the file has the old layout
     or the new one, its bytes are the source's, nothing hidden is left, fsck is clean; a
@@ -260,7 +263,7 @@ def test_sigkill_leaves_old_or_new_complete(tmp_path):
     rng = np.random.default_rng(2024)
     outcomes = {"old": 0, "new": 0}
     stages = set()
-    for k in range(36):
+    for k in range(TRIALS):
         a, b = rng.choice(len(KINDS), 2, replace=False)
         root = tmp_path / f"t{k}"
         data = source(int(rng.integers(400_000, 900_000)), 100 + k)
@@ -277,9 +280,9 @@ def test_sigkill_leaves_old_or_new_complete(tmp_path):
         seen = b""
         if k % 4 == 3:                           # a random time
             time.sleep(float(rng.uniform(0, 0.06)))
-        else:                                    # after the n-th marker
-            n_events = 2 + -(-len(data) // 32_768) + 4
-            target = int(rng.integers(1, n_events + 1))
+        else:                                    # after the n-th marker (k % 4 == 1: one of the last steps)
+            n_events = 2 + -(-len(data) // 32_768) + (4 if shared else 5)
+            target = int(rng.integers(max(1, n_events - 4) if k % 4 == 1 else 1, n_events + 1))
             t0 = time.monotonic()
             while len(seen) < target and time.monotonic() - t0 < TIMEOUT:
                 ready, _, _ = select.select([rfd], [], [], 1.0)
@@ -321,6 +324,7 @@ def test_sigkill_leaves_old_or_new_complete(tmp_path):
                 assert outcome == "new"
             if seen and b"D" not in seen:
                 assert outcome == "old"
+    print(f"relayout kills: {outcomes}, last markers seen {sorted(stages)}")
     assert outcomes["old"] and outcomes["new"], outcomes
     assert len(stages) >= 4, stages              # the kills landed in different steps
 

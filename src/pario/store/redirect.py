@@ -219,8 +219,8 @@ class File:
                 core.lock(fid, offset, e, False)
             try:
                 self.store.fg_last = time.monotonic()
-                if self._regver != core.regver:          # replicas came or went, or a relayout
-                    self.revalidate()
+                if (self.shared or e > self.h.size) and self._regver != core.regver:
+                    self.revalidate()                    # replicas came or went, or a relayout
                 if self.full and e > self.h.size:
                     # hybrid full replicas grow with the file, stale where they grow, before the
                     # bytes (from the RMT's own coverage, so several processes extending agree)
