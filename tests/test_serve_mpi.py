@@ -278,3 +278,51 @@ def test_ior_random_reads_of_a_store_file(lib, ior_bin, tmp_path):
     assert seen["served"] == seen["plain"] and seen["served status"] == seen["plain status"]
     assert not (tmp_path / "served.dat").exists()
     assert _store_bytes(store, str(tmp_path / "served.dat")) == (tmp_path / "plain.dat").read_bytes()
+
+
+def test_ior_aggregators_issue_the_plans_order(lib, ior_bin, tmp_path):
+    """IOR -c served with collective buffering forced (hints through IOR: cb_nodes 2, 64 KiB
+    buffer, so every call runs several cycles; cb_config_list *:* lets both be on this one
+    node), for each order: every aggregator's accesses,
+    cycle by cycle, are exactly what pario's Python runtime (pario.mpi.twophase._plan_domain
+    with pario.plan.collective's ROMCIO / CACIO / HACIO, seed 004 Algorithm 1) plans for the
+    requests the trace recorded, call by call, on the store file's layout (64 KiB over the
+    6 HServers and 2 SServers of hacio-6h2s)."""
+    from test_serve_twophase import Case, oracle_schedule, read_log
+
+    from pario.trace.native import read_native
+
+    hints = {f"IOR_HINT__MPI__{k}": v for k, v in (("romio_cb_write", "enable"), ("romio_cb_read", "enable"),
+                                                   ("cb_nodes", "2"), ("cb_config_list", "*:*"),
+                                                   ("cb_buffer_size", "65536"))}     # IOR passes them to open
+    layout = [(s, 64 * 1024, 0 if s < 6 else 1) for s in range(8)]     # the store's default layout
+    seen = {}
+    for order in ("romcio", "cacio", "hacio"):
+        store = _store(tmp_path / f"store-{order}")
+        name, tdir, log = tmp_path / f"ior-{order}.dat", tmp_path / f"t-{order}", tmp_path / f"order-{order}"
+        tdir.mkdir()
+        _mpiexec([ior_bin, "-a", "MPIIO", "-G", "7", "-c", "-b", "192k", "-t", "96k", "-s", "2", "-w", "-k",
+                  "-o", name], _env(lib, store=store, serve="all", trace=tdir,
+                                    extra={"PARIO_ORDER": order, **hints,
+                                           "PARIO_SERVE_ORDER_LOG": str(log)}), tmp_path)
+        tr = read_native(tdir)
+        assert tr.meta.hint("cb_nodes") == "2" and tr.meta.hint("cb_buffer_size") == "65536"
+        tr = tr.take((tr.file == tr.files.index(str(name))) & tr.collective).sorted()
+        expect: dict[int, list] = {}
+        ncalls = len(np.unique(tr.call[tr.rank == 0]))
+        for j in range(ncalls):      # the j-th collective call of every rank
+            exts = []
+            for r in range(P):
+                mine = tr.take(tr.rank == r)
+                c = np.unique(mine.call)[j]
+                k = mine.call == c
+                exts.append(np.stack([mine.offset[k], mine.length[k]], axis=1).astype(np.int64))
+            case = Case(id=f"ior{j}", op="write", exts=exts, order=order, cb_buffer=65536, cb_nodes=2)
+            for agg, cycles in oracle_schedule(case, P, layout).items():
+                expect.setdefault(agg, []).extend(cycles)
+        got = read_log(str(log), P)
+        assert got == expect, order
+        assert len(got) == 2               # two aggregators (ROMIO's cb_nodes)
+        assert all(c >= 0 for rows in got.values() for c, _ in rows)
+        seen[order] = got
+    assert seen["romcio"] != seen["hacio"] and seen["romcio"] != seen["cacio"]    # the orders differ here

@@ -203,8 +203,9 @@ def expected_aggs(case: Case, P: int) -> list[int]:
     return aggregator_ranks(P, P, case.cb_nodes or None).tolist()   # one node: P ranks on it
 
 
-def oracle_schedule(case: Case, P: int) -> dict[int, list]:
-    """Per aggregator rank: [(cycle, [(off, len), ...]), ...] as the Python runtime plans it.
+def oracle_schedule(case: Case, P: int, layout=None) -> dict[int, list]:
+    """Per aggregator rank: [(cycle, [(off, len), ...]), ...] as the Python runtime plans it
+    (``layout``: [(server, stripe, kind), ...] instead of the case's named one).
 
     Steps 1-3 of pario.mpi.twophase.collective_io (aggregate range, fd = ceil(span / naggr),
     pieces cut at domain boundaries with split_periodic, routed in rank order, each rank's
@@ -238,7 +239,8 @@ def oracle_schedule(case: Case, P: int) -> dict[int, list]:
         by = np.argsort(dom, kind="stable")
         for oo, ll, dd in zip(o[by].tolist(), l[by].tolist(), dom[by].tolist()):
             routed[dd].append((r, oo, ll))
-    f = SimpleNamespace(placement=placement_of(LAYOUTS[case.layout]), order=case.order)
+    f = SimpleNamespace(placement=placement_of(layout if layout is not None else LAYOUTS[case.layout]),
+                        order=case.order)
     for k in range(naggr):
         if not routed[k]:
             continue

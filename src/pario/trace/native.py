@@ -411,10 +411,14 @@ def _meta(td: TracerDir, calls: np.ndarray, notes: list[str]) -> TraceMeta:
     for entry in job.get("files", []):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise ParioError(f"{td.path / 'job.json'}: corrupt pario tracer job file")
-        d = per_file.setdefault(entry["name"], {"hints": {}, "aggregators": set()})
+        d = per_file.setdefault(entry["name"], {"hints": {}, "aggregators": set(), "procs": -1})
         hints = entry.get("hints") or {}
-        if isinstance(hints, dict) and hints:
+        procs = entry.get("procs") if isinstance(entry.get("procs"), int) else 0
+        # a file opened several times (IOR checks it exists with MPI_COMM_SELF first): the
+        # hints of the open by the most processes, the later one on a tie
+        if isinstance(hints, dict) and hints and procs >= d["procs"]:
             d["hints"] = {str(k): str(v) for k, v in hints.items()}
+            d["procs"] = procs
         d["aggregators"].update(int(r) for r in entry.get("aggregators") or ())
     if not job:   # no MPI_Finalize: from the records (close counters, hint records)
         for r, rr in td.ranks.items():

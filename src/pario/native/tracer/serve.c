@@ -586,11 +586,33 @@ static int tp_map(void *ctx, int64_t off, int64_t len, int64_t *piece_len, int32
 }
 
 /* The io callback: the aggregators' (or a rank's own) pieces through the store. */
+/* PARIO_SERVE_ORDER_LOG=PREFIX: every access of the two-phase I/O is appended to
+ * PREFIX.<world rank> as "cycle n off len off len ..." in the order it is issued (the test of
+ * the plan's order: tests/test_serve_mpi.py). */
+static void log_order(int cycle, int n, const int64_t *off, const int64_t *len)
+{
+    const char *prefix = getenv("PARIO_SERVE_ORDER_LOG");
+    if (!prefix || !*prefix)
+        return;
+    int me = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &me);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s.%d", prefix, me);
+    FILE *f = fopen(path, "a");
+    if (!f)
+        return;
+    fprintf(f, "%d %d", cycle, n);
+    for (int i = 0; i < n; i++)
+        fprintf(f, " %lld %lld", (long long)off[i], (long long)len[i]);
+    fputc('\n', f);
+    fclose(f);
+}
+
 static int tp_io(void *ctx, int write, int cycle, int n, const int64_t *off, const int64_t *len, const int64_t *pos,
                  char *buf)
 {
-    (void)cycle;
     px_srv *s = ctx;
+    log_order(cycle, n, off, len);
     int rc = write ? pxs_writev(s->pf, n, off, len, buf, pos) : pxs_readv(s->pf, n, off, len, buf, pos);
     if (rc != 0)
         say("%s: %s", s->name, pxs_store_error(s->ss->st));
