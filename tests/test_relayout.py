@@ -258,8 +258,8 @@ def test_sigkill_leaves_old_or_new_complete(tmp_path):
     copy complete, the replicas dropped, the switch, the old copy removed, the store closed)
     plus 0-1.5 ms, or at a random time.  The next open recovers: the file has the old layout
     or the new one, its bytes are the source's, nothing hidden is left, fsck is clean; a
-    relaid file has no replicas, a file still on its old layout keeps every replica unless
-    the kill came after the drop."""
+    relaid file has no replicas, a file killed before its copy was complete keeps every
+    replica."""
     rng = np.random.default_rng(2024)
     outcomes = {"old": 0, "new": 0}
     stages = set()
@@ -316,7 +316,7 @@ def test_sigkill_leaves_old_or_new_complete(tmp_path):
             reps = sorted(r["name"] for r in st.rmt.replicas("f"))
             if outcome == "new" or not with_reps:
                 assert reps == []
-            elif b"D" not in seen:
+            elif b"C" not in seen:                 # the drop comes after the copy's marker
                 assert reps == ["h1", "r1"]
             if outcome == "new" and not reps:
                 check_placement(st, "f", data)
@@ -470,6 +470,58 @@ def test_concurrent_writer_loses_nothing(tmp_path):
         check_placement(st, "f", bytes(want))
         rep = fsck(st)
         assert rep["ok"], rep["problems"]
+
+
+def _paused_relayout(root, paused, go, out):
+    """Relays f out in a shared store, pausing after its first copied chunk until ``go``."""
+    def progress(stage, done, total):
+        if stage == "copy" and not paused.is_set():
+            paused.set()
+            go.wait(TIMEOUT)
+    try:
+        with Store(root, shared=True) as st:
+            r = st.relayout("f", "2d:2:64k", chunk=256 << 10, progress=progress)
+            out.put(("ok", sorted(r.replicas_dropped)))
+    except BaseException as exc:  # noqa: BLE001
+        out.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def test_replicator_started_during_a_relayout_stops_cleanly(tmp_path):
+    """A replicator of another process registers a replica (against the old file id) while
+    the file is being relaid out: the relayout drops it with the others, the replicator
+    stops at its next chunk with one line, and the store is clean."""
+    data = source(N_RD, 9)
+    root = tmp_path / "s"
+    _make(root, data, "fixed:64k")
+    paused, go, out = CTX.Event(), CTX.Event(), CTX.Queue()
+    p = CTX.Process(target=_paused_relayout, args=(root, paused, go, out))
+    p.start()
+    try:
+        assert paused.wait(TIMEOUT)
+        with Store(root, shared=True) as st:
+            rep = Replicator(st, [ReplicaSpec("f", "r1", EXT)], chunk=64_000).start()
+            t0 = time.monotonic()
+            while not st.rmt.replicas("f") and time.monotonic() - t0 < TIMEOUT:
+                time.sleep(0.002)
+            assert [r["name"] for r in st.rmt.replicas("f")] == ["r1"]
+            go.set()
+            status = out.get(timeout=TIMEOUT)
+            with pytest.raises(ParioError) as e:
+                rep.join(TIMEOUT)
+            assert "relaid out by another process" in str(e.value) and "\n" not in str(e.value)
+    finally:
+        go.set()
+        p.join(TIMEOUT)
+    assert status == ("ok", ["r1"]), status
+    with Store(root) as st:
+        assert layout_to_dict(st.stat("f").layout, st.system) == _ldict(st, "2d:2:64k")
+        assert st.backend.list() == ["f"] and st.rmt.replicas() == [] and st.rmt.core.files() == []
+        assert _get(st, "f", tmp_path) == data
+        rep = fsck(st)
+        assert rep["ok"], rep["problems"]
+        Replicator(st, [ReplicaSpec("f", "r1", EXT)]).run()      # the plan again: against the new id
+        rep = fsck(st)
+        assert rep["ok"] and rep["checked_bytes"] == 240_000, rep
 
 
 # ---------------------------------------------------------------------- pario replicate with advised plans

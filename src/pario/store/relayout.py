@@ -196,6 +196,21 @@ def _sync_dirs(store: Store, layout: Layout) -> None:
             os.close(fd)
 
 
+def _retire_late(store: Store, ids: list[int], stamp: str) -> None:
+    """Rows of replicas registered during the relayout (dropped after the switch): hidden
+    with the old copy (best effort: else the next lone opener removes them as unowned)."""
+    meta = store.backend.meta
+    names = meta.ids()
+    for k, r in enumerate(ids):
+        n = names.get(r)
+        if n is None or n.startswith(INCOMING_PREFIX) or n in store.backend._handles:
+            continue
+        try:
+            meta.rename(n, f"{RETIRED_PREFIX}{stamp}-late{k}")
+        except ParioError:
+            pass
+
+
 def _copy(store: Store, src, dst, size: int, chunk: int, progress) -> int:
     """``[0, size)`` of handle ``src`` into handle ``dst`` chunk by chunk, each read back and
     compared; returns the bytes written (all-zero chunks are left as holes)."""
@@ -276,27 +291,31 @@ def relayout(store: Store, name: str, layout, *, chunk: int = CHUNK, progress=No
         _sync_dirs(st, new)                      # ... its data files' directory entries too
         if progress:
             progress("copied", size, size)
-        reps = rmt.replicas(name)
-        with rmt.transaction():
-            for r in reps:
-                core.drop(r["r"])
+        with rmt.transaction():                  # listed and dropped under the journal lock: all of them
+            reps = [(t[0], t[5]) for t in core.replicas() if t[1] == old_id]
+            for r, _ in reps:
+                core.drop(r)
             _announce(core, old_id, new_id)
         rmt.sync()                               # the drops durable before the metadata forgets the old id
         dropped = True
-        res.replicas_dropped = [r["name"] for r in reps]
+        res.replicas_dropped = [n for _, n in reps]
         if progress:
             progress("dropped", size, size)
         f.close()                                # nothing left to flush: the file has no entries now
         f = None
         stamp = uuid.uuid4().hex
         retire = [(old_id, f"{RETIRED_PREFIX}{stamp}")]
-        retire += [(r["r"], f"{RETIRED_PREFIX}{stamp}-{k}") for k, r in enumerate(reps)]
+        retire += [(r, f"{RETIRED_PREFIX}{stamp}-{k}") for k, (r, _) in enumerate(reps)]
         _switch(st, name, old_id, new_id, size, retire)
         switched = True
-        for n in [name, tmp, *(r["r_file"] for r in reps)]:
-            rmt.forget(n)
         with rmt.transaction():
+            # a replicator of another process that registered a replica meanwhile (against the
+            # old id): dropped too — it stops at its next chunk (Replicator._still_wanted)
+            late = [t[0] for t in core.replicas() if t[1] == old_id]
+            for r in late:
+                core.drop(r)
             _announce(core, old_id, new_id)
+        _retire_late(st, late, stamp)
         if progress:
             progress("switched", size, size)
     except BaseException as exc:

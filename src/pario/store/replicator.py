@@ -308,6 +308,8 @@ class Replicator:
                     if st.shared:
                         core.lock(o, lo, hi, True)
                     try:
+                        if st.shared and f._regver != core.regver:
+                            self._still_wanted(f, s, r)
                         self._copy_group(f, rh, o, r, group)
                     finally:
                         if st.shared:
@@ -318,6 +320,19 @@ class Replicator:
             return True
         finally:
             be.close(rh)
+
+    def _still_wanted(self, f, s: ReplicaSpec, r: int) -> None:
+        """Replicas came or went in another process: if it relaid the original out
+        (:mod:`pario.store.relayout` drops the replicas), stop with one line rather than add
+        entries for a dropped replica or a retired original."""
+        try:
+            f.revalidate()
+        except ParioError:
+            raise ParioError(f"replica {s.name!r} of {s.original!r}: the original was relaid out by another process "
+                             "while it was copied; run the plan again") from None
+        if not any(t[0] == r and t[1] == f.fid for t in self.store.rmt.core.replicas()):
+            raise ParioError(f"replica {s.name!r} of {s.original!r} was dropped by another process while it was "
+                             "copied; run the plan again")
 
     def _copy_group(self, f, rh, o: int, r: int, group) -> list[tuple[int, int]]:
         """Under the group's range lock: the original up to date there, the entries COPYING,
