@@ -326,3 +326,63 @@ def test_ior_aggregators_issue_the_plans_order(lib, ior_bin, tmp_path):
         assert all(c >= 0 for rows in got.values() for c, _ in rows)
         seen[order] = got
     assert seen["romcio"] != seen["hacio"] and seen["romcio"] != seen["cacio"]    # the orders differ here
+
+
+# ---------------------------------------------------------------------- pario run on IOR
+
+def _pario_run(tmp_path, ior_bin, args, prepare=None, schemes="ceda", space="16m", system="ceda-hdd8", env=None,
+               procs=P):
+    import io
+
+    from pario.run import exit_status, run_loop
+
+    old = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        s = run_loop(str(ior_bin), args, procs=procs, store=tmp_path / "store", system=system, schemes=schemes,
+                     space=space, out=str(tmp_path / "out"), prepare=prepare, tool_stdout=io.StringIO())
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    assert s["unmodified"] and s["identical"] and s["fsck_ok"] and exit_status(s) == 0
+    assert set(s["plain"]["files"]) == set(s["files"]) and None not in s["plain"]["files"].values()
+    return s
+
+
+def test_pario_run_ior_strided_reads_are_redirected(ior_bin, tmp_path):
+    """pario run on IOR (unmodified): strided 256 KiB reads by 2 ranks after a --prepare
+    write, on a profile where two of the four servers are twice as slow (tests/test_run.py's
+    HDD2_SLOW2: CEDA replicates whatever the ranks' timing); run 2's reads are all served by
+    the replicas (RMT hits counted from the store's RMT against run 2's trace), and the file
+    equals IOR's without pario."""
+    from test_run import HDD2_SLOW2
+
+    (tmp_path / "p.toml").write_text(HDD2_SLOW2)
+    data = tmp_path / "ior.dat"
+    base = f"-a MPIIO -G 5 -b 256k -t 256k -s 8 -k -o {data}"
+    s = _pario_run(tmp_path, ior_bin, [*base.split(), "-r", "-E"], prepare=f"{base} -w", procs=2,
+                   system=str(tmp_path / "p.toml"), space=None)
+    h = s["redirected"]
+    assert s["replicas_planned"] >= 1 and h["requests"] == 2 * 8 and h["hit_requests"] == h["requests"]
+    assert h["hit_bytes"] == 2 * 8 * 256 * 1024
+
+
+def test_pario_run_ior_random_reads(ior_bin, tmp_path):
+    """pario run on IOR -z reads (random offsets) after a --prepare write: same bytes as
+    without pario; every request of run 2 traced."""
+    data = tmp_path / "ior.dat"
+    base = f"-a MPIIO -G 5 -b 256k -t 16k -s 2 -k -o {data}"
+    s = _pario_run(tmp_path, ior_bin, [*base.split(), "-r", "-z", "--random-offset-seed", "3", "-E"],
+                   prepare=f"{base} -w")
+    assert s["redirected"]["requests"] == P * 2 * 256 // 16
+
+
+@pytest.mark.parametrize("order", ["romcio", "cacio", "hacio"])
+def test_pario_run_ior_collective_writes(ior_bin, tmp_path, order):
+    """pario run on IOR -c writes with each collective order (PARIO_ORDER reaches every run):
+    run 1, run 2 and IOR without pario leave the same bytes."""
+    data = tmp_path / "ior.dat"
+    s = _pario_run(tmp_path, ior_bin, ["-a", "MPIIO", "-G", "5", "-c", "-b", "256k", "-t", "64k", "-s", "4", "-w",
+                                       "-k", "-o", str(data)], schemes="padp", space=None, system="hacio-6h2s",
+                   env={"PARIO_ORDER": order})
+    assert s["collective_requests_run1"] == P * 4 * 4
