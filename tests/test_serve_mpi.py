@@ -386,3 +386,31 @@ def test_pario_run_ior_collective_writes(ior_bin, tmp_path, order):
                                        "-k", "-o", str(data)], schemes="padp", space=None, system="hacio-6h2s",
                    env={"PARIO_ORDER": order})
     assert s["collective_requests_run1"] == P * 4 * 4
+
+
+def test_pario_run_applies_a_layout_plan(ior_bin, tmp_path):
+    """pario run on IOR with a PADP plan: pario replicate relays out the store file before
+    run 2 (the summary names it), both runs are priced by the distribution model with run 1's
+    own layout as ORIG (the plan's baselines do not price it), and the bytes are IOR's."""
+    from pario.model import DistributionModel
+    from pario.plan.base import Plan
+    from pario.store import Store
+    from pario.system import load_system
+    from pario.trace import load
+
+    data = tmp_path / "ior.dat"
+    s = _pario_run(tmp_path, ior_bin, ["-a", "MPIIO", "-G", "5", "-b", "1m", "-t", "256k", "-s", "2", "-w", "-r",
+                                       "-k", "-o", str(data)], schemes="padp", space=None, system="hacio-6h2s")
+    prof = load_system("hacio-6h2s")
+    plan = Plan.load(tmp_path / "out" / "plan.json", prof)
+    with Store(str(tmp_path / "store")) as st:
+        now = st.stat(str(data)).layout
+    assert now == plan.layouts[str(data)]
+    assert s["relaid"] == [str(data)] and s["predicted"]["model"] == "distribution"
+    t1 = load(tmp_path / "out" / "run1.parquet")
+    from pario.layout import Striped
+    from pario.model.batches import batch_ids
+
+    default = Striped(tuple(range(prof.n)), (64 * 1024,) * prof.n)      # run 1: the store's default layout
+    want = DistributionModel().trace_cost(t1, {str(data): default}, prof, batches=batch_ids(t1, "auto")).predicted_s
+    assert s["predicted"]["ORIG"] == pytest.approx(want, rel=1e-9)

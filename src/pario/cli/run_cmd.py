@@ -106,7 +106,8 @@ def _report(s: dict) -> None:
     t.add_column("run 1", justify="right")
     t.add_column("run 2", justify="right")
     t.add_column("run 1 / run 2", justify="right")
-    t.add_row(f"predicted I/O time (pario advise, {escape(str(pr['system']))}: ORIG / plan)", _fmt(pr["ORIG"]),
+    src = "distribution model" if pr.get("model") == "distribution" else "pario advise"
+    t.add_row(f"predicted I/O time ({src}, {escape(str(pr['system']))}: ORIG / plan)", _fmt(pr["ORIG"]),
               _fmt(pr["plan"]), _fmt(v["predicted_ratio"], "×", 2))
     k = s.get("repeat", 1)
     t.add_row("measured I/O time (trace: first request → last request)" + (f", median of {k}" if k > 1 else ""),

@@ -83,22 +83,28 @@ def planned_view(trace, system, cb_buffer: int = 16 << 20, cb_nodes: int | None 
     return aggregator_view(trace, system.procs_per_node, cb_buffer, cb_nodes)
 
 
-def plan_layouts(plan, files) -> tuple[dict, dict]:
+def plan_layouts(plan, files, orig_layouts: dict | None = None) -> tuple[dict, dict]:
     """(ORIG, plan) layouts per file of a :class:`pario.plan.Plan`: the original layouts, and
     for files the plan routes to a replica that replica's layout (a CEDA extent map, whose
-    default is the original layout)."""
+    default is the original layout).  ``orig_layouts``: the layouts the files had in run 1
+    (the store's, before ``pario replicate`` applied the plan's): ORIG is then those, and the
+    plan's layout of a file (PADP, PSA, CI-LAYOUT) replaces it in the plan."""
     default = plan.layouts.get("*")
     orig, new = {}, {}
     for f in files:
-        lf = plan.layouts.get(f, default)
-        orig[f] = lf
+        if orig_layouts is not None and orig_layouts.get(f) is not None:
+            orig[f] = orig_layouts[f]
+            lf = plan.layouts.get(f, orig[f])
+        else:
+            lf = plan.layouts.get(f, default)
+            orig[f] = lf
         reps = [r for r in plan.replicas.get(f, []) if r.get("layout") is not None]
         routed = any(r.get("rule") == "replica" and r.get("file") in (f, "*") for r in plan.routing)
         new[f] = reps[0]["layout"] if reps and routed else lf
     return orig, new
 
 
-def predicted_servers(trace, plan_path, system) -> dict | None:
+def predicted_servers(trace, plan_path, system, orig_layouts: dict | None = None) -> dict | None:
     """Per server, the model's prediction for run 1's trace under ORIG and under the plan:
     ``{"ORIG": {"predicted_s", "servers": {name: {"requests", "bytes", "busy_s"}}}, "plan": …}``
     (requests = sub-requests of :func:`pario.layout.server_load`; busy_s = the distribution
@@ -110,7 +116,7 @@ def predicted_servers(trace, plan_path, system) -> dict | None:
 
     plan = Plan.load(plan_path, system)
     view = planned_view(trace, system)
-    orig, new = plan_layouts(plan, view.files)
+    orig, new = plan_layouts(plan, view.files, orig_layouts)
     if any(v is None for v in orig.values()):
         return None
     bid = batch_ids(view, "auto")
@@ -225,7 +231,12 @@ def judge(s: dict, tolerance: float = TOLERANCE) -> dict:
 
     hits = s.get("redirected") or {}
     n_rep = s.get("replicas_planned")
-    if n_rep == 0 or hits.get("hit_requests", 1) == 0:
+    relaid = s.get("relaid") or []
+    if relaid:
+        add("relaid", f"the plan gave {len(relaid)} file(s) a new layout, applied by pario replicate before run 2 "
+            f"({', '.join(relaid[:3])}{', …' if len(relaid) > 3 else ''}); run 2's {hits.get('hit_requests', 0)} of "
+            f"{hits.get('requests', 0)} requests hit replicas", relaid=relaid)
+    elif n_rep == 0 or hits.get("hit_requests", 1) == 0:
         add("not_redirected",
             f"run 2 was not redirected: the plan has {n_rep} replica(s) and {hits.get('hit_requests', 0)} of run 2's "
             f"{hits.get('requests', 0)} requests hit the RMT, so both runs used the original layout; the model "
