@@ -176,6 +176,75 @@ def test_bad_input_is_one_line_and_touches_nothing(tmp_path):
         assert _get(st, "f", tmp_path) == data
 
 
+def test_failures_leave_the_file_unchanged(tmp_path, monkeypatch):
+    """A full disk in the middle of the copy, and a failing switch after the replicas were
+    dropped: one line saying the file is unchanged, the new copy gone, fsck clean."""
+    import errno
+
+    import pario.store.relayout as rl
+
+    data = source(900_000, 8)
+    root = tmp_path / "s"
+    _make(root, data, "fixed:64k")
+    with Store(root) as st:
+        Replicator(st, [ReplicaSpec("f", "r1", EXT)]).run()
+        before = st.backend.meta.get("f")
+        real = type(st.backend).writev
+        calls = []
+
+        def full(self, h, *a, **kw):
+            if h.name.startswith(rl.RELAYOUT_PREFIX):
+                calls.append(1)
+                if len(calls) == 3:
+                    raise OSError(errno.ENOSPC, "No space left on device")
+            return real(self, h, *a, **kw)
+        monkeypatch.setattr(type(st.backend), "writev", full)
+        with pytest.raises(ParioError) as e:
+            st.relayout("f", "fixed:16k", chunk=100_000)
+        assert str(e.value) == "relayout 'f': No space left on device (the file is unchanged)"
+        monkeypatch.setattr(type(st.backend), "writev", real)
+        assert st.backend.meta.get("f") == before and st.backend.list() == [".replica/f/r1", "f"]
+        assert [r["name"] for r in st.rmt.replicas("f")] == ["r1"]
+        assert {i for _, _, i, _ in st.backend.datafiles()} == {before[0], st.rmt.fid(".replica/f/r1")}
+        assert _get(st, "f", tmp_path) == data and fsck(st)["ok"]
+
+        def broken(*a, **kw):
+            raise ParioError("metadata database: disk I/O error")
+        monkeypatch.setattr(rl, "_switch", broken)
+        with pytest.raises(ParioError) as e:
+            st.relayout("f", "fixed:16k", chunk=100_000)
+        assert str(e.value) == ("relayout 'f': metadata database: disk I/O error "
+                                "(the file is unchanged; its replicas were dropped)")
+        assert st.backend.meta.get("f") == before and st.rmt.replicas() == []
+        assert not [n for n in st.backend.list() if n.startswith(".replica/")]
+        assert _get(st, "f", tmp_path) == data
+        rep = fsck(st)
+        assert rep["ok"], rep["problems"]
+
+
+def test_announcement_cut_by_a_kill_is_dropped_at_the_next_open(tmp_path):
+    """The journal keeps a killed transaction's records one by one: a REGISTER of the
+    relayout's placeholder without its DROP (replica file gone, no entry) is inert — reads,
+    writes and extensions of the file never touch it — and the next open drops it."""
+    from pario.store.rmt import PARTIAL
+
+    data = source(200_000, 12)
+    root = tmp_path / "s"
+    _make(root, data, "fixed:64k")
+    with Store(root) as st:
+        o = st.rmt.fid("f")
+        st.rmt.core.register(10_000, o, PARTIAL, 0, "relayout")     # id 10000: no such file
+        with st.open("f") as f:
+            f.write(150_000, source(100_000, 13))                     # extends the file
+            assert f.read(0, 10) == data[:10]
+        assert [r["name"] for r in st.rmt.replicas("f")] == ["relayout"] and st.rmt.core.entries(o) == []
+    with Store(root) as st:
+        assert st.rmt.replicas() == [] and st.rmt.core.replicas() == []
+        want = data[:150_000] + source(100_000, 13)
+        assert _get(st, "f", tmp_path) == want
+        assert fsck(st)["ok"]
+
+
 def test_unfinished_replicator_job_is_refused(tmp_path):
     data = source(300_000, 5)
     root = tmp_path / "s"

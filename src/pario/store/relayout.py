@@ -64,7 +64,7 @@ from .. import ParioError
 from ..layout import ExtentMap, Layout, describe, layout_from_dict, layout_to_dict, map_requests, parse_layout
 from ..units import format_size
 from .meta import db_errors
-from .rmt import DIRTY, FULL, ROUTES
+from .rmt import DIRTY, PARTIAL, ROUTES
 from .root import INCOMING_PREFIX, RESERVED, Store
 
 CHUNK = 8 << 20                        # bytes per copy step (one read, one write, one read-back)
@@ -159,9 +159,26 @@ def _check_space(store: Store, layout: Layout, size: int) -> None:
 def _announce(core, o: int, r: int) -> None:
     """A REGISTER + DROP pair of placeholder replica ``r`` of ``o``: no entry, no lasting
     state, but the registration version changes in every process that follows the journal
-    (inside the caller's transaction)."""
-    core.register(r, o, FULL, ROUTES["replica"], PLACEHOLDER)
+    (inside the caller's transaction).  The journal's records survive a kill one by one
+    (the next first opener replays every valid record, published or not), so a kill between
+    the two leaves the registration: a *partial* replica without entries, which no read,
+    write or growth ever touches, dropped by :func:`drop_dead_registrations`."""
+    core.register(r, o, PARTIAL, ROUTES["replica"], PLACEHOLDER)
     core.drop(r)
+
+
+def drop_dead_registrations(store: Store) -> int:
+    """Drop replica registrations that hold nothing (no entry) and whose replica or original
+    file is gone — what a relayout killed inside its announcement leaves.  Only when alone
+    (recovery, the last process closing).  Returns how many."""
+    ids = store.backend.meta.ids()
+    core = store.rmt.core
+    dead = [t[0] for t in core.replicas() if t[7] == 0 and (t[0] not in ids or t[1] not in ids)]
+    if dead:
+        with store.rmt.transaction():
+            for r in dead:
+                core.drop(r)
+    return len(dead)
 
 
 def _switch(store: Store, name: str, old_id: int, new_id: int, size: int, retire: list[tuple[int, str]]) -> None:
@@ -175,7 +192,7 @@ def _switch(store: Store, name: str, old_id: int, new_id: int, size: int, retire
         try:
             row = con.execute("SELECT id FROM files WHERE name=?", (name,)).fetchone()
             if row is None or int(row[0]) != old_id:
-                raise ParioError(f"relayout {name!r}: the file was replaced while it was copied (nothing changed)")
+                raise ParioError("the file was replaced while it was copied")
             for fid, new_name in retire:
                 con.execute("UPDATE files SET name=? WHERE id=?", (new_name, fid))
             con.execute("UPDATE files SET name=?, size=?, dirty=0 WHERE id=?", (name, int(size), new_id))
@@ -268,6 +285,8 @@ def relayout(store: Store, name: str, layout, *, chunk: int = CHUNK, progress=No
     old_id = f.fid
     locked = switched = dropped = False
     nh = None
+    reps: list[tuple[int, str]] = []
+    stamp = uuid.uuid4().hex
     try:
         if st.shared:
             core.lock(old_id, 0, WHOLE, True)
@@ -303,7 +322,6 @@ def relayout(store: Store, name: str, layout, *, chunk: int = CHUNK, progress=No
             progress("dropped", size, size)
         f.close()                                # nothing left to flush: the file has no entries now
         f = None
-        stamp = uuid.uuid4().hex
         retire = [(old_id, f"{RETIRED_PREFIX}{stamp}")]
         retire += [(r, f"{RETIRED_PREFIX}{stamp}-{k}") for k, (r, _) in enumerate(reps)]
         _switch(st, name, old_id, new_id, size, retire)
@@ -325,13 +343,16 @@ def relayout(store: Store, name: str, layout, *, chunk: int = CHUNK, progress=No
             try:
                 be.discard(tmp)                  # data files first: frees the space even on a full disk
                 rmt.forget(tmp)
+                if dropped:                      # no row of a dropped replica left under its name
+                    _retire_late(st, [r for r, _ in reps], stamp)
             except Exception:  # noqa: BLE001 - the original error is the one to report; recovery removes it
                 pass
             after = "; its replicas were dropped" if dropped else ""
-            if isinstance(exc, OSError):
-                raise ParioError(f"relayout {name!r}: {exc.strerror or exc} (the file is unchanged{after})") from None
-            if isinstance(exc, ParioError):
-                raise ParioError(f"relayout {name!r}: {exc} (the file is unchanged{after})") from None
+            why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+            prefix = f"relayout {name!r}: "
+            why = why[len(prefix):] if why.startswith(prefix) else why
+            if isinstance(exc, (OSError, ParioError)):
+                raise ParioError(f"{prefix}{why} (the file is unchanged{after})") from None
         raise
     finally:
         if f is not None:
@@ -363,8 +384,9 @@ def purge_retired(store: Store) -> int:
             done += 1
         except (OSError, ParioError):
             pass
+    drop_dead_registrations(store)
     return done
 
 
-__all__ = ["relayout", "purge_retired", "target_layout", "RelayoutResult", "CHUNK", "RELAYOUT_PREFIX",
+__all__ = ["relayout", "purge_retired", "drop_dead_registrations", "target_layout", "RelayoutResult", "CHUNK", "RELAYOUT_PREFIX",
            "RETIRED_PREFIX"]

@@ -244,6 +244,8 @@ class Store:
                 elif name.startswith(REPLICA_PREFIX) and name not in owned and name not in self._files:
                     self.backend.delete(name)
                     rmt.forget(name)
+            from .relayout import drop_dead_registrations
+            drop_dead_registrations(self)     # a relayout killed inside its announcement
             for o in rmt.files():
                 name = rmt.name(o)
                 if name is None or not self.backend.exists(name):
