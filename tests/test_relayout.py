@@ -62,12 +62,12 @@ def _make(root, data: bytes, spec, name="f") -> None:
     src = root.parent / f"{root.name}.src"
     src.write_bytes(data)
     with Store(root) as st:
-        st.put(src, name, spec)
+        st.put(src, name, spec, chunk=1 << 20)
 
 
 def _get(st, name, tmp) -> bytes:
     out = tmp / f"get-{os.getpid()}-{time.monotonic_ns()}.bin"
-    st.get(name, out)
+    st.get(name, out, chunk=1 << 20)
     b = out.read_bytes()
     out.unlink()
     return b
@@ -335,7 +335,7 @@ def test_sigkill_leaves_old_or_new_complete(tmp_path):
     for k in range(TRIALS):
         a, b = rng.choice(len(KINDS), 2, replace=False)
         root = tmp_path / f"t{k}"
-        data = source(int(rng.integers(400_000, 900_000)), 100 + k)
+        data = source(int(rng.integers(250_000, 600_000)), 100 + k)
         _make(root, data, LAYOUTS[KINDS[a]])
         with_reps = k % 3 == 0
         if with_reps:
