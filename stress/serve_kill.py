@@ -32,7 +32,8 @@ kept, fsck clean.  Every trial:
   - ``no-kill``: the run ends normally (half of these are the stale-read control below);
 * then ``pario store fsck --store DIR --json`` (the first opener: recovery) must be clean with
   no unclean RMT entry, and the file read through the Python store must hold every
-  acknowledged byte.
+  acknowledged byte.  The summary counts the recoveries that found DIRTY replica bytes (the
+  journal replayed by the independent reader, pario.store.rmt_journal, before recovery).
 
 Oracles, independent of the store's code:
 
@@ -143,14 +144,16 @@ def op_kinds(seed: int, nops: int) -> str:
 
 
 # ---------------------------------------------------------------------- building
-def build(work: Path) -> tuple[Path, Path]:
-    """(libpario_trace.so, the serve_kill program compiled with the MPICH wheel's mpicc)."""
-    spec = importlib.util.spec_from_file_location("build_native", ROOT / "scripts" / "build_native.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    lib = mod.build_tracer(quiet=True)
+def build(work: Path, lib: Path | None = None) -> tuple[Path, Path]:
+    """(libpario_trace.so (``lib``, else built by scripts/build_native.py), the serve_kill
+    program compiled with the MPICH wheel's mpicc)."""
     if lib is None:
-        raise RuntimeError("no mpicc: libpario_trace.so is not built")
+        spec = importlib.util.spec_from_file_location("build_native", ROOT / "scripts" / "build_native.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        lib = mod.build_tracer(quiet=True)
+        if lib is None:
+            raise RuntimeError("no mpicc: libpario_trace.so is not built")
     exe = Path(work) / "serve_kill"
     r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", str(SRC), "-o",
                         str(exe), "-lrt"], capture_output=True, text=True)
@@ -609,6 +612,11 @@ def check(tdir: Path, cfg: dict, init: bytes, run: dict) -> dict:
         problems.append(f"stale reads of own bytes: {logs['stale'][:3]}")
     if cfg["forget"]:
         out["forget_detected"] = bool(logs["stale"]) and all(r == 0 for r, _ in logs["stale"])
+    # what the kill left in the RMT (the independent journal reader): replica bytes DIRTY
+    from pario.store import rmt_journal as rj
+
+    model, _ = rj.replay(root / "rmt.log")
+    out["dirty_left"] = sum(n for o in model.originals() for _, _, n, _, f in model.entries(o) if f == rj.DIRTY)
     # recovery: pario store fsck (the first opener recovers), then the bytes through the store
     ref, size, inflight = expected(cfg, init, writes)
     out["inflight"] = len(inflight)
@@ -797,7 +805,7 @@ class Tally:
         self.n = self.passed = 0
         self.fails: list[tuple[int, str]] = []
         self.lost = self.stale_own = self.stale_other = self.own_reads = self.other_reads = self.fsck_ok = 0
-        self.acked = self.acked_bytes = self.inflight = self.reused = self.procs = 0
+        self.acked = self.acked_bytes = self.inflight = self.reused = self.procs = self.dirty = 0
         self.ctl = defaultdict(lambda: [0, 0, 0])     # detected, tried, no candidate
         self.forget = [0, 0]
         self.where: dict[str, int] = defaultdict(int)
@@ -820,6 +828,7 @@ class Tally:
         self.acked_bytes += r.get("acked_bytes", 0)
         self.inflight += r.get("inflight", 0)
         self.reused += bool(r["cfg"]["reused"])
+        self.dirty += bool(r.get("dirty_left"))
         self.procs += r["cfg"]["nprocs"]
         for k, v in (r.get("controls") or {}).items():
             c = self.ctl[k]
@@ -842,7 +851,7 @@ class Tally:
              f"{len(self.fails)} failed; lost acknowledged bytes {self.lost} (of {self.acked} acknowledged writes, "
              f"{self.acked_bytes} bytes; {self.inflight} writes in flight), stale reads {self.stale_own + self.stale_other} "
              f"({self.own_reads} reads of own bytes and {self.other_reads} of any range checked), "
-             f"fsck clean {self.fsck_ok}/{self.n}")
+             f"fsck clean {self.fsck_ok}/{self.n} ({self.dirty} recoveries with DIRTY replica bytes left)")
         ctl = [f"{name} {d}/{t}" + (f" ({nc} without a candidate)" if nc else "")
                for name, (d, t, nc) in sorted(self.ctl.items())]
         if self.forget[1]:
@@ -862,6 +871,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", default=None, help="work directory (default: a new temporary one)")
     ap.add_argument("--trial-seed", type=int, default=None, help="run the one trial of this seed (with --mode MODE)")
     ap.add_argument("--keep", action="store_true", help="keep every trial's directory")
+    ap.add_argument("--lib", default=None, help="preload this library (default: src/pario/native/libpario_trace.so, "
+                                                "built when stale), e.g. a deliberately broken one")
     a = ap.parse_args(argv)
     modes = MODES if a.mode == "all" else (a.mode,)
     if any(m not in MODES for m in modes):
@@ -870,7 +881,7 @@ def main(argv=None) -> int:
 
     base = Path(a.dir or tempfile.mkdtemp(prefix="pario-serve-kill-"))
     base.mkdir(parents=True, exist_ok=True)
-    lib, exe = build(base)
+    lib, exe = build(base, Path(a.lib).resolve() if a.lib else None)
     cycle = CYCLE if a.mode == "all" else modes
     plan = ([(modes[0], a.trial_seed)] if a.trial_seed is not None
             else [(cycle[t % len(cycle)], a.seed * 1_000_000 + t) for t in range(a.trials)])
