@@ -21,7 +21,14 @@ import numpy as np
 import pytest
 
 from pario import ParioError
-from pario.layout import ExtentMap, Striped, describe, layout_from_dict, layout_to_dict, map_requests
+from pario.layout import (
+    ExtentMap,
+    Striped,
+    describe,
+    layout_from_dict,
+    layout_to_dict,
+    map_requests,
+)
 from pario.store import Store, init_store
 from pario.store.fsck import fsck
 from pario.store.relayout import RETIRED_PREFIX
@@ -169,9 +176,8 @@ def test_bad_input_is_one_line_and_touches_nothing(tmp_path):
             st.relayout("nope", "fixed:16k")
         with pytest.raises(ParioError, match="not a user file"):
             st.relayout(".incoming/x", "fixed:16k")
-        with st.open("f"):
-            with pytest.raises(ParioError, match="open in this process"):
-                st.relayout("f", "fixed:16k")
+        with st.open("f"), pytest.raises(ParioError, match="open in this process"):
+            st.relayout("f", "fixed:16k")
         assert (st.backend.meta.get("f"), [p.name for _, p, _, _ in st.backend.datafiles()]) == before
         assert _get(st, "f", tmp_path) == data
 

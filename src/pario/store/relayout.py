@@ -61,7 +61,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ParioError
-from ..layout import ExtentMap, Layout, describe, layout_from_dict, layout_to_dict, map_requests, parse_layout
+from ..layout import (
+    ExtentMap,
+    Layout,
+    describe,
+    layout_from_dict,
+    layout_to_dict,
+    map_requests,
+    parse_layout,
+)
 from ..units import format_size
 from .meta import db_errors
 from .rmt import DIRTY, PARTIAL, ROUTES
@@ -345,12 +353,12 @@ def relayout(store: Store, name: str, layout, *, chunk: int = CHUNK, progress=No
                 rmt.forget(tmp)
                 if dropped:                      # no row of a dropped replica left under its name
                     _retire_late(st, [r for r, _ in reps], stamp)
-            except Exception:  # noqa: BLE001 - the original error is the one to report; recovery removes it
+            except Exception:  # noqa: BLE001, S110 - the original error is the one to report; recovery removes it
                 pass
             after = "; its replicas were dropped" if dropped else ""
             why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
             prefix = f"relayout {name!r}: "
-            why = why[len(prefix):] if why.startswith(prefix) else why
+            why = why.removeprefix(prefix)
             if isinstance(exc, (OSError, ParioError)):
                 raise ParioError(f"{prefix}{why} (the file is unchanged{after})") from None
         raise
@@ -388,5 +396,13 @@ def purge_retired(store: Store) -> int:
     return done
 
 
-__all__ = ["relayout", "purge_retired", "drop_dead_registrations", "target_layout", "RelayoutResult", "CHUNK", "RELAYOUT_PREFIX",
-           "RETIRED_PREFIX"]
+__all__ = [
+    "CHUNK",
+    "RELAYOUT_PREFIX",
+    "RETIRED_PREFIX",
+    "RelayoutResult",
+    "drop_dead_registrations",
+    "purge_retired",
+    "relayout",
+    "target_layout",
+]
