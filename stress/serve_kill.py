@@ -21,15 +21,20 @@ kept, fsck clean.  Every trial:
   [0, 1.5 MiB + 256 KiB), so writes into replicated ranges go to the replicas (DIRTY) and
   some extend the file;
 * the kill, by mode:
-  - ``one-rank``: the harness SIGKILLs one random rank at a uniformly random time of the run
-    (from the moment every rank has started; the run's length is estimated from the runs
-    that ended), hydra then kills the others;
+  - ``one-rank``: the harness SIGKILLs one random rank at a random time: a random operation k
+    of the run (0..nops) is chosen, and the kill comes a uniformly random part of 1.5x the
+    victim's mean operation time so far after the victim logged op k's start (k = 0: within
+    0.3 s of the start, in MPI_File_open and the store's open; k = nops: within 50 ms after
+    the final MPI_File_close began); hydra then kills the others;
   - ``in-call``: one random rank SIGKILLs itself (a timer with SIGEV_SIGNAL = SIGKILL) a
     random delay after its k-th write began (1 us-2 ms, log-uniform), its k-th
     MPI_File_close began (0-20 ms: the flush of DIRTY replicas) or MPI_Finalize began
     (0-50 ms: the store's last close), so that the kill lands inside the served call;
-  - ``whole-job``: every rank SIGKILLed at once at a random time;
+  - ``whole-job``: every rank SIGKILLed at once at a random time (as one-rank, watching rank 0);
   - ``no-kill``: the run ends normally (half of these are the stale-read control below);
+* in 30 % of the killed trials the program runs again first, only opening and closing the
+  file (``nops`` = 0): the C library's first opener recovers the crashed store and its last
+  close flushes (it must exit 0, say nothing, and leave no DIRTY byte);
 * then ``pario store fsck --store DIR --json`` (the first opener: recovery) must be clean with
   no unclean RMT entry, and the file read through the Python store must hold every
   acknowledged byte.  The summary counts the recoveries that found DIRTY replica bytes (the
@@ -105,6 +110,7 @@ CYCLE = ("one-rank", "in-call", "whole-job", "one-rank", "in-call", "one-rank", 
          "one-rank", "no-kill")          # 200 trials: 80 one-rank, 60 in-call, 40 whole-job, 20 no-kill
 REUSE = 0.3                    # share of trials that reuse the previous trial's store
 CONTROL = 1 / 3                # share of killed trials with negative controls
+C_RECOVERY = 0.3               # share of killed trials the C library recovers first (the program re-run)
 RHDR = struct.Struct("<qqqqq")  # read log record: t0, t1, offset, length, moved; then the bytes
 M64 = (1 << 64) - 1
 WRITE_KINDS = {"a": "independent", "n": "nonblocking", "c": "collective", "w": "nonblocking collective",
@@ -200,7 +206,8 @@ def make_config(mode: str, tseed: int, prev: dict | None = None) -> dict:
     nwrites = sum(k in WRITE_KINDS for k in kinds)
     ncloses = 1 + kinds.count("o")
     cfg["victim"] = rng.randrange(nprocs)
-    cfg["kill_frac"] = rng.random()
+    cfg["kill_op"] = rng.randrange(0, cfg["nops"] + 1)     # one-rank, whole-job: where (see _wait_op)
+    cfg["kill_delay"] = rng.random()
     cfg["kill_at"] = None           # in-call: "K KIND DELAY_US" for the victim
     cfg["forget"] = None
     if mode == "in-call":
@@ -224,6 +231,7 @@ def make_config(mode: str, tseed: int, prev: dict | None = None) -> dict:
             cfg["forget"] = rng.choice(gens)
     cfg["control"] = mode != "no-kill" and rng.random() < CONTROL
     cfg["control_seed"] = rng.randrange(1 << 30)
+    cfg["c_recovery"] = mode != "no-kill" and rng.random() < C_RECOVERY
     return cfg
 
 
@@ -259,6 +267,8 @@ def setup(tdir: Path, cfg: dict, carried: Path | None = None, carried_bytes: byt
     lines = [f"{cfg['prog_seed']} {cfg['nops']} {len(init)} {END} {MAXW}", str(len(cfg["blocks"]))]
     lines += [f"{a} {b} {o}" for a, b, o in cfg["blocks"]]
     (tdir / "config.txt").write_text("\n".join(lines) + "\n")
+    lines[0] = f"{cfg['prog_seed']} 0 {len(init)} {END} {MAXW}"          # the recovery run: open, close
+    (tdir / "config-open.txt").write_text("\n".join(lines) + "\n")
     return init
 
 
@@ -290,33 +300,74 @@ def _alive(pid: int) -> bool:
         return False
 
 
-class Estimate:
-    """Seconds per operation of a run (from the runs that ended), for the random kill times."""
+class Tail:
+    """The complete lines a log has grown by since the last call."""
 
-    def __init__(self):
-        self.per_op = 0.015
+    def __init__(self, path: Path):
+        self.path, self.pos, self.part = path, 0, b""
 
-    def add(self, seconds: float, nops: int) -> None:
-        if nops > 0:
-            self.per_op = 0.7 * self.per_op + 0.3 * seconds / nops
+    def new(self) -> list[list[str]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.pos)
+                raw = f.read()
+        except FileNotFoundError:
+            return []
+        self.pos += len(raw)
+        raw = self.part + raw
+        cut = raw.rfind(b"\n") + 1
+        self.part = raw[cut:]
+        return [ln.split() for ln in raw[:cut].decode(errors="replace").splitlines() if ln]
 
 
-def run_job(cfg: dict, tdir: Path, lib: Path, exe: Path, est: Estimate) -> dict:
-    """Run the program, kill as the mode says, wait until every rank is gone."""
-    logdir = tdir / "logs"
+def _wait_op(cfg: dict, tail: Tail, p, start: float) -> bool:
+    """Wait until the kill point of a one-rank/whole-job trial (op ``kill_op`` of the watched
+    rank plus a random part of its mean operation time so far; op 0: a random time of the
+    open; op nops: a random time after the final close began).  False: the job ended first."""
+    k, frac, n = cfg["kill_op"], cfg["kill_delay"], cfg["nops"]
+    closes = 1 + cfg["kinds"].count("o")
+    seen_c, t_first, t_k = 0, None, None
+    if k == 0:
+        at = start + frac * 0.3
+    else:
+        at = None
+        while at is None:
+            if p.poll() is not None or time.monotonic() - start > TIMEOUT:
+                return False
+            for q in tail.new():
+                if q[0] == "o" and int(q[1]) == 0:
+                    t_first = int(q[2])
+                if q[0] == "o" and int(q[1]) == k and k < n:
+                    t_k = int(q[2])
+                    mean = (t_k - t_first) / 1e9 / k if t_first is not None and k > 0 else 0.02
+                    at = time.monotonic() + frac * 1.5 * mean
+                if q[0] == "C":
+                    seen_c += 1
+                    if k >= n and seen_c == closes:
+                        at = time.monotonic() + frac * 0.05
+            time.sleep(0.0005)
+    while p.poll() is None and time.monotonic() < at:
+        time.sleep(min(0.0005, max(0.0, at - time.monotonic())))
+    return p.poll() is None
+
+
+def run_job(cfg: dict, tdir: Path, lib: Path, exe: Path, logs: str = "logs", config: str = "config.txt",
+            kill: bool = True) -> dict:
+    """Run the program, kill as the mode says (unless not ``kill``), wait until every rank is gone."""
+    logdir = tdir / logs
     logdir.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PARIO_", "SK_")) and k != "LD_PRELOAD"}
     env.update({"LD_PRELOAD": str(lib), "PARIO_STORE": str(tdir / "store"), "PARIO_PLAN": str(tdir / "plan.json"),
                 "PARIO_SERVE": "all"})
-    if cfg["kill_at"]:
+    if cfg["kill_at"] and kill:
         env.update({"SK_KILL_RANK": str(cfg["victim"]), "SK_KILL_AT": cfg["kill_at"]})
-    if cfg["forget"]:
+    if cfg["forget"] and kill:
         env.update({"SK_FORGET_RANK": "0", "SK_FORGET": str(cfg["forget"])})
     n = cfg["nprocs"]
     out = {"killed": [], "hang": False, "ended_first": False}
-    with open(tdir / "mpiexec.out", "wb") as so:
+    with open(tdir / f"mpiexec-{logs}.out", "wb") as so:
         p = subprocess.Popen([str(VENV_BIN / "mpiexec"), "-n", str(n), str(exe), NAME, str(logdir),
-                              str(tdir / "config.txt"), str(tdir / "init.bin")], env=env, cwd=str(tdir), stdout=so,
+                              str(tdir / config), str(tdir / "init.bin")], env=env, cwd=str(tdir), stdout=so,
                              stderr=subprocess.STDOUT, start_new_session=True)
         t_spawn = time.monotonic()
         pids: dict[int, int] = {}
@@ -324,11 +375,9 @@ def run_job(cfg: dict, tdir: Path, lib: Path, exe: Path, est: Estimate) -> dict:
             pids = _pids(logdir, n)
             time.sleep(0.002)
         t0 = time.monotonic()
-        if cfg["mode"] in ("one-rank", "whole-job") and len(pids) == n:
-            at = t0 + cfg["kill_frac"] * 1.1 * (est.per_op * cfg["nops"] + 0.1)
-            while p.poll() is None and time.monotonic() < at:
-                time.sleep(min(0.001, max(0.0, at - time.monotonic())))
-            if p.poll() is None:
+        if kill and cfg["mode"] in ("one-rank", "whole-job") and len(pids) == n:
+            watched = cfg["victim"] if cfg["mode"] == "one-rank" else 0
+            if _wait_op(cfg, Tail(logdir / f"rank-{watched}.log"), p, t0):
                 victims = [cfg["victim"]] if cfg["mode"] == "one-rank" else list(range(n))
                 for r in victims:
                     with contextlib.suppress(ProcessLookupError):
@@ -369,15 +418,30 @@ class Write:
         return val(seed, self.rank, self.gen, np.arange(a, b, dtype=np.int64))
 
 
+INTERRUPTED = ("in a write", "in a close", "in finalize", "in the open", "in a read", "in a sync",
+               "before a write", "between calls", "ended")
+
+
+def _interrupted(rec: str | None, kind: str | None) -> str:
+    """What a rank whose last log record is ``rec`` (inside operation ``kind``) was doing."""
+    if rec == "o":
+        return ("before a write" if kind in WRITE_KINDS else "in a read" if kind in "riRf" else
+                "in a sync" if kind == "s" else "between calls")
+    return {"B": "in a write", "C": "in a close", "c": "in the open", "P": "in the open", None: "in the open",
+            "F": "in finalize", "E": "ended"}.get(rec, "between calls")
+
+
 def parse_logs(cfg: dict, logdir: Path) -> dict:
     """Writes (``td`` None: in flight), own-read counts and stale records, failures, and the
     last record of each rank (what a kill interrupted)."""
     writes, problems, last, stale, own_reads, errors, ended = [], [], {}, [], 0, [], []
     for r in range(cfg["nprocs"]):
         begun, done = {}, {}
-        rec = None
+        rec, op = None, None
         for p in _lines(logdir / f"rank-{r}.log"):
             rec = p[0]
+            if p[0] == "o":
+                op = int(p[1])
             if p[0] == "B":
                 n = int(p[4])
                 pieces = [(int(p[5 + 2 * i]), int(p[6 + 2 * i])) for i in range(n)]
@@ -392,7 +456,7 @@ def parse_logs(cfg: dict, logdir: Path) -> dict:
                 errors.append((r, " ".join(p)))
             elif p[0] == "E":
                 ended.append(r)
-        last[r] = rec
+        last[r] = _interrupted(rec, cfg["kinds"][op] if op is not None else None)
         open_ = [g for g in begun if g not in done]
         if len(open_) > 1 or (open_ and open_[0] != max(begun)):
             problems.append(f"rank {r}: writes {open_} begun and not done (only the last may be)")
@@ -545,6 +609,14 @@ def read_original_raw(root: Path) -> tuple[np.ndarray, list[str]]:
     return out, problems
 
 
+def dirty_bytes(root: Path) -> int:
+    """Replica bytes DIRTY in the RMT journal (replayed by the independent reader)."""
+    from pario.store import rmt_journal as rj
+
+    model, _ = rj.replay(root / "rmt.log")
+    return sum(n for o in model.originals() for _, _, n, _, f in model.entries(o) if f == rj.DIRTY)
+
+
 def fsck_cli(root: Path) -> dict:
     """``pario store fsck --store ROOT --json`` (in this process); its report and exit code."""
     from pario.cli import main as cli
@@ -589,7 +661,7 @@ def check(tdir: Path, cfg: dict, init: bytes, run: dict) -> dict:
         problems.append(f"the job did not end within {TIMEOUT:.0f} s")
     if run.get("left_alive"):
         problems.append(f"ranks {run['left_alive']} still alive 10 s after the job ended")
-    text = (tdir / "mpiexec.out").read_text(errors="replace")
+    text = (tdir / "mpiexec-logs.out").read_text(errors="replace")
     serve_lines = [ln for ln in text.splitlines() if ln.startswith("pario:")]
     out["serve_lines"] = serve_lines
     if not killed:
@@ -613,10 +685,17 @@ def check(tdir: Path, cfg: dict, init: bytes, run: dict) -> dict:
     if cfg["forget"]:
         out["forget_detected"] = bool(logs["stale"]) and all(r == 0 for r, _ in logs["stale"])
     # what the kill left in the RMT (the independent journal reader): replica bytes DIRTY
-    from pario.store import rmt_journal as rj
-
-    model, _ = rj.replay(root / "rmt.log")
-    out["dirty_left"] = sum(n for o in model.originals() for _, _, n, _, f in model.entries(o) if f == rj.DIRTY)
+    out["dirty_left"] = dirty_bytes(root)
+    if "c_run" in run:
+        c = run["c_run"]
+        out["c_recovered"] = True
+        out["dirty_left"] = run["dirty_before_c"]
+        ctext = (tdir / "mpiexec-logs-open.out").read_text(errors="replace")
+        if c["rc"] != 0 or c["hang"] or any(ln.startswith("pario:") for ln in ctext.splitlines()):
+            problems.append(f"the re-run that recovers in C failed (exit {c['rc']}): {ctext[-600:]!r}")
+        left = dirty_bytes(root)
+        if left:
+            problems.append(f"{left} replica bytes still DIRTY after the C library's recovery and last close")
     # recovery: pario store fsck (the first opener recovers), then the bytes through the store
     ref, size, inflight = expected(cfg, init, writes)
     out["inflight"] = len(inflight)
@@ -744,22 +823,17 @@ def controls(tdir, cfg, init, writes, reads, got, ref, size, inflight) -> dict:
 
 # ---------------------------------------------------------------------- trials
 def where(cfg: dict, res: dict) -> str:
-    """What the kill interrupted (the victim's last log record)."""
+    """What the kill interrupted: the victim's state from its last log record (whole job: the
+    first of :data:`INTERRUPTED` any rank was in)."""
     if not res.get("killed"):
         return "ended before the kill" if cfg["mode"] != "no-kill" else "-"
-    last = res["last"].get(cfg["victim"]) if cfg["mode"] != "whole-job" else None
     if cfg["mode"] == "whole-job":
-        recs = list(res["last"].values())
-        for key, name in (("B", "in a write"), ("C", "in a close"), ("F", "in finalize"), ("P", "in the open"),
-                          ("c", "in the open")):
-            if key in recs:
-                return name
-        return "between calls"
-    return {"B": "in a write", "C": "in a close", "c": "in the open", "P": "in the open", "F": "in finalize",
-            None: "in the open"}.get(last, "between calls")
+        return min(res["last"].values(), key=INTERRUPTED.index)
+    w = res["last"].get(cfg["victim"], "in the open")
+    return "inside a write" if w == "in a write" and cfg["mode"] == "in-call" else w
 
 
-def run_trial(base: Path, mode: str, tseed: int, lib: Path, exe: Path, est: Estimate, keep: bool = False,
+def run_trial(base: Path, mode: str, tseed: int, lib: Path, exe: Path, keep: bool = False,
               carry: tuple | None = None, **overrides) -> dict:
     """One trial; returns its metrics with ``problems`` (empty: passed).  ``carry``: (store dir,
     bytes, replicas) of the previous trial to reuse.  The trial's directory is removed when it
@@ -775,10 +849,13 @@ def run_trial(base: Path, mode: str, tseed: int, lib: Path, exe: Path, est: Esti
     res = {"mode": mode, "seed": tseed, "problems": [], "cfg": cfg}
     try:
         init = setup(tdir, cfg, *(carry[:2] if carry else (None, None)))
-        run = run_job(cfg, tdir, lib, exe, est)
+        run = run_job(cfg, tdir, lib, exe)
         res["run"] = run
-        if not run["killed"] and run["rc"] == 0:          # the run ended: its length
-            est.add(run["seconds"], cfg["nops"])
+        if cfg["c_recovery"] and (run["killed"] or (cfg["kill_at"] and run["rc"] != 0)):
+            # the program again, opening and closing the file only: the C library's first
+            # opener recovers the crashed store, its last close flushes
+            run["dirty_before_c"] = dirty_bytes(tdir / "store")
+            run["c_run"] = run_job(cfg, tdir, lib, exe, logs="logs-open", config="config-open.txt", kill=False)
         out = check(tdir, cfg, init, run)
         res["problems"] += out.pop("problems")
         got = out.pop("got")
@@ -806,6 +883,7 @@ class Tally:
         self.fails: list[tuple[int, str]] = []
         self.lost = self.stale_own = self.stale_other = self.own_reads = self.other_reads = self.fsck_ok = 0
         self.acked = self.acked_bytes = self.inflight = self.reused = self.procs = self.dirty = 0
+        self.c_rec = self.c_rec_dirty = 0
         self.ctl = defaultdict(lambda: [0, 0, 0])     # detected, tried, no candidate
         self.forget = [0, 0]
         self.where: dict[str, int] = defaultdict(int)
@@ -829,6 +907,8 @@ class Tally:
         self.inflight += r.get("inflight", 0)
         self.reused += bool(r["cfg"]["reused"])
         self.dirty += bool(r.get("dirty_left"))
+        self.c_rec += bool(r.get("c_recovered"))
+        self.c_rec_dirty += bool(r.get("c_recovered")) and bool(r.get("dirty_left"))
         self.procs += r["cfg"]["nprocs"]
         for k, v in (r.get("controls") or {}).items():
             c = self.ctl[k]
@@ -842,8 +922,6 @@ class Tally:
             self.forget[0] += bool(r.get("forget_detected"))
         w = r.get("where")
         if w and w != "-":
-            if w == "in a write" and r["cfg"]["mode"] == "in-call":
-                w = "inside a write"
             self.where[w] += 1
 
     def line(self) -> str:
@@ -851,7 +929,8 @@ class Tally:
              f"{len(self.fails)} failed; lost acknowledged bytes {self.lost} (of {self.acked} acknowledged writes, "
              f"{self.acked_bytes} bytes; {self.inflight} writes in flight), stale reads {self.stale_own + self.stale_other} "
              f"({self.own_reads} reads of own bytes and {self.other_reads} of any range checked), "
-             f"fsck clean {self.fsck_ok}/{self.n} ({self.dirty} recoveries with DIRTY replica bytes left)")
+             f"fsck clean {self.fsck_ok}/{self.n} ({self.dirty} recoveries with DIRTY replica bytes left; "
+             f"{self.c_rec} recovered by the C library first, {self.c_rec_dirty} of them with DIRTY bytes)")
         ctl = [f"{name} {d}/{t}" + (f" ({nc} without a candidate)" if nc else "")
                for name, (d, t, nc) in sorted(self.ctl.items())]
         if self.forget[1]:
@@ -886,14 +965,13 @@ def main(argv=None) -> int:
     plan = ([(modes[0], a.trial_seed)] if a.trial_seed is not None
             else [(cycle[t % len(cycle)], a.seed * 1_000_000 + t) for t in range(a.trials)])
     tallies = {m: Tally(m) for m in modes}
-    est = Estimate()
     carry = None
     t0 = time.time()
     for t, (mode, ts) in enumerate(plan):
         reuse = carry is not None and random.Random(ts ^ 0x5EED).random() < REUSE
         if carry is not None and not reuse and not a.keep:
             shutil.rmtree(carry[0].parent, ignore_errors=True)
-        r = run_trial(base, mode, ts, lib, exe, est, keep=a.keep, carry=carry if reuse else None)
+        r = run_trial(base, mode, ts, lib, exe, keep=a.keep, carry=carry if reuse else None)
         if reuse and not a.keep:
             shutil.rmtree(carry[0].parent, ignore_errors=True)
         carry = r.pop("carry", None)

@@ -24,6 +24,7 @@
  * Log LOGDIR/rank-R.log (one write(2) per record, O_APPEND):
  *   P rank pid                       at start
  *   O t                              file opened (again after a reopen)
+ *   o i t                            operation i begins
  *   B gen t kind n off1 len1 ... offn lenn  before a write (kind: the call, below; its
  *                                    pieces in the file)
  *   D gen t moved                    after the write returned MPI_SUCCESS; then fdatasync:
@@ -533,6 +534,7 @@ int main(int argc, char **argv)
     uint64_t shared = seed * 0x9E3779B97F4A7C15ull + 1, own = seed ^ (0xA5A5A5A5ull * (uint64_t)(rank + 1));
     int64_t gen = 0;
     for (int64_t i = 0; i < nops; i++) {
+        logline("o %lld %lld\n", (long long)i, (long long)now_ns());
         int64_t u = below(&shared, 100);
         if (u < 28)
             do_write(fh, 'a', ++gen, &own);
