@@ -34,7 +34,9 @@ kept, fsck clean.  Every trial:
   - ``no-kill``: the run ends normally (half of these are the stale-read control below);
 * in 30 % of the killed trials the program runs again first, only opening and closing the
   file (``nops`` = 0): the C library's first opener recovers the crashed store and its last
-  close flushes (it must exit 0, say nothing, and leave no DIRTY byte);
+  close flushes (it must exit 0, say nothing, and leave no DIRTY byte); in 40 % of these a
+  first re-run has one rank SIGKILLed within 0.15 s of its start (in the store's open and
+  recovery, the file's open or close, the last close's flush);
 * then ``pario store fsck --store DIR --json`` (the first opener: recovery) must be clean with
   no unclean RMT entry, and the file read through the Python store must hold every
   acknowledged byte.  The summary counts the recoveries that found DIRTY replica bytes (the
@@ -232,6 +234,8 @@ def make_config(mode: str, tseed: int, prev: dict | None = None) -> dict:
     cfg["control"] = mode != "no-kill" and rng.random() < CONTROL
     cfg["control_seed"] = rng.randrange(1 << 30)
     cfg["c_recovery"] = mode != "no-kill" and rng.random() < C_RECOVERY
+    cfg["c_recovery_kill"] = cfg["c_recovery"] and rng.random() < 0.4       # ... killed itself once
+    cfg["c_recovery_delay"] = rng.random()
     return cfg
 
 
@@ -693,6 +697,13 @@ def check(tdir: Path, cfg: dict, init: bytes, run: dict) -> dict:
         ctext = (tdir / "mpiexec-logs-open.out").read_text(errors="replace")
         if c["rc"] != 0 or c["hang"] or any(ln.startswith("pario:") for ln in ctext.splitlines()):
             problems.append(f"the re-run that recovers in C failed (exit {c['rc']}): {ctext[-600:]!r}")
+        if "c_kill" in run:
+            k = run["c_kill"]
+            out["c_killed"] = bool(k["killed"])
+            if k["hang"] or k.get("left_alive"):
+                problems.append("the killed recovery re-run hung")
+            if not k["killed"] and k["rc"] != 0:
+                problems.append(f"the recovery re-run failed without a kill (exit {k['rc']})")
         left = dirty_bytes(root)
         if left:
             problems.append(f"{left} replica bytes still DIRTY after the C library's recovery and last close")
@@ -855,6 +866,10 @@ def run_trial(base: Path, mode: str, tseed: int, lib: Path, exe: Path, keep: boo
             # the program again, opening and closing the file only: the C library's first
             # opener recovers the crashed store, its last close flushes
             run["dirty_before_c"] = dirty_bytes(tdir / "store")
+            if cfg["c_recovery_kill"]:      # first a re-run with one rank killed in the open/recovery/close
+                kcfg = dict(cfg, mode="one-rank", kill_op=0, kill_delay=cfg["c_recovery_delay"] / 2, kill_at=None,
+                            forget=None)
+                run["c_kill"] = run_job(kcfg, tdir, lib, exe, logs="logs-open-killed", config="config-open.txt")
             run["c_run"] = run_job(cfg, tdir, lib, exe, logs="logs-open", config="config-open.txt", kill=False)
         out = check(tdir, cfg, init, run)
         res["problems"] += out.pop("problems")
@@ -883,7 +898,7 @@ class Tally:
         self.fails: list[tuple[int, str]] = []
         self.lost = self.stale_own = self.stale_other = self.own_reads = self.other_reads = self.fsck_ok = 0
         self.acked = self.acked_bytes = self.inflight = self.reused = self.procs = self.dirty = 0
-        self.c_rec = self.c_rec_dirty = 0
+        self.c_rec = self.c_rec_dirty = self.c_rec_killed = 0
         self.ctl = defaultdict(lambda: [0, 0, 0])     # detected, tried, no candidate
         self.forget = [0, 0]
         self.where: dict[str, int] = defaultdict(int)
@@ -909,6 +924,7 @@ class Tally:
         self.dirty += bool(r.get("dirty_left"))
         self.c_rec += bool(r.get("c_recovered"))
         self.c_rec_dirty += bool(r.get("c_recovered")) and bool(r.get("dirty_left"))
+        self.c_rec_killed += bool(r.get("c_killed"))
         self.procs += r["cfg"]["nprocs"]
         for k, v in (r.get("controls") or {}).items():
             c = self.ctl[k]
@@ -930,7 +946,8 @@ class Tally:
              f"{self.acked_bytes} bytes; {self.inflight} writes in flight), stale reads {self.stale_own + self.stale_other} "
              f"({self.own_reads} reads of own bytes and {self.other_reads} of any range checked), "
              f"fsck clean {self.fsck_ok}/{self.n} ({self.dirty} recoveries with DIRTY replica bytes left; "
-             f"{self.c_rec} recovered by the C library first, {self.c_rec_dirty} of them with DIRTY bytes)")
+             f"{self.c_rec} recovered by the C library first, {self.c_rec_dirty} of them with DIRTY bytes, "
+             f"{self.c_rec_killed} after a recovery run killed itself)")
         ctl = [f"{name} {d}/{t}" + (f" ({nc} without a candidate)" if nc else "")
                for name, (d, t, nc) in sorted(self.ctl.items())]
         if self.forget[1]:
