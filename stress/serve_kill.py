@@ -79,6 +79,7 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import itertools
 import json
 import math
 import os
@@ -164,7 +165,7 @@ def build(work: Path, lib: Path | None = None) -> tuple[Path, Path]:
             raise RuntimeError("no mpicc: libpario_trace.so is not built")
     exe = Path(work) / "serve_kill"
     r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", str(SRC), "-o",
-                        str(exe), "-lrt"], capture_output=True, text=True)
+                        str(exe), "-lrt"], capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise RuntimeError("compiling serve_kill.c failed: " + r.stderr[-2000:])
     return Path(lib), exe
@@ -200,7 +201,7 @@ def make_config(mode: str, tseed: int, prev: dict | None = None) -> dict:
     bounds = [0]
     while bounds[-1] < END:
         bounds.append(min(END, bounds[-1] + rng.randrange(20_000, 250_000)))
-    blocks = list(zip(bounds, bounds[1:]))
+    blocks = list(itertools.pairwise(bounds))
     shift = rng.randrange(nprocs)
     cfg["blocks"] = [(a, b, (j + shift) % nprocs) for j, (a, b) in enumerate(blocks)]
     kinds = op_kinds(cfg["prog_seed"], cfg["nops"])
@@ -413,7 +414,7 @@ def run_job(cfg: dict, tdir: Path, lib: Path, exe: Path, logs: str = "logs", con
 
 # ---------------------------------------------------------------------- logs
 class Write:
-    __slots__ = ("rank", "gen", "kind", "pieces", "tb", "td")
+    __slots__ = ("gen", "kind", "pieces", "rank", "tb", "td")
 
     def __init__(self, rank, gen, kind, pieces, tb, td):
         self.rank, self.gen, self.kind, self.pieces, self.tb, self.td = rank, gen, kind, pieces, tb, td
@@ -501,8 +502,8 @@ def compare(cfg: dict, got: np.ndarray, ref: np.ndarray, size: int, inflight: li
                 ok[a:e] |= got[a:e] == w.data(cfg["prog_seed"], a, e)
     bad = np.flatnonzero(~ok)
     if len(bad):
-        return len(bad), f"{len(bad)} bytes lost, first at offset {int(bad[0])} (got {int(got[bad[0]])}, " \
-                         f"expected {int(ref[bad[0]])})"
+        return len(bad), (f"{len(bad)} bytes lost, first at offset {int(bad[0])} (got {int(got[bad[0]])}, "
+                          f"expected {int(ref[bad[0]])})")
     return 0, None
 
 
@@ -636,9 +637,8 @@ def fsck_cli(root: Path) -> dict:
 def served_bytes(root: Path) -> np.ndarray:
     from pario.store import Store
 
-    with Store(str(root)) as st:
-        with st.open(NAME) as f:
-            return np.frombuffer(bytes(f.read(0, int(f.size))), np.uint8).copy()
+    with Store(str(root)) as st, st.open(NAME) as f:
+        return np.frombuffer(bytes(f.read(0, int(f.size))), np.uint8).copy()
 
 
 def _flip(path: Path, at: int) -> None:
@@ -728,7 +728,7 @@ def check(tdir: Path, cfg: dict, init: bytes, run: dict) -> dict:
                         f"{len(d)} bytes differ{', first at ' + str(int(d[0])) if len(d) else ''})")
     # reads of any range
     reads = parse_reads(tdir / "logs", cfg["nprocs"])
-    bad_reads, bad_bytes, msg = check_reads(cfg, init, writes, reads)
+    bad_reads, _, msg = check_reads(cfg, init, writes, reads)
     out.update(other_reads=len(reads), stale_other=bad_reads)
     if msg:
         problems.append(f"stale read during the run: {msg} ({bad_reads} of {len(reads)} reads)")
@@ -819,7 +819,7 @@ def controls(tdir, cfg, init, writes, reads, got, ref, size, inflight) -> dict:
                         d2 = data.copy()
                         d2[x - off] = old
                         bad[k] = (r, t0, t1, off, n, d2)
-                        nb, _, _ = check_reads(cfg, init, writes, bad)
+                        nb = check_reads(cfg, init, writes, bad)[0]
                         done = nb >= 1
                         break
                 if done is not None:
@@ -880,7 +880,7 @@ def run_trial(base: Path, mode: str, tseed: int, lib: Path, exe: Path, keep: boo
             res["kill_kind"] = cfg["kill_at"].split()[1]
         if not res["problems"]:
             res["carry"] = (tdir / "store", got.tobytes(), cfg["replicas"])
-    except Exception as exc:        # the harness or the store raised: a failed trial, kept for analysis
+    except Exception as exc:  # noqa: BLE001 -- the harness or the store raised: a failed trial, kept for analysis
         where_ = traceback.format_exc(limit=-3).strip().splitlines()[-3:]
         res["problems"].append(f"{type(exc).__name__}: {exc} {where_}")
     res["seconds"] = time.monotonic() - t0
