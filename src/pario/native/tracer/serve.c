@@ -211,7 +211,9 @@ static const pxs_json *get_plan(const char *path, const srv_store *ss, const cha
 /* The plan's layout of a file ("layouts": {name: layout}), NULL if none. */
 static const pxs_json *plan_layout(const pxs_json *plan, const char *name)
 {
-    return plan ? pxs_json_get(pxs_json_get(plan, "layouts"), name) : NULL;
+    const pxs_json *lays = plan ? pxs_json_get(plan, "layouts") : NULL;
+    const pxs_json *mine = lays ? pxs_json_get(lays, name) : NULL;
+    return mine ? mine : lays ? pxs_json_get(lays, "*") : NULL;   /* "*": every file the plan does not name */
 }
 
 static int plan_covers(const pxs_json *plan, const char *name)
@@ -449,18 +451,19 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     const char *why = NULL;
     if (ss && planpath)
         plan = get_plan(planpath, ss, &why);
-    int ok = ss != NULL && why == NULL, allok = 0;
-    PMPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, comm);
+    int ok = ss != NULL && why == NULL;
     int rc = MPI_SUCCESS;
-    if (!allok) {
-        if (me == 0)
-            say("%s; %s passes through to MPI-IO", ss ? (why ? why : "the store failed on another rank") : err, name);
-        goto done;
-    }
+    char shadow[PATH_MAX + 64] = "";
+    if (ok)
+        shadow_path(shadow, sizeof shadow, root, name);
 
-    /* rank 0 decides: served?, and creates the file when it must */
+    /* rank 0 decides (one broadcast: a file that passes through costs no other collective):
+     * served?, and creates the file, the shadow directory and the shared pointer when it
+     * must; another rank whose store failed fails the served open below (MPI_ERR_IO) */
     int dec[2] = {0, MPI_SUCCESS};
-    if (me == 0) {
+    if (me == 0 && !ok)
+        say("%s; %s passes through to MPI-IO", ss ? why : err, name);
+    if (me == 0 && ok) {
         pxs_meta_rec rec;
         memset(&rec, 0, sizeof rec);
         int found = pxs_meta_get(&ss->st->meta, name, &rec, err, sizeof err);
@@ -485,12 +488,22 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                 free(lay);
             }
             if (dec[0] && dec[1] == MPI_SUCCESS) {
-                char dir[PATH_MAX];
+                char dir[PATH_MAX], shfp[PATH_MAX + 80];
                 snprintf(dir, sizeof dir, "%s/" SHADOW_DIR, root);
+                snprintf(shfp, sizeof shfp, "%s.shfp", shadow);
+                int64_t zero = 0;
+                int fd = -1;
                 if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
                     say("cannot make %s: %s", dir, strerror(errno));
                     dec[1] = MPI_ERR_IO;
+                } else if ((fd = open(shfp, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 ||
+                           pwrite(fd, &zero, sizeof zero, 0) != (ssize_t)sizeof zero) {
+                    /* the shared file pointer starts at 0 at every open (MPI-4.1 §14.4.4) */
+                    say("cannot reset the shared file pointer of %s (%s): %s", name, shfp, strerror(errno));
+                    dec[1] = MPI_ERR_IO;
                 }
+                if (fd >= 0)
+                    close(fd);
             }
         }
     }
@@ -501,24 +514,24 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     }
 
     /* every rank opens the store file, then the shadow */
-    px_srv *s = calloc(1, sizeof *s);
+    px_srv *s = ok ? calloc(1, sizeof *s) : NULL;
     pxs_file *pf = NULL;
     int opened = s && pxs_open(ss->st, name, &pf) == 0;
     if (!opened && s)
         snprintf(err, sizeof err, "%s", pxs_store_error(ss->st));
+    else if (!ok && ss)
+        snprintf(err, sizeof err, "%.400s", why);
     int allopen = 0;
     PMPI_Allreduce(&opened, &allopen, 1, MPI_INT, MPI_MIN, comm);
     if (!allopen) {
         if (!opened)
-            say("cannot open %s in the store %s: %s", name, root, s ? err : "out of memory");
+            say("cannot open %s in the store %s: %s", name, root, s || !ok ? err : "out of memory");
         if (pf)
             pxs_close(pf);
         free(s);
         rc = MPI_ERR_IO;
         goto done;
     }
-    char shadow[PATH_MAX + 64];
-    shadow_path(shadow, sizeof shadow, root, name);
     rc = PMPI_File_open(comm, shadow, MPI_MODE_RDWR | MPI_MODE_CREATE, info, fh);
     if (rc != MPI_SUCCESS) {
         pxs_close(pf);
@@ -528,12 +541,6 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     char shfp[PATH_MAX + 80];
     snprintf(shfp, sizeof shfp, "%s.shfp", shadow);
     s->shfp = open(shfp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (me == 0 && s->shfp >= 0) {
-        int64_t zero = 0;
-        if (pwrite(s->shfp, &zero, sizeof zero, 0) != (ssize_t)sizeof zero)
-            say("cannot reset the shared file pointer of %s: %s", name, strerror(errno));
-    }
-    PMPI_Barrier(comm);
     s->ss = ss;
     s->pf = pf;
     s->name = strdup(name);
@@ -811,9 +818,14 @@ int px_serve_data(px_file *f, int op, int kind, int coll, int64_t pos, void *buf
     if (rc == MPI_SUCCESS) {
         moved = nbytes;
         if (op == 0 && nbytes > 0) {
-            /* a read stops at the end of file: the bytes before it, in data order */
-            int64_t size = 0;
-            if (pxs_size(s->pf, &size) != 0) {
+            /* a read stops at the end of file: the bytes before it, in data order (the size is
+             * asked for, from the metadata and other processes' writes, only when the read
+             * reaches past what this process knows) */
+            int64_t size = s->pf->h->size, end = 0;
+            for (int64_t i = 0; i < e.n; i++)
+                if (e.off[i] + e.len[i] > end)
+                    end = e.off[i] + e.len[i];
+            if (end > size && pxs_size(s->pf, &size) != 0) {
                 rc = MPI_ERR_IO;
             } else {
                 moved = 0;
