@@ -338,7 +338,7 @@ def run(b: Bench, a, size: int, csize: int, work: Path) -> None:
           f"{hits} of {len(ztrace)} traced -z reads routed to a replica by the RMT; "
           f"RMT journal MARK records (CLEAN → DIRTY) per zio write run of zb: {_stat(marks, 0)} "
           f"({len(marks)} of {a.repeat + 1} runs; the others' records were compacted at close)")
-    print(f"  open+close seconds per iteration (median, max over ranks as IOR reports): "
+    print("  open+close seconds per iteration (median, max over ranks as IOR reports): "
           + ", ".join(f"{key} {statistics.median(x['write']['oc'] + x['read']['oc'] for x in res[key]):.3f}"
                       for key in ("plain", "pt", "sd", "plain-c", "sd-c")))
     print("  bytes verified: " + "; ".join(verified))
