@@ -22,7 +22,9 @@
 
 #define PARIO_TP_TAG 0x7043
 
-/* Return codes: every rank returns the same code (the largest raised on any rank). */
+/* Return codes: every rank returns the same code (the largest raised on any rank), except
+ * that an io failure of the independent path (cb_mode disable, or automatic without
+ * interleaving) is returned by the ranks it happened on only (MPI-4.1 §14.7). */
 #define PARIO_TP_OK 0
 #define PARIO_TP_EINVAL 1     /* bad argument on some rank */
 #define PARIO_TP_EMISMATCH 2  /* ranks passed different parameters (order, buffer, aggregators ...) */
