@@ -13,6 +13,10 @@
 
 struct px_srv;
 
+/* The path the file system sees: ROMIO takes "prefix:path" (ufs:, nfs:, lustre:, ...);
+ * also the name a served file has in the store (mpiio.c). */
+const char *px_fs_path(const char *name);
+
 typedef struct px_file {
     MPI_File fh;
     int id;                /* this rank's file id: 0, 1, 2, ... in open order */

@@ -752,8 +752,7 @@ PX_EXPORT int MPI_Request_free(MPI_Request *request)
 
 /* ------------------------------------------------------------------ opening and closing */
 
-/* The path the file system sees: ROMIO takes "prefix:path" (ufs:, nfs:, lustre:, ...). */
-static const char *fs_path(const char *name)
+const char *px_fs_path(const char *name)
 {
     const char *colon = strchr(name, ':');
     if (!colon || colon - name < 2)
@@ -790,7 +789,7 @@ PX_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_
     }
     f->name = name;
     f->srv = srv;
-    f->watch.path = fs_path(name);
+    f->watch.path = px_fs_path(name);
     px_io_scope io = io_set(&f->watch, PX_IO_OTHER);
     if (!srv)
         rc = PMPI_File_open(comm, filename, amode, info, fh);

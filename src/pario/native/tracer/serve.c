@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "jsonbuf.h"
 #include "layout.h"
 #include "meta.h"
 #include "order.h"
@@ -227,150 +228,6 @@ static int plan_covers(const pxs_json *plan, const char *name)
     return mine && mine->type == PXS_JARR && mine->n > 0;
 }
 
-/* ------------------------------------------------------------------ JSON text of a layout */
-
-static void jbuf_add(char **b, size_t *n, size_t *cap, const char *s, size_t len)
-{
-    if (!*b && *cap)
-        return;
-    if (*n + len + 1 > *cap) {
-        size_t c = *cap ? *cap * 2 : 256;
-        while (c < *n + len + 1)
-            c *= 2;
-        char *nb = realloc(*b, c);
-        if (!nb) {
-            free(*b);
-            *b = NULL;
-            *cap = 1;
-            return;
-        }
-        *b = nb;
-        *cap = c;
-    }
-    memcpy(*b + *n, s, len);
-    *n += len;
-    (*b)[*n] = 0;
-}
-
-/* Write a JSON value back as text (for pxs_meta_create, which stores the layout's JSON). */
-static void json_text(const pxs_json *j, char **b, size_t *n, size_t *cap)
-{
-    char tmp[64];
-    switch (j->type) {
-    case PXS_JNULL: jbuf_add(b, n, cap, "null", 4); break;
-    case PXS_JFALSE: jbuf_add(b, n, cap, "false", 5); break;
-    case PXS_JTRUE: jbuf_add(b, n, cap, "true", 4); break;
-    case PXS_JNUM:
-        if (j->is_int)
-            snprintf(tmp, sizeof tmp, "%lld", (long long)j->i);
-        else
-            snprintf(tmp, sizeof tmp, "%.17g", j->d);
-        jbuf_add(b, n, cap, tmp, strlen(tmp));
-        break;
-    case PXS_JSTR:
-        jbuf_add(b, n, cap, "\"", 1);
-        for (size_t i = 0; i < j->slen; i++) {
-            unsigned char c = (unsigned char)j->s[i];
-            if (c == '"' || c == '\\') {
-                tmp[0] = '\\';
-                tmp[1] = (char)c;
-                jbuf_add(b, n, cap, tmp, 2);
-            } else if (c < 0x20) {
-                snprintf(tmp, sizeof tmp, "\\u%04x", c);
-                jbuf_add(b, n, cap, tmp, 6);
-            } else {
-                jbuf_add(b, n, cap, (const char *)&j->s[i], 1);
-            }
-        }
-        jbuf_add(b, n, cap, "\"", 1);
-        break;
-    case PXS_JARR:
-    case PXS_JOBJ:
-        jbuf_add(b, n, cap, j->type == PXS_JARR ? "[" : "{", 1);
-        for (size_t i = 0; i < j->n; i++) {
-            if (i)
-                jbuf_add(b, n, cap, ", ", 2);
-            if (j->type == PXS_JOBJ) {
-                pxs_json key = {.type = PXS_JSTR, .s = j->k[i], .slen = strlen(j->k[i])};
-                json_text(&key, b, n, cap);
-                jbuf_add(b, n, cap, ": ", 2);
-            }
-            json_text(j->v[i], b, n, cap);
-        }
-        jbuf_add(b, n, cap, j->type == PXS_JARR ? "]" : "}", 1);
-        break;
-    default: break;
-    }
-}
-
-/* The layout of a file the program creates: the plan's, else the striping hints
- * (striping_unit over the first striping_factor servers), else 64 KiB over every server
- * (pario.mpi.storeio._layout_for_create).  malloc'ed JSON text. */
-static char *create_layout(const pxs_store *st, const pxs_json *planlay, MPI_Info info)
-{
-    char *b = NULL;
-    size_t n = 0, cap = 0;
-    if (planlay) {
-        json_text(planlay, &b, &n, &cap);
-        return b;
-    }
-    long long unit = 64 * 1024, factor = st->cfg.nservers;
-    char val[64];
-    int flag = 0, len = (int)sizeof val;
-    if (info != MPI_INFO_NULL && PMPI_Info_get_string(info, "striping_unit", &len, val, &flag) == MPI_SUCCESS && flag &&
-        atoll(val) > 0)
-        unit = atoll(val);
-    len = (int)sizeof val;
-    if (info != MPI_INFO_NULL && PMPI_Info_get_string(info, "striping_factor", &len, val, &flag) == MPI_SUCCESS &&
-        flag && atoll(val) > 0 && atoll(val) < factor)
-        factor = atoll(val);
-    jbuf_add(&b, &n, &cap, "{\"type\": \"striped\", \"servers\": [", 32);
-    for (long long i = 0; i < factor; i++) {
-        pxs_json s = {.type = PXS_JSTR, .s = st->cfg.servers[i].name, .slen = strlen(st->cfg.servers[i].name)};
-        if (i)
-            jbuf_add(&b, &n, &cap, ", ", 2);
-        json_text(&s, &b, &n, &cap);
-    }
-    jbuf_add(&b, &n, &cap, "], \"stripes\": [", 15);
-    for (long long i = 0; i < factor; i++) {
-        char t[32];
-        int k = snprintf(t, sizeof t, "%s%lld", i ? ", " : "", unit);
-        jbuf_add(&b, &n, &cap, t, (size_t)k);
-    }
-    jbuf_add(&b, &n, &cap, "]}", 2);
-    return b;
-}
-
-/* ------------------------------------------------------------------ a served file */
-
-typedef struct px_srv {
-    srv_store *ss;
-    pxs_file *pf;
-    char *name;
-    int amode;
-    int shfp;              /* the shared pointer's file */
-    int order;             /* PARIO_ORDER_* */
-    int64_t cb_buffer;
-    int cb_nodes;
-    int cb_read, cb_write; /* PARIO_TP_CB_* */
-    pario_tp_layout tpl;
-    int32_t *tp_servers, *tp_kinds;
-    pxs_pieces pieces;     /* the layout callback's scratch */
-    int64_t split_moved;
-    int split_rc;
-} px_srv;
-
-static const char *fs_name(const char *name)
-{
-    const char *colon = strchr(name, ':');
-    if (!colon || colon - name < 2)
-        return name;
-    for (const char *p = name; p < colon; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
-            return name;
-    return colon + 1;
-}
-
 /* An info value (malloc'ed) or NULL. */
 static char *hint(MPI_Info info, const char *key)
 {
@@ -397,6 +254,95 @@ static char *setting(MPI_Info info, const char *key, const char *env)
     const char *e = getenv(env);
     return e && *e ? strdup(e) : NULL;
 }
+
+/* ------------------------------------------------------------------ JSON text of a layout */
+
+/* A JSON value written back as text (pxs_meta_create stores the layout's JSON). */
+static void json_text(const pxs_json *j, px_buf *b)
+{
+    switch (j->type) {
+    case PXS_JNULL: px_buf_puts(b, "null"); break;
+    case PXS_JFALSE: px_buf_puts(b, "false"); break;
+    case PXS_JTRUE: px_buf_puts(b, "true"); break;
+    case PXS_JNUM:
+        if (j->is_int)
+            px_buf_printf(b, "%lld", (long long)j->i);
+        else
+            px_buf_printf(b, "%.17g", j->d);
+        break;
+    case PXS_JSTR: px_buf_json(b, j->s, j->slen); break;
+    case PXS_JARR:
+    case PXS_JOBJ:
+        px_buf_puts(b, j->type == PXS_JARR ? "[" : "{");
+        for (size_t i = 0; i < j->n; i++) {
+            if (i)
+                px_buf_puts(b, ", ");
+            if (j->type == PXS_JOBJ) {
+                px_buf_json(b, j->k[i], strlen(j->k[i]));
+                px_buf_puts(b, ": ");
+            }
+            json_text(j->v[i], b);
+        }
+        px_buf_puts(b, j->type == PXS_JARR ? "]" : "}");
+        break;
+    default: break;
+    }
+}
+
+/* The layout of a file the program creates: the plan's, else the striping hints
+ * (striping_unit over the first striping_factor servers), else 64 KiB over every server
+ * (pario.mpi.storeio._layout_for_create).  malloc'ed JSON text. */
+static char *create_layout(const pxs_store *st, const pxs_json *planlay, MPI_Info info)
+{
+    px_buf b = {0};
+    if (planlay) {
+        json_text(planlay, &b);
+    } else {
+        long long unit = 64 * 1024, factor = st->cfg.nservers;
+        char *v = hint(info, "striping_unit");
+        if (v && atoll(v) > 0)
+            unit = atoll(v);
+        free(v);
+        v = hint(info, "striping_factor");
+        if (v && atoll(v) > 0 && atoll(v) < factor)
+            factor = atoll(v);
+        free(v);
+        px_buf_puts(&b, "{\"type\": \"striped\", \"servers\": [");
+        for (long long i = 0; i < factor; i++) {
+            px_buf_puts(&b, i ? ", " : "");
+            px_buf_json(&b, st->cfg.servers[i].name, strlen(st->cfg.servers[i].name));
+        }
+        px_buf_puts(&b, "], \"stripes\": [");
+        for (long long i = 0; i < factor; i++)
+            px_buf_printf(&b, "%s%lld", i ? ", " : "", unit);
+        px_buf_puts(&b, "]}");
+    }
+    if (b.oom) {
+        px_buf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
+/* ------------------------------------------------------------------ a served file */
+
+typedef struct px_srv {
+    srv_store *ss;
+    pxs_file *pf;
+    char *name;
+    int amode;
+    int shfp;              /* the shared pointer's file */
+    int order;             /* PARIO_ORDER_* */
+    int64_t cb_buffer;
+    int cb_nodes;
+    int cb_read, cb_write; /* PARIO_TP_CB_* */
+    pario_tp_layout tpl;
+    int32_t *tp_servers, *tp_kinds;
+    pxs_pieces pieces;     /* the layout callback's pieces of the range it mapped last ... */
+    size_t next_piece;     /* ... and the one its next call most likely asks for */
+    int64_t split_moved;
+    int split_rc;
+} px_srv;
 
 static uint64_t fnv(const char *s)
 {
@@ -440,7 +386,7 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     free(mode);
     char *planpath = setting(info, "pario_plan", "PARIO_PLAN");
     char *order_s = setting(info, "pario_order", "PARIO_ORDER");
-    const char *name = fs_name(filename);
+    const char *name = px_fs_path(filename);
     px_serving = 1;
     int me = 0;
     PMPI_Comm_rank(comm, &me);
@@ -575,24 +521,29 @@ static int cb_mode(const char *v)
     return PARIO_TP_CB_AUTOMATIC;
 }
 
-/* The layout callback of the two-phase I/O: the first single-server part of a range. */
+/* The layout callback of the two-phase I/O: the first single-server part of a range.  The
+ * two-phase code walks a range piece by piece, so the pieces of one mapping (of up to
+ * MAP_CAP bytes) answer the calls that follow it. */
 static int tp_map(void *ctx, int64_t off, int64_t len, int64_t *piece_len, int32_t *server, int32_t *kind)
 {
     px_srv *s = ctx;
-    const pxs_layout *l = s->pf->h->lay;
-    char err[128];
-    s->pieces.n = 0;
-    if (pxs_layout_pieces(l, off, len < MAP_CAP ? len : MAP_CAP, &s->pieces, err, sizeof err) != 0 ||
-        s->pieces.n == 0)
-        return -1;
-    const pxs_piece *p = &s->pieces.p[0];
+    const pxs_piece *p = s->next_piece < s->pieces.n ? &s->pieces.p[s->next_piece] : NULL;
+    if (!p || p->off != off || p->len > len) {
+        char err[128];
+        s->pieces.n = 0;
+        s->next_piece = 0;
+        if (pxs_layout_pieces(s->pf->h->lay, off, len < MAP_CAP ? len : MAP_CAP, &s->pieces, err, sizeof err) != 0 ||
+            s->pieces.n == 0)
+            return -1;
+        p = &s->pieces.p[0];
+    }
+    s->next_piece++;
     *piece_len = p->len;
     *server = p->server;
     *kind = p->server >= 0 && p->server < s->ss->st->cfg.nservers ? s->ss->kinds[p->server] : 0;
     return 0;
 }
 
-/* The io callback: the aggregators' (or a rank's own) pieces through the store. */
 /* PARIO_SERVE_ORDER_LOG=PREFIX: every access of the two-phase I/O is appended to
  * PREFIX.<world rank> as "cycle n off len off len ..." in the order it is issued (the test of
  * the plan's order: tests/test_serve_mpi.py). */
@@ -1091,7 +1042,7 @@ int px_serve_delete(const char *filename, MPI_Info info, int *rc)
         free(root);
         return 0;
     }
-    const char *name = fs_name(filename);
+    const char *name = px_fs_path(filename);
     char err[PXS_ERRLEN];
     srv_store *ss = get_store(root, err, sizeof err);
     free(root);
