@@ -172,20 +172,9 @@ def wanted(name: str, upto: int) -> list[tuple[int, int]]:
 
 def _minus(spans, others):
     """Sorted disjoint ``[a, b)`` spans minus the union of ``others``."""
-    out = []
-    for a, b in spans:
-        pos = a
-        for s, t in sorted(others):
-            if t <= pos or s >= b:
-                continue
-            if s > pos:
-                out.append((pos, s))
-            pos = max(pos, t)
-            if pos >= b:
-                break
-        if pos < b:
-            out.append((pos, b))
-    return out
+    from pario.store.rmt_journal import _minus as minus
+
+    return [piece for a, b in spans for piece in minus(a, b, others)]
 
 
 def _merge(spans):

@@ -86,7 +86,6 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import struct
 import subprocess
 import sys
@@ -118,6 +117,23 @@ RHDR = struct.Struct("<qqqqq")  # read log record: t0, t1, offset, length, moved
 M64 = (1 << 64) - 1
 WRITE_KINDS = {"a": "independent", "n": "nonblocking", "c": "collective", "w": "nonblocking collective",
                "v": "collective through a file view"}
+
+
+def _crash_stress():
+    """stress/crash_stress.py, whose log and metadata readers this stress shares."""
+    spec = importlib.util.spec_from_file_location("pario_crash_stress", ROOT / "stress" / "crash_stress.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_cs = _crash_stress()
+_lines = _cs._lines
+
+
+def read_meta(root: Path, name: str = NAME) -> tuple[int, dict, int, int]:
+    """(id, layout, size, dirty) of a file, read from meta.db with sqlite3 (not the store)."""
+    return _cs.read_meta(root, name)
 
 
 # ---------------------------------------------------------------------- the program's functions
@@ -278,16 +294,6 @@ def setup(tdir: Path, cfg: dict, carried: Path | None = None, carried_bytes: byt
 
 
 # ---------------------------------------------------------------------- running and killing
-def _lines(path: Path) -> list[list[str]]:
-    """Complete lines of a log, split (a torn last line is dropped)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    text = raw[:raw.rfind(b"\n") + 1].decode(errors="replace")
-    return [ln.split() for ln in text.splitlines() if ln]
-
-
 def _pids(logdir: Path, n: int) -> dict[int, int]:
     out = {}
     for r in range(n):
@@ -568,16 +574,6 @@ def check_reads(cfg: dict, init: bytes, writes: list[Write], reads) -> tuple[int
 
 
 # ---------------------------------------------------------------------- the store, read without it
-def read_meta(root: Path, name: str = NAME) -> tuple[int, dict, int, int]:
-    """(id, layout, size, dirty) of a file, read from meta.db with sqlite3 (not the store)."""
-    con = sqlite3.connect(str(root / "meta.db"))
-    try:
-        row = con.execute("SELECT id, layout, size, dirty FROM files WHERE name=?", (name,)).fetchone()
-    finally:
-        con.close()
-    return int(row[0]), json.loads(row[1]), int(row[2]), int(row[3])
-
-
 def _server_dirs(root: Path) -> list[Path]:
     cfg = json.loads((root / "store.json").read_text())
     dirs = [Path(cfg["servers"][f"H{j}"]) for j in range(NSERV)]

@@ -1,4 +1,7 @@
-"""Fixtures shared by the store tests."""
+"""Fixtures shared by the tests: an empty store, and the project's C build script."""
+
+import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -12,3 +15,14 @@ def store(tmp_path):
     st = Store(tmp_path / "s")
     yield st
     st.close()
+
+
+@pytest.fixture(scope="session")
+def build_native():
+    """scripts/build_native.py as a module: the C builds the tests need (the tracer and
+    serving library, the drivers)."""
+    spec = importlib.util.spec_from_file_location(
+        "build_native", Path(__file__).resolve().parents[1] / "scripts" / "build_native.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -12,7 +12,6 @@ the same IOR run without pario, for every collective order.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -33,18 +32,11 @@ STYLES = ("at", "individual", "all", "vector", "subarray", "darray", "indexed", 
 ORDER_FREE = {"shared", "more"}     # shared-pointer writes land in the order the ranks come
 
 
-def _build_native():
-    spec = importlib.util.spec_from_file_location("build_native", ROOT / "scripts" / "build_native.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def lib():
+def lib(build_native):
     if not (VENV_BIN / "mpicc").exists() or not (VENV_BIN / "mpiexec").exists():
         pytest.skip("the MPICH wheel's mpicc/mpiexec are not installed (scripts/setup.sh test)")
-    path = _build_native().build_tracer(quiet=True)
+    path = build_native.build_tracer(quiet=True)
     if path is None:
         pytest.skip("no mpicc: the pario library is not built")
     return path

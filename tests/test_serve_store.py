@@ -21,7 +21,6 @@ command lines.  Every answer is checked against an independent one:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from pathlib import Path
@@ -43,16 +42,9 @@ DRIVER_SRC = ROOT / "tests" / "c" / "serve_driver.c"
 KiB, MiB = 1 << 10, 1 << 20
 
 
-def _build_native():
-    spec = importlib.util.spec_from_file_location("build_native", ROOT / "scripts" / "build_native.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def driver(tmp_path_factory):
-    bn = _build_native()
+def driver(tmp_path_factory, build_native):
+    bn = build_native
     exe = tmp_path_factory.mktemp("serve") / "serve_driver"
     cmd = bn.serve_driver_command(DRIVER_SRC, exe)
     r = subprocess.run(cmd, capture_output=True, text=True)

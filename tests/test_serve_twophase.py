@@ -22,7 +22,6 @@ against numbers derived independently:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -44,18 +43,11 @@ OK, EINVAL, EMISMATCH, ENOMEM, ETOOBIG, ELAYOUT, EIO = 0, 1, 2, 3, 4, 5, 6
 O_EINVAL, O_ESERVER, O_EKIND = 1, 3, 4
 
 
-def _build_native():
-    spec = importlib.util.spec_from_file_location("build_native", ROOT / "scripts" / "build_native.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def driver(tmp_path_factory):
+def driver(tmp_path_factory, build_native):
     if not (VENV_BIN / "mpicc").exists() or not (VENV_BIN / "mpiexec").exists():
         pytest.skip("the MPICH wheel's mpicc/mpiexec are not installed (scripts/setup.sh test)")
-    bn = _build_native()
+    bn = build_native
     out = tmp_path_factory.mktemp("twophase")
     exe = out / "twophase_driver"
     cmd = [*bn.mpicc(), *bn.CFLAGS, f"-I{SERVE}", str(DRIVER_SRC), str(SERVE / "twophase.c"),

@@ -16,7 +16,6 @@ appears.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -39,20 +38,12 @@ STYLES = ("at", "individual", "all", "vector", "subarray", "darray", "indexed", 
           "nbtestall", "split", "shared", "ordered", "large", "short", "aggregators", "more")
 
 
-def _build_native():
-    spec = importlib.util.spec_from_file_location("build_native", ROOT / "scripts" / "build_native.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 class Env:
     """The compiled program and the tracer library."""
 
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, bn):
         if not (VENV_BIN / "mpicc").exists() or not (VENV_BIN / "mpiexec").exists():
             pytest.skip("the MPICH wheel's mpicc/mpiexec are not installed (scripts/setup.sh test)")
-        bn = _build_native()
         self.lib = bn.build_tracer(quiet=True)
         if self.lib is None:
             pytest.skip("no mpicc: the tracer is not built")
@@ -84,8 +75,8 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    return Env(tmp_path_factory.mktemp("tracer"))
+def env(tmp_path_factory, build_native):
+    return Env(tmp_path_factory.mktemp("tracer"), build_native)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ independently:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -35,18 +34,11 @@ I64 = np.int64
 DEFAULT_CAP = 64 << 20  # PX_FLAT_MAX_RUNS, as docs/traces.md states
 
 
-def _build_native():
-    spec = importlib.util.spec_from_file_location("build_native", ROOT / "scripts" / "build_native.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def driver(tmp_path_factory):
+def driver(tmp_path_factory, build_native):
     if not (VENV_BIN / "mpicc").exists():
         pytest.skip("the MPICH wheel's mpicc is not installed (scripts/setup.sh test)")
-    bn = _build_native()
+    bn = build_native
     out = tmp_path_factory.mktemp("flatten")
     objs = bn.compile_tracer_flatten(out)
     exe = out / "flatten_driver"

@@ -327,15 +327,14 @@ def _with_tracer(env: dict, lib: Path | None, tdir: Path | None) -> dict:
     ``tdir`` is given, its trace records going to that fresh directory."""
     import shutil
 
+    from ..trace.launch import preload_env
+
     if lib is None:
         return env
-    out = {**env, "LD_PRELOAD": f"{lib}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(lib)}
-    out.pop("PARIO_TRACE_DIR", None)
     if tdir is not None:
         shutil.rmtree(tdir, ignore_errors=True)
         tdir.mkdir(parents=True)
-        out["PARIO_TRACE_DIR"] = str(tdir)
-    return out
+    return preload_env(env, lib, tdir)
 
 
 def _run_trace(tp: Path, tdir: Path, lib: Path | None, label: str, required: bool = True):

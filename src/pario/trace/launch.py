@@ -35,6 +35,16 @@ def tracer_library() -> Path:
     return lib
 
 
+def preload_env(env: dict, lib: Path, tdir: Path | None = None) -> dict:
+    """``env`` with ``lib`` preloaded (before any library the caller preloads) and, with
+    ``tdir``, its trace records going there (without: no tracing, serving only)."""
+    out = {k: v for k, v in env.items() if k != "PARIO_TRACE_DIR"}
+    out["LD_PRELOAD"] = f"{lib}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(lib)
+    if tdir is not None:
+        out["PARIO_TRACE_DIR"] = str(tdir)
+    return out
+
+
 def _pump(stream, sink, tail: deque) -> None:
     """Copy the program's stderr through, keeping its last lines."""
     for line in iter(stream.readline, b""):
@@ -66,10 +76,8 @@ def run_traced(argv: list[str], procs: int, out: str | os.PathLike, mpiexec: str
     lib = tracer_library()
     cmd = mpi_command(find_mpiexec(None if mpiexec is None else str(mpiexec)), procs, str(argv[0]),
                       [str(a) for a in argv[1:]])
-    e = dict(os.environ if env is None else env)
-    e["LD_PRELOAD"] = f"{lib}:{e['LD_PRELOAD']}" if e.get("LD_PRELOAD") else str(lib)
     tdir = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    e["PARIO_TRACE_DIR"] = str(tdir)
+    e = preload_env(dict(os.environ if env is None else env), lib, tdir)
     tail: deque = deque(maxlen=1)
     try:
         try:
