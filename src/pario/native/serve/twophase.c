@@ -908,7 +908,11 @@ int pario_tp_collective(MPI_Comm comm, int write, int64_t n, const int64_t *off,
             for (int64_t q = me->b, at = self_disp; q < me->e; at += rback[4 * q + 3], q++)   /* own data */
                 memcpy(cbuf + at, buf + bpos[q], (size_t)rback[4 * q + 3]);
             MPICHK(PMPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE));
-            if (cnt > 0 && !ioerr && p->io(p->io_ctx, 1, (int)c, cnt, iooff, iolen, iopos, cbuf) != 0)
+            /* no write after a failed exchange: a receive that failed (a sender died, the
+             * communicator returns errors) left undefined bytes in cbuf, and a write of them
+             * would put bytes in the file that no rank wrote (serve_kill one-rank 16000183) */
+            if (cnt > 0 && !ioerr && err == PARIO_TP_OK &&
+                p->io(p->io_ctx, 1, (int)c, cnt, iooff, iolen, iopos, cbuf) != 0)
                 ioerr = 1;   /* no more writes; the exchange goes on so that no rank waits forever */
         } else {
             for (int r = 0; r < size; r++) {

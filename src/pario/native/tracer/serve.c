@@ -891,18 +891,20 @@ int64_t px_serve_shared_pos(px_file *f, int kind, int64_t nbytes)
         else
             base = shfp_read(s->shfp);
     }
-    PMPI_Exscan(&n, &before, 1, MPI_INT64_T, MPI_SUM, f->comm);
-    PMPI_Allreduce(&n, &total, 1, MPI_INT64_T, MPI_SUM, f->comm);
+    /* a failed collective (a rank died, the communicator returns errors) leaves no offset
+     * to write at: the call fails instead of writing at a guessed one */
+    int bad = PMPI_Exscan(&n, &before, 1, MPI_INT64_T, MPI_SUM, f->comm) != MPI_SUCCESS;
+    bad |= PMPI_Allreduce(&n, &total, 1, MPI_INT64_T, MPI_SUM, f->comm) != MPI_SUCCESS;
     if (f->comm_rank == 0) {
         before = 0;
         if (base >= 0) {
-            if (shfp_write(s->shfp, base + total) != 0)
+            if (bad || shfp_write(s->shfp, base + total) != 0)
                 base = -1;
             shfp_lock(s->shfp, F_UNLCK);
         }
     }
-    PMPI_Bcast(&base, 1, MPI_INT64_T, 0, f->comm);
-    return base < 0 ? -1 : (base + before) * es;
+    bad |= PMPI_Bcast(&base, 1, MPI_INT64_T, 0, f->comm) != MPI_SUCCESS;
+    return bad || base < 0 ? -1 : (base + before) * es;
 }
 
 int px_serve_seek_shared(px_file *f, MPI_Offset offset, int whence)
@@ -987,7 +989,8 @@ int px_serve_sync(px_file *f)
 {
     int rc = pxs_fsync(f->srv->pf) == 0 ? MPI_SUCCESS : MPI_ERR_IO;
     int all = 0;
-    PMPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, f->comm);
+    if (PMPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, f->comm) != MPI_SUCCESS)
+        return MPI_ERR_IO;
     return all;
 }
 
