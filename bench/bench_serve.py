@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_tracer import IOR_SRC, build_ior  # noqa: E402
 
 SYSTEM = "hacio-6h2s"
+GROUPS = ("indep", "coll", "tp", "z")
 SEED = 4242
 FLOORS = {"pass-through": 0.98, "served": 0.9, "two-phase": 0.9}
 ORDERS = ("romcio", "cacio", "hacio")
@@ -184,7 +185,13 @@ def main() -> None:
     ap.add_argument("--coll-size", default="8m", help="bytes per rank of the collective runs")
     ap.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     ap.add_argument("--profile", action="store_true", help="also time MPICH's collectives and the store's calls")
+    ap.add_argument("--only", default=",".join(GROUPS),
+                    help=f"run only these groups (comma-separated, of {','.join(GROUPS)}: independent, collective, "
+                         "two-phase with cb forced, random with CEDA replicas)")
     a = ap.parse_args()
+    a.only = set(filter(None, a.only.split(",")))
+    if not a.only or a.only - set(GROUPS):
+        raise SystemExit(f"bench_serve: --only: groups are {','.join(GROUPS)}")
     size, csize = _size(a.size), _size(a.coll_size)
     if size < 1 << 20 or size % (1 << 20) or csize < 1 << 20 or csize % (1 << 20):
         raise SystemExit("bench_serve: --size and --coll-size must be whole MiB, at least 1m")
@@ -206,10 +213,6 @@ def main() -> None:
 
 
 def run(b: Bench, a, size: int, csize: int, work: Path) -> None:
-    from pario.store import Store
-    from pario.trace import save
-    from pario.trace.native import read_native
-
     b.cli("store", "init", b.store, "--system", SYSTEM)
     seg = 4
     indep = ["-a", "MPIIO", "-G", SEED, "-b", _ior_size(size // seg), "-t", "64k", "-s", seg, "-i", 3, "-e", "-k"]
@@ -220,7 +223,20 @@ def run(b: Bench, a, size: int, csize: int, work: Path) -> None:
     f = {k: work / f"{k}.dat" for k in ("plain", "pt", "sd", "sp", "plain-c", "sd-c", "sp-c", "plain-tp",
                                          *[f"tp-{o}" for o in ORDERS], "za", "zb", "plain-z", "traced")}
 
-    # ---- PADP layout: advise on a trace of the same IOR run (plain file, traced by the library)
+    padp_desc, nrep, hits, replica_bytes, ztrace = "-", 0, 0, 0, []
+    if a.only & {"indep", "coll"}:
+        padp_desc = padp_layout(b, work, indep, f)
+    if "z" in a.only:
+        nrep, hits, replica_bytes, ztrace = ceda_replicas(b, a, work, zshape, f, size)
+    run_groups(b, a, work, f, indep, coll, zread, zio_shape, size, padp_desc, nrep, hits, replica_bytes, ztrace)
+
+
+def padp_layout(b: Bench, work: Path, indep: list, f: dict) -> str:
+    """PADP layout: advise on a trace of the same IOR run (plain file, traced by the library);
+    writes padp.json (the layout for the sp and sp-c files) and returns its description."""
+    from pario.trace import save
+    from pario.trace.native import read_native
+
     tdir = work / "trace-padp"
     tdir.mkdir()
     b.ior_run([*indep, "-w", "-r", "-i", 1, "-o", f["traced"]], b.env(lib=True, trace=tdir))
@@ -234,9 +250,16 @@ def run(b: Bench, a, size: int, csize: int, work: Path) -> None:
     from pario.system import load_system
 
     prof = load_system(SYSTEM)
-    padp_desc = describe(layout_from_dict(lay, prof), prof)
+    return describe(layout_from_dict(lay, prof), prof)
 
-    # ---- CEDA replicas for the random workload: prepare writes, traced -z read of zb, advise, replicate
+
+def ceda_replicas(b: Bench, a, work: Path, zshape: list, f: dict, size: int):
+    """CEDA replicas for the random workload: prepare writes, traced -z read of zb, advise,
+    replicate.  Returns (replicas, traced reads routed to a replica, replica bytes, trace)."""
+    from pario.store import Store
+    from pario.trace import save
+    from pario.trace.native import read_native
+
     served_all = b.env(lib=True, store=True, serve="all")
     for name in ("za", "zb"):
         b.ior_run([*zshape, "-w", "-o", f[name]], served_all)
@@ -261,8 +284,13 @@ def run(b: Bench, a, size: int, csize: int, work: Path) -> None:
             for o, n in zip(ztrace.offset.tolist(), ztrace.length.tolist()):
                 hits += any(seg_[2] is not None for seg_ in fh.served_by(o, o + n))
     replica_bytes = sum(int(e.get("bytes", 0)) for e in ceda.get("replicas", {}).get(str(f["zb"]), []))
+    return nrep, hits, replica_bytes, ztrace
 
+
+def run_groups(b: Bench, a, work: Path, f: dict, indep, coll, zread, zio_shape, size, padp_desc, nrep, hits,
+               replica_bytes, ztrace) -> None:
     # ---- the configurations: (group, key, IOR args, env)
+    served_all = b.env(lib=True, store=True, serve="all")
     plan_env = b.env(lib=True, store=True, plan=work / "padp.json")
     groups = {
         "indep": [("plain", [*indep, "-w", "-r", "-o", f["plain"]], b.env()),
@@ -280,6 +308,7 @@ def run(b: Bench, a, size: int, csize: int, work: Path) -> None:
               ("za-w", ("zio", f["za"]), b.env(lib=True, store=True, plan=work / "ceda.json")),
               ("zb-w", ("zio", f["zb"]), b.env(lib=True, store=True, plan=work / "ceda.json"))],
     }
+    groups = {g: v for g, v in groups.items() if g in a.only}
     rw = ("write", "read")
     rows = [  # (comparison, candidate, baseline, label, floor, ops)
         ("pass-through", "pt", "plain", "independent, file not in the store", FLOORS["pass-through"], rw),
@@ -293,6 +322,7 @@ def run(b: Bench, a, size: int, csize: int, work: Path) -> None:
         ("redirected", "zb-r", "za-r", "random reads (IOR -z), CEDA replicas vs none", None, ("read",)),
     ]
     res: dict[str, list[dict]] = {k: [] for g in groups.values() for k, _, _ in g}
+    rows = [r for r in rows if r[1] in res]
     marks = []
     journal = b.store / "rmt.log"
     loads = []
@@ -334,13 +364,16 @@ def run(b: Bench, a, size: int, csize: int, work: Path) -> None:
             print(f"| {comp} | {label} | {op} | {mb:.0f} | {mc:.0f} | {_stat(r_bw)} | {_stat(r_data)} | "
                   f"{floor if floor else 'report'} |")
     print()
-    print(f"  redirected: {nrep} replica(s) of {replica_bytes / (1 << 20):.0f} MiB for {f['zb'].name}; "
-          f"{hits} of {len(ztrace)} traced -z reads routed to a replica by the RMT; "
-          f"RMT journal MARK records (CLEAN → DIRTY) per zio write run of zb: {_stat(marks, 0)} "
-          f"({len(marks)} of {a.repeat + 1} runs; the others' records were compacted at close)")
-    print("  open+close seconds per iteration (median, max over ranks as IOR reports): "
-          + ", ".join(f"{key} {statistics.median(x['write']['oc'] + x['read']['oc'] for x in res[key]):.3f}"
-                      for key in ("plain", "pt", "sd", "plain-c", "sd-c")))
+    if "z" in a.only:
+        print(f"  redirected: {nrep} replica(s) of {replica_bytes / (1 << 20):.0f} MiB for {f['zb'].name}; "
+              f"{hits} of {len(ztrace)} traced -z reads routed to a replica by the RMT; "
+              f"RMT journal MARK records (CLEAN → DIRTY) per zio write run of zb: {_stat(marks, 0)} "
+              f"({len(marks)} of {a.repeat + 1} runs; the others' records were compacted at close)")
+    oc = [key for key in ("plain", "pt", "sd", "plain-c", "sd-c") if key in res]
+    if oc:
+        print("  open+close seconds per iteration (median, max over ranks as IOR reports): "
+              + ", ".join(f"{key} {statistics.median(x['write']['oc'] + x['read']['oc'] for x in res[key]):.3f}"
+                          for key in oc))
     print("  bytes verified: " + "; ".join(verified))
     print(f"  load average {min(loads):.2f}–{max(loads):.2f}")
     fsck = subprocess.run([*b.pario, "store", "fsck", "--store", str(b.store)], capture_output=True, text=True)
@@ -379,15 +412,18 @@ def _marks_after(journal: Path, before: tuple[int, int]) -> int | None:
 def verify(b: Bench, a, f, zio_shape) -> list[str]:
     """Byte checks after the warm-up: every store file equals the plain file of the same run."""
     out = []
-    plain = f["plain"].read_bytes()
-    ok = f["pt"].read_bytes() == plain and not b.in_store(f["pt"])
-    out.append(f"pass-through file {'=' if ok else '!='} plain{'' if ok else ' (MISMATCH)'}")
-    for key, ref in (("sd", "plain"), ("sp", "plain"), ("sd-c", "plain-c"), ("sp-c", "plain-c"),
-                     *[(f"tp-{o}", "plain-tp") for o in ORDERS], ("za", "plain-z"), ("zb", "plain-z")):
+    if "indep" in a.only:
+        ok = f["pt"].read_bytes() == f["plain"].read_bytes() and not b.in_store(f["pt"])
+        out.append(f"pass-through file {'=' if ok else '!='} plain{'' if ok else ' (MISMATCH)'}")
+    pairs = {"indep": (("sd", "plain"), ("sp", "plain")), "coll": (("sd-c", "plain-c"), ("sp-c", "plain-c")),
+             "tp": tuple((f"tp-{o}", "plain-tp") for o in ORDERS), "z": (("za", "plain-z"), ("zb", "plain-z"))}
+    for key, ref in (kr for g in GROUPS if g in a.only for kr in pairs[g]):
         if key == "za":   # the plain twin of the random runs: the same zio writes, without pario
             b.zio_run("w", f["plain-z"], zio_shape, 1, b.env())
         same = b.store_bytes(f[key]) == f[ref].read_bytes()
         out.append(f"{key} {'=' if same else '!='} {ref}{'' if same else ' (MISMATCH)'}")
+    if "z" not in a.only:
+        return out
     # redirected reads: zio c reads zb (through its replicas) and compares every byte with its pattern
     _, lines = b.zio_run("c", f["zb"], zio_shape, 1, b.env(lib=True, store=True))
     bad = [ln for ln in lines if ln.startswith("bad ")]
