@@ -89,6 +89,66 @@ def test_dirty_flags_survive_a_crash(tmp_path):
     st2.close()
 
 
+def _coverage(rows, flag=None):
+    """The union of the RMT entries' original ranges (of one flag) as sorted (start, end)."""
+    spans = sorted((o, o + n) for _, _, o, _, _, n, fl in rows if flag is None or fl == flag)
+    out = []
+    for a, b in spans:
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def test_rewrite_after_truncation_goes_to_the_replica(tmp_path):
+    """IOR's write phase truncates the file to 0 (MPI_File_set_size) and writes it again: the
+    rewritten bytes inside the replica's extents go to the replica (DIRTY: CEDA redirects a
+    write to replicated data), so later reads are redirected as before; past the end too."""
+    st, _ = _store(tmp_path / "s")
+    f = st.open("f")
+    f.truncate(0)
+    assert st.rmt.all_rows() == []                                 # the entries went with the bytes
+    new = np.random.default_rng(1).integers(0, 256, N, dtype=np.uint8).tobytes()
+    for x in range(0, N, 7_000):                                   # sequential, every write extends
+        f.write(x, new[x:x + 7_000])
+    want = [(int(o), int(o + n)) for o, n in zip(EXT.offset, EXT.length)]   # the slots, from EXT itself
+    assert _coverage(st.rmt.all_rows(), DIRTY) == want
+    assert f.size == N and f.read(0, N) == new
+    oh = st.backend.open("f")
+    assert st.backend.read_at(oh, 0, 10_000) == new[:10_000]      # outside the slots: the original
+    assert st.backend.read_at(oh, 20_000, 10_000) != new[20_000:30_000]   # inside: not yet
+    f.flush()
+    assert st.backend.read_at(oh, 10_000, 30_000) == new[10_000:40_000]
+    st.backend.close(oh)
+    rep = fsck(st)
+    assert rep["ok"] and rep["unclean"] == 0, rep["problems"]
+    spy = Spy(st)
+    assert f.read(100_000, 50_000) == new[100_000:150_000]
+    assert spy.n == {".replica/f/r1": 50_000}                       # redirected again
+    f.close()
+    st.close()
+
+
+def test_a_write_past_the_end_into_a_slot_survives_a_crash(tmp_path):
+    """The original's data files hold the size a slot write reached (its last byte), so the
+    size a crashed store recovers from them keeps the DIRTY bytes, which recovery flushes."""
+    st, ref = _store(tmp_path / "s")
+    f = st.open("f")
+    f.truncate(150_000)
+    f.write(200_000, b"\x05" * 50_000)                              # past the end, inside [200k, 260k)
+    assert _coverage(st.rmt.all_rows(), DIRTY) == [(200_000, 250_000)]
+    import os
+    os.close(st._lockfd)                                           # "crash": no close, no flush
+    st2 = Store(tmp_path / "s")
+    assert st2.rmt.files_with_unclean() == []
+    with st2.open("f") as g:
+        assert g.size == 250_000
+        assert g.read(0, 250_000) == bytes(ref[:150_000]) + bytes(50_000) + b"\x05" * 50_000
+    assert fsck(st2)["ok"]
+    st2.close()
+
+
 ops = st_.lists(st_.one_of(
     st_.tuples(st_.just("w"), st_.integers(0, N + 20_000), st_.integers(1, 80_000), st_.integers(0, 255)),
     st_.tuples(st_.just("r"), st_.integers(0, N + 20_000), st_.integers(0, 120_000), st_.just(0)),

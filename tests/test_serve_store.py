@@ -414,6 +414,57 @@ def test_ceda_reads_served_by_replicas_writes_dirty_close_flushes(driver, tmp_pa
         st.backend.close(oh)
 
 
+def test_c_rewrite_after_truncation_goes_to_the_replica(driver, tmp_path, capsys):
+    """The C store as IOR's write phase uses it: truncate to 0, then the file written again
+    from the start.  The bytes inside the replica's extents (its layout in the store, read by
+    Python) go to the replica, DIRTY (the independent journal replay says so); close flushes;
+    a new reader is redirected again, as the Python redirector routes it."""
+    root, ref = _ceda_store(tmp_path)
+    capsys.readouterr()
+    with Store(root) as st:
+        rname = st.rmt.replicas("f")[0]["r_file"]
+        lay = st.backend.open(rname).layout
+        fid, rid = st.rmt.fid("f"), st.rmt.fid(rname)
+    size = len(ref)
+    slots = [(int(o), min(int(o + n), size)) for o, n in zip(lay.offset, lay.length) if o < size]
+    blob, bp = _blob(tmp_path, 8, size)
+    d = Driver(driver)
+    d("open", root)
+    h = d("fopen", "f")["h"]
+    d("trunc", h, 0)
+    for x in range(0, size, 256 * KiB):                        # IOR -t 256k: every write extends
+        d("write", h, x, 256 * KiB, bp, x)
+    s = d("stats", h)
+    assert s["written_replica"] == sum(b - a for a, b in slots)
+    model, _ = J.replay(root / "rmt.log")
+    dirty = sorted((off, off + n) for r, off, n, ro, fl in model.entries(fid) if fl == J.DIRTY and r == rid)
+    merged = []
+    for a, b in dirty:
+        if merged and a == merged[-1][1]:
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    want = []
+    for a, b in slots:                                         # adjacent extents are one range
+        if want and a == want[-1][1]:
+            want[-1] = (want[-1][0], b)
+        else:
+            want.append((a, b))
+    assert merged == want
+    d("fclose", h)                                             # close flushes: DIRTY -> original
+    d("close_store")
+    d.close()
+    with Store(root) as st:
+        rep = fsck(st)
+        assert rep["ok"] and rep["unclean"] == 0, rep
+        oh = st.backend.open("f")
+        assert st.backend.read_at(oh, 0, size) == blob[:size].tobytes()
+        st.backend.close(oh)
+        with st.open("f") as f:
+            routed = sum(t - s_ for s_, t, r in f.served_by(0, size) if r)
+    assert routed == sum(b - a for a, b in slots)
+
+
 def test_python_dirty_replica_read_by_c(driver, tmp_path, capsys):
     """Python writes into a replica (DIRTY) and dies without flushing: C reads the newest bytes
     from the replica; a C store open recovers (flushes) it."""

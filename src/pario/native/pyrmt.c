@@ -283,20 +283,53 @@ static PyObject *Core_write(Core *self, PyObject *const *args, Py_ssize_t n)
     return route_or_write(self, args, n, 1);
 }
 
-static PyObject *Core_hits(Core *self, PyObject *const *args, Py_ssize_t n)
+/* a yes/no question about [x, e) of original o, asked of the index after catching up */
+static PyObject *range_query(Core *self, PyObject *const *args, Py_ssize_t n, const char *name,
+                             int (*q)(const rmt_index *, uint64_t, int64_t, int64_t))
 {
     uint64_t o;
     int64_t x, e;
-    if (nargs(n, 3, "hits") || get_u64(args[0], &o) || get_i64(args[1], &x) || get_i64(args[2], &e)
+    if (nargs(n, 3, name) || get_u64(args[0], &o) || get_i64(args[1], &x) || get_i64(args[2], &e)
         || check_open(self))
         return NULL;
     lock_mu(self);
     int rc = self->c.shared ? rmt_catch_up(&self->c) : RMT_OK;
-    int hit = rc ? 0 : rmt_index_hits(&self->c.ix, o, x, e);
+    int yes = rc ? 0 : q(&self->c.ix, o, x, e);
     unlock_mu(self);
     if (rc)
         return fail(self, rc, "a lookup");
-    return PyBool_FromLong(hit);
+    return PyBool_FromLong(yes);
+}
+
+static PyObject *Core_hits(Core *self, PyObject *const *args, Py_ssize_t n)
+{
+    return range_query(self, args, n, "hits", rmt_index_hits);
+}
+
+static PyObject *Core_all_stale(Core *self, PyObject *const *args, Py_ssize_t n)
+{
+    return range_query(self, args, n, "all_stale", rmt_all_stale);
+}
+
+static PyObject *Core_claim(Core *self, PyObject *const *args, Py_ssize_t n)
+{
+    uint64_t o, r;
+    int64_t x, e;
+    if (nargs(n, 4, "claim") || get_u64(args[0], &o) || get_u64(args[1], &r) || get_i64(args[2], &x)
+        || get_i64(args[3], &e) || check_open(self))
+        return NULL;
+    lock_mu(self);
+    int rc = begin(self);     /* the journal lock, waited for without the GIL; rmt_claim nests */
+    if (rc) {
+        unlock_mu(self);
+        return fail(self, rc, "a write to a replica's extents");
+    }
+    rc = rmt_claim(&self->c, o, r, x, e, self->c.timeout);
+    int rc2 = rmt_commit(&self->c);
+    unlock_mu(self);
+    if (rc < 0 || rc2)
+        return fail(self, rc < 0 ? rc : rc2, "a write to a replica's extents");
+    return PyBool_FromLong(rc == 0);
 }
 
 static int get_i64_buffer(PyObject *obj, Py_buffer *view)
@@ -829,6 +862,11 @@ static PyMethodDef Core_methods[] = {
     {"write", (PyCFunction)(void (*)(void))Core_write, METH_FASTCALL,
      "write(o, x, e): as route(), after recording the flag changes of a write (MARK)"},
     {"hits", (PyCFunction)(void (*)(void))Core_hits, METH_FASTCALL, "hits(o, x, e): any entry overlaps [x, e)"},
+    {"all_stale", (PyCFunction)(void (*)(void))Core_all_stale, METH_FASTCALL,
+     "all_stale(o, x, e): every entry overlapping [x, e) is STALE (or there is none)"},
+    {"claim", (PyCFunction)(void (*)(void))Core_claim, METH_FASTCALL,
+     "claim(o, r, x, e) -> bool: the bytes written to partial replica r's extents become its DIRTY entries "
+     "(False: a copy became readable meanwhile, nothing recorded)"},
     {"hit_mask", (PyCFunction)(void (*)(void))Core_hit_mask, METH_FASTCALL,
      "hit_mask(o, offsets, ends) -> bytes of 0/1 (int64 buffers)"},
     {"covers", (PyCFunction)(void (*)(void))Core_covers, METH_FASTCALL,

@@ -251,6 +251,52 @@ int rmt_write(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int 
     return rc ? rc : rc2;
 }
 
+/* is every entry of every replica of o overlapping [x, e) STALE (or is there none)?  Then no
+ * replica holds a readable or newer copy of those bytes: the original alone has them. */
+int rmt_all_stale(const rmt_index *ix, uint64_t o, int64_t x, int64_t e)
+{
+    const rmt_ofile *f = rmt_index_file(ix, o);
+    for (int k = 0; f && k < f->nrep; k++) {
+        const rmt_rep *p = f->reps[k];
+        for (size_t i = rmt_rep_first_after(p, x); i < p->n && p->e[i].off < e; i++)
+            if (p->e[i].flag != RMT_STALE)
+                return 0;
+    }
+    return 1;
+}
+
+/* A write of [x, e) into partial replica r's own extents (a slot: the bytes a CEDA plan
+ * replicates, seed 000 §4.5), where no replica holds a readable copy (rmt_all_stale: after a
+ * truncation, past the file's end, or where every copy is STALE).  The caller wrote the bytes
+ * to r at the same offsets FIRST (r then holds the only up-to-date copy; a crash before this
+ * leaves the original's old bytes in force), and now r's entries there become DIRTY: an ADD
+ * of the parts r does not cover, then a MARK of the whole range if r covered part of it.  One
+ * transaction, re-checked under the journal lock; returns 1 (nothing recorded) when another
+ * process made a copy readable meanwhile: the caller then writes the bytes the usual way. */
+int rmt_claim(rmt_core *c, uint64_t o, uint64_t r, int64_t x, int64_t e, double timeout)
+{
+    if (x < 0 || e <= x)
+        return RMT_EINVAL;
+    int rc = rmt_begin(c, timeout);
+    if (rc)
+        return rc;
+    const rmt_rep *p = rmt_index_rep(&c->ix, r);
+    if (!p || p->o != o || !p->registered || p->mode != RMT_PARTIAL || !rmt_all_stale(&c->ix, o, x, e)) {
+        rc = rmt_commit(c);
+        return rc ? rc : 1;
+    }
+    size_t i = rmt_rep_first_after(p, x);
+    int some = i < p->n && p->e[i].off < e;
+    uint64_t add[5] = {o, r, (uint64_t)x, (uint64_t)x, (uint64_t)(e - x)};
+    rc = rmt_op(c, REC_ADD, RMT_DIRTY, add, NULL, 0);
+    if (!rc && some) {
+        uint64_t mark[4] = {o, r, (uint64_t)x, (uint64_t)e};
+        rc = rmt_op(c, REC_MARK, 0, mark, NULL, 0);
+    }
+    int rc2 = rmt_commit(c);
+    return rc ? rc : rc2;
+}
+
 int rmt_sync(rmt_core *c)
 {
     return rmt_log_sync(&c->log);

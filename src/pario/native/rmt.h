@@ -252,6 +252,8 @@ int rmt_commit(rmt_core *c);
 int rmt_op(rmt_core *c, int type, int a16, const uint64_t *u, const void *bytes, size_t nbytes);
 int rmt_route(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg);
 int rmt_write(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg, double timeout);
+int rmt_all_stale(const rmt_index *ix, uint64_t o, int64_t x, int64_t e);
+int rmt_claim(rmt_core *c, uint64_t o, uint64_t r, int64_t x, int64_t e, double timeout);
 int rmt_sync(rmt_core *c);
 int rmt_checkpoint(rmt_core *c);
 int rmt_set_clean(rmt_core *c, int clean);

@@ -14,6 +14,15 @@ up-to-date copy that serves each:
   target DIRTY, every other copy STALE: one journal record when a copy changes state, none
   when it is already DIRTY), then the bytes are written.  A crash in between leaves a copy
   marked newer that holds the old (identical) bytes, which the flush copies harmlessly.
+* a write into a partial replica's own extents (its *slots*, the ranges the CEDA plan
+  replicates) where no copy is readable — no entry at all after a truncation (IOR's write
+  phase truncates to 0 and writes again) or past the end, or only STALE entries — goes to
+  that replica too, DIRTY, as CEDA redirects every write to replicated data: here the
+  bytes come first (the replica then holds the only up-to-date copy; a crash before the
+  record leaves the original's old bytes in force), then the core's claim (an ADD DIRTY,
+  a MARK where the replica had STALE entries) under the journal lock, re-checked there.  A
+  write that extends the file puts its last byte in the original as well, so the original's
+  data files hold the size (crash recovery and other processes derive it from them).
 
 A request served by one copy (a hit on one replica extent, or a miss) costs the lookup and
 one ``preadv``/``pwritev``: the backend's single-piece mapper places it (for an extent-map
@@ -41,6 +50,7 @@ from bisect import bisect_right
 import numpy as np
 
 from .. import ParioError
+from ..layout import ExtentMap
 from .rmt import CLEAN, COPYING, DIRTY, FRESH, READABLE_CLEAN, STALE
 
 SYNC_CHUNK = 4 << 20      # lazy synchronisation: bytes per step
@@ -79,6 +89,14 @@ class File:
         for r in reps:
             if r["r"] not in self._reps and self.backend.exists(r["r_file"]):
                 self._rh(r["r"])
+        # the slots: partial replicas' own extents, where a write with no readable copy goes
+        # to the replica (:meth:`_write_slot`)
+        self._slots = []
+        for r in reps:
+            lay = getattr(self._reps.get(r["r"]), "layout", None)
+            if r["mode"] == "partial" and isinstance(lay, ExtentMap) and len(lay):
+                self._slots.append((r["r"], np.asarray(lay.offset, np.int64),
+                                    np.asarray(lay.offset + lay.length, np.int64)))
 
     def revalidate(self) -> None:
         """The RMT's registration version changed: replicas came or went, or another process
@@ -219,30 +237,75 @@ class File:
                 core.lock(fid, offset, e, False)
             try:
                 self.store.fg_last = time.monotonic()
-                if (self.shared or e > self.h.size) and self._regver != core.regver:
+                if (self.shared or e > self.h.size or self._slots) and self._regver != core.regver:
                     self.revalidate()                    # replicas came or went, or a relayout
-                if self.full and e > self.h.size:
-                    # hybrid full replicas grow with the file, stale where they grow, before the
-                    # bytes (from the RMT's own coverage, so several processes extending agree)
-                    self.rmt.grow_full(self.name, self.full, e)
-                r = core.write(fid, offset, e)             # flags first (journal), then the bytes
-                if r is None:
-                    self.backend.write1(self.h, offset, mv)
-                elif type(r) is tuple:
-                    h = self._reps.get(r[0]) or self._rh(r[0])
-                    self.backend.write1(h, offset + r[1], mv)
-                    if e > self.h.size:                    # the original's size follows the logical file
-                        self.backend.extend(self.h, e)
+                if not self._slots:
+                    self._write_range(offset, e, mv)
                 else:
-                    self._dispatch(r, offset, mv, write=True)
-                    if e > self.h.size:
-                        self.backend.extend(self.h, e)
+                    for s, t, r in self._slot_pieces(offset, e):
+                        view = mv[s - offset:t - offset]
+                        if r and core.all_stale(fid, s, t):
+                            self._write_slot(r, s, t, view)
+                        else:
+                            self._write_range(s, t, view)
                 if self.cheapest and core.state(fid)[1]:
                     self.store.lazy_sync(self)
                 return n
             finally:
                 if self.shared:
                     core.unlock(fid, offset, e)
+
+    def _write_range(self, offset: int, e: int, mv: memoryview) -> None:
+        """The bytes of ``[offset, e)`` the usual way: the RMT routes them (redirected where a
+        replica has an entry, the flags first), the rest to the original."""
+        core, fid = self.core, self.fid
+        if self.full and e > self.h.size:
+            # hybrid full replicas grow with the file, stale where they grow, before the
+            # bytes (from the RMT's own coverage, so several processes extending agree)
+            self.rmt.grow_full(self.name, self.full, e)
+        r = core.write(fid, offset, e)             # flags first (journal), then the bytes
+        if r is None:
+            self.backend.write1(self.h, offset, mv)
+        elif type(r) is tuple:
+            h = self._reps.get(r[0]) or self._rh(r[0])
+            self.backend.write1(h, offset + r[1], mv)
+            if e > self.h.size:                    # the original's size follows the logical file
+                self.backend.extend(self.h, e)
+        else:
+            self._dispatch(r, offset, mv, write=True)
+            if e > self.h.size:
+                self.backend.extend(self.h, e)
+
+    def _slot_pieces(self, x: int, e: int) -> list[tuple[int, int, int]]:
+        """``[x, e)`` cut at the slots' extents: ``(s, t, replica id or 0)`` in order (the
+        first slot replica whose extents hold a piece; 0 outside every slot)."""
+        out, pos = [], x
+        while pos < e:
+            nxt, hit = e, 0
+            for r, so, se in self._slots:
+                i = int(np.searchsorted(so, pos, side="right")) - 1
+                if i >= 0 and pos < int(se[i]):
+                    hit, nxt = r, min(e, int(se[i]))
+                    break
+                if i + 1 < len(so):
+                    nxt = min(nxt, int(so[i + 1]))
+            out.append((pos, nxt, hit))
+            pos = nxt
+        return out
+
+    def _write_slot(self, r: int, s: int, t: int, mv: memoryview) -> None:
+        """``[s, t)`` inside partial replica ``r``'s own extents with no readable copy there
+        (after a truncation, past the end, or every copy STALE): CEDA redirects the write to
+        the replica (seed 000 §4.5), DIRTY until synchronised.  The bytes first, then the
+        claim (RMT core ``rmt_claim``); a write that extends the file also puts its last byte
+        in the original first, so that the original's data files hold its size (a crash
+        recovers it from them, other processes read it).  When the claim is refused (another
+        process made a copy readable meanwhile) the usual way.  As redirect.c write_slot."""
+        self.backend.write1(self._rh(r), s, mv)
+        if t > self.h.size:
+            self.backend.write1(self.h, t - 1, mv[len(mv) - 1:])
+        if not self.core.claim(self.fid, r, s, t):
+            self._write_range(s, t, mv)
 
     def readv(self, offsets, lengths, buf, buf_offsets) -> None:
         """Read many ranges at once: ``[offsets[k], +lengths[k])`` → ``buf[buf_offsets[k]:]``.
@@ -283,7 +346,7 @@ class File:
                 self.store.fg_last = time.monotonic()
                 if self._regver != self.core.regver:
                     self.revalidate()
-                if not self.full and not self._hits_any(o, o + ln):
+                if not self.full and not self._hits_any(o, o + ln) and not self._slot_hits(o, o + ln):
                     self.backend.writev(self.h, o, ln, mv, bo)
                     return
             finally:
@@ -291,6 +354,14 @@ class File:
                     self.core.unlock(self.fid, lo, hi)
         for x, n, b in zip(o.tolist(), ln.tolist(), bo.tolist()):
             self.write(x, mv[b:b + n])
+
+    def _slot_hits(self, o: np.ndarray, e: np.ndarray) -> bool:
+        """Does any range ``[o[k], e[k])`` touch a slot (a partial replica's extents)?"""
+        for _, so, se in self._slots:
+            i = np.searchsorted(so, e, side="left")     # extents starting before each end ...
+            if np.any((i > 0) & (se[np.maximum(i - 1, 0)] > o)):   # ... the last of them ends after its start
+                return True
+        return False
 
     def _hits_any(self, o: np.ndarray, e: np.ndarray) -> bool:
         if len(o) == 1:

@@ -138,7 +138,7 @@ static int rep_handle(pxs_file *f, uint64_t r, pxs_sfile **out)
         f->reps = n;
         f->caprep = nc;
     }
-    f->reps[f->nrep++] = (pxs_rep){r, h};
+    f->reps[f->nrep++] = (pxs_rep){r, h, 0};
     *out = h;
     return PXS_OK;
 }
@@ -150,6 +150,9 @@ static int reload_replicas(pxs_file *f)
     f->regver = st->rmt.ix.regver;
     f->cheapest = 0;
     f->nfull = 0;
+    f->nslot = 0;
+    for (int i = 0; i < f->nrep; i++)
+        f->reps[i].slot = 0;
     const rmt_ofile *o = rmt_index_file(&st->rmt.ix, f->fid);
     if (!o)
         return PXS_OK;
@@ -176,6 +179,12 @@ static int reload_replicas(pxs_file *f)
         int rc = rep_handle(f, p->r, &h);
         if (rc)
             return rc;
+        if (p->mode == RMT_PARTIAL && h->lay->kind == PXS_EXTENTS && h->lay->ne > 0)
+            for (int i = 0; i < f->nrep; i++)
+                if (f->reps[i].r == p->r && !f->reps[i].slot) {
+                    f->reps[i].slot = 1;
+                    f->nslot++;
+                }
     }
     return PXS_OK;
 }
@@ -413,26 +422,13 @@ int pxs_read(pxs_file *f, int64_t off, void *buf, int64_t n, int64_t *got)
     return rc;
 }
 
-static int write_locked(pxs_file *f, int64_t off, const char *buf, int64_t n)
+/* the bytes of [off, off + n) the usual way: the RMT routes them (redirected where a replica
+ * has an entry, the flags first), the rest to the original (File.write) */
+static int write_range(pxs_file *f, int64_t off, const char *buf, int64_t n)
 {
     pxs_store *st = f->st;
-    if (off < 0)
-        return pxs_fail(st, PXS_EINVAL, "write: offset must be >= 0");
-    if (n <= 0)
-        return PXS_OK;
-    if (n > INT64_MAX - off)
-        return pxs_fail(st, PXS_EINVAL, "write: the end is beyond 2^63-1 bytes");
     int64_t e = off + n;
-    f->stats.writes++;
-    int rc;
-    if (st->shared) {       /* held from the lookup to the last byte */
-        rc = rmt_range_lock(&st->rmt, f->fid, off, e, 0, st->timeout);
-        if (rc)
-            return rc == RMT_ETIMEDOUT ? rmt_fail(st, rc, "the shared range lock of a write (another process is "
-                                                          "synchronising it)")
-                                       : rmt_fail(st, rc, "the shared range lock of a write");
-    }
-    rc = PXS_OK;
+    int rc = PXS_OK;
     if (e > f->h->size) {
         rc = catch_up(st);
         if (!rc && f->regver != st->rmt.ix.regver)
@@ -470,6 +466,113 @@ static int write_locked(pxs_file *f, int64_t off, const char *buf, int64_t n)
         }
         if (sg != small)
             free(sg);
+    }
+    return rc;
+}
+
+/* the slot replica whose extents hold x: 1 with *r and *t = min(e, the extent's end); else 0
+ * and *t = min(e, the next slot extent's start) */
+static int slot_at(const pxs_file *f, int64_t x, int64_t e, uint64_t *r, int64_t *t)
+{
+    int64_t next = e;
+    for (int i = 0; i < f->nrep; i++) {
+        if (!f->reps[i].slot)
+            continue;
+        const pxs_layout *l = f->reps[i].h->lay;
+        size_t lo = 0, hi = l->ne;        /* the first extent starting after x */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (l->eo[mid] <= x)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo > 0 && x < l->eo[lo - 1] + l->el[lo - 1]) {
+            int64_t end = l->eo[lo - 1] + l->el[lo - 1];
+            *r = f->reps[i].r;
+            *t = end < e ? end : e;
+            return 1;
+        }
+        if (lo < l->ne && l->eo[lo] < next)
+            next = l->eo[lo];
+    }
+    *t = next;
+    return 0;
+}
+
+/* does any range touch a slot replica's extents? */
+static int slot_hits(const pxs_file *f, int64_t n, const int64_t *off, const int64_t *len)
+{
+    for (int64_t k = 0; f->nslot && k < n; k++) {
+        uint64_t r;
+        int64_t t;
+        if (len[k] > 0 && (slot_at(f, off[k], off[k] + len[k], &r, &t) || t < off[k] + len[k]))
+            return 1;
+    }
+    return 0;
+}
+
+/* [s, t) inside partial replica r's own extents, no copy readable there (rmt_all_stale: e.g.
+ * rewritten after a truncation, or past the file's end): CEDA redirects the write to the
+ * replica (seed 000 §4.5: a write to replicated data goes to the replica, marked dirty, and
+ * is synchronised back).  The bytes first, then the claim (rmt_claim: DIRTY); a write that
+ * extends the file also puts its last byte in the original first, so that the original's
+ * data files hold its size (a crash recovers it from them, other processes read it).  When
+ * the claim is refused (another process made a copy readable meanwhile) the usual way. */
+static int write_slot(pxs_file *f, uint64_t r, int64_t s, int64_t t, const char *buf)
+{
+    pxs_store *st = f->st;
+    pxs_sfile *h;
+    int rc = rep_handle(f, r, &h);
+    int64_t len = t - s, bo = 0;
+    if (!rc)
+        rc = pxs_sfile_writev(h, 1, &s, &len, buf, &bo);
+    if (!rc && t > f->h->size) {
+        int64_t last = t - 1, one = 1, lbo = len - 1;
+        rc = pxs_sfile_writev(f->h, 1, &last, &one, buf, &lbo);
+    }
+    if (rc)
+        return rc;
+    rc = rmt_claim(&st->rmt, f->fid, r, s, t, st->timeout);
+    if (rc == 1)
+        return write_range(f, s, buf, len);
+    if (rc)
+        return rmt_fail(st, rc, "a write to a replica's extents");
+    f->stats.written_replica += len;
+    f->stats.redirected_writes++;
+    return PXS_OK;
+}
+
+static int write_locked(pxs_file *f, int64_t off, const char *buf, int64_t n)
+{
+    pxs_store *st = f->st;
+    if (off < 0)
+        return pxs_fail(st, PXS_EINVAL, "write: offset must be >= 0");
+    if (n <= 0)
+        return PXS_OK;
+    if (n > INT64_MAX - off)
+        return pxs_fail(st, PXS_EINVAL, "write: the end is beyond 2^63-1 bytes");
+    int64_t e = off + n;
+    f->stats.writes++;
+    int rc;
+    if (st->shared) {       /* held from the lookup to the last byte */
+        rc = rmt_range_lock(&st->rmt, f->fid, off, e, 0, st->timeout);
+        if (rc)
+            return rc == RMT_ETIMEDOUT ? rmt_fail(st, rc, "the shared range lock of a write (another process is "
+                                                          "synchronising it)")
+                                       : rmt_fail(st, rc, "the shared range lock of a write");
+    }
+    rc = catch_up(st);
+    if (!rc && f->regver != st->rmt.ix.regver)
+        rc = reload_replicas(f);
+    for (int64_t pos = off; !rc && pos < e;) {
+        uint64_t r = 0;
+        int64_t t = e;
+        if (f->nslot && slot_at(f, pos, e, &r, &t) && rmt_all_stale(&st->rmt.ix, f->fid, pos, t))
+            rc = write_slot(f, r, pos, t, buf + (pos - off));
+        else
+            rc = write_range(f, pos, buf + (pos - off), t - pos);
+        pos = t;
     }
     if (st->shared) {
         int r2 = rmt_range_unlock(&st->rmt, f->fid, off, e);
@@ -551,7 +654,7 @@ int pxs_writev(pxs_file *f, int64_t n, const int64_t *off, const int64_t *len, c
         rc = catch_up(st);
         if (!rc && f->regver != st->rmt.ix.regver)
             rc = reload_replicas(f);
-        if (!rc && !f->nfull && !hits_any(f, n, off, len)) {
+        if (!rc && !f->nfull && !hits_any(f, n, off, len) && !slot_hits(f, n, off, len)) {
             fast = 1;
             f->stats.writes++;
             for (int64_t k = 0; k < n; k++)

@@ -43,6 +43,7 @@ typedef struct {
 typedef struct {
     uint64_t r;
     pxs_sfile *h;
+    int slot;       /* a registered partial replica with its own extents: writes may land in them */
 } pxs_rep;
 
 struct pxs_file {
@@ -57,6 +58,7 @@ struct pxs_file {
     uint64_t *full;                         /* hybrid full replicas */
     int nrep, caprep;
     pxs_rep *reps;
+    int nslot;                              /* reps with slot = 1 */
     pxs_stats stats;
     pxs_file *next;
 };
