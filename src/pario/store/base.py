@@ -129,6 +129,12 @@ class Backend(ABC):
         """The logical size grows to ``end`` (its bytes were written elsewhere)."""
         h.size = max(h.size, int(end))
 
+    def reserve(self, h: Handle, end: int) -> None:
+        """The logical size grows to ``end`` and the file's own storage holds that size (its
+        bytes were written elsewhere, e.g. to a replica; a crash or another process must
+        still see the size); default: :meth:`extend`."""
+        self.extend(h, end)
+
     def refresh_size(self, h: Handle) -> int:
         """The size as other processes left it (shared stores); default: the handle's."""
         return h.size

@@ -510,6 +510,24 @@ class LocalBackend(Backend):
         with h.lock:
             self._extend(h, int(end))
 
+    def reserve(self, h: LocalHandle, end: int) -> None:
+        """As :meth:`extend`, and the data file of byte ``end - 1`` is made to hold it
+        (``fallocate``: allocates, never overwrites a byte, never shrinks; aligned or not,
+        O_DIRECT too), so that the size recovered from the data files after a crash, or read
+        by another process, includes ``end``.  (storefile.c ``pxs_sfile_reserve``.)"""
+        end = int(end)
+        with h.lock:
+            if end <= h.size:
+                return
+            if not isinstance(h.layout, ExtentMap):
+                key, pos = h.one(end - 1, 1)          # one byte: one piece
+                self._mark_extending(h)
+                fd = h.fds.get(key)
+                if fd is None:
+                    fd = h.fd(*key)
+                os.posix_fallocate(fd, pos, 1)
+            self._extend(h, end)
+
     def refresh_size(self, h: LocalHandle) -> int:
         """Shared mode: the file's current size as all processes made it (metadata, and the
         data files while the file is ``dirty``); sets and returns ``h.size``."""

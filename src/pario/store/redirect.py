@@ -21,8 +21,9 @@ up-to-date copy that serves each:
   bytes come first (the replica then holds the only up-to-date copy; a crash before the
   record leaves the original's old bytes in force), then the core's claim (an ADD DIRTY,
   a MARK where the replica had STALE entries) under the journal lock, re-checked there.  A
-  write that extends the file puts its last byte in the original as well, so the original's
-  data files hold the size (crash recovery and other processes derive it from them).
+  write that extends the file first makes the original's data files hold the new size
+  (``Backend.reserve``: fallocate of its last byte), as crash recovery and other processes
+  derive the size from them.
 
 A request served by one copy (a hit on one replica extent, or a miss) costs the lookup and
 one ``preadv``/``pwritev``: the backend's single-piece mapper places it (for an extent-map
@@ -297,13 +298,13 @@ class File:
         """``[s, t)`` inside partial replica ``r``'s own extents with no readable copy there
         (after a truncation, past the end, or every copy STALE): CEDA redirects the write to
         the replica (seed 000 §4.5), DIRTY until synchronised.  The bytes first, then the
-        claim (RMT core ``rmt_claim``); a write that extends the file also puts its last byte
-        in the original first, so that the original's data files hold its size (a crash
-        recovers it from them, other processes read it).  When the claim is refused (another
+        claim (RMT core ``rmt_claim``); a write that extends the file first makes the
+        original's data files hold its size (``Backend.reserve``: a crash recovers the size
+        from them, other processes read it).  When the claim is refused (another
         process made a copy readable meanwhile) the usual way.  As redirect.c write_slot."""
         self.backend.write1(self._rh(r), s, mv)
         if t > self.h.size:
-            self.backend.write1(self.h, t - 1, mv[len(mv) - 1:])
+            self.backend.reserve(self.h, t)
         if not self.core.claim(self.fid, r, s, t):
             self._write_range(s, t, mv)
 

@@ -516,9 +516,9 @@ static int slot_hits(const pxs_file *f, int64_t n, const int64_t *off, const int
  * rewritten after a truncation, or past the file's end): CEDA redirects the write to the
  * replica (seed 000 §4.5: a write to replicated data goes to the replica, marked dirty, and
  * is synchronised back).  The bytes first, then the claim (rmt_claim: DIRTY); a write that
- * extends the file also puts its last byte in the original first, so that the original's
- * data files hold its size (a crash recovers it from them, other processes read it).  When
- * the claim is refused (another process made a copy readable meanwhile) the usual way. */
+ * extends the file first makes the original's data files hold its size (pxs_sfile_reserve:
+ * a crash recovers the size from them, other processes read it).  When the claim is refused
+ * (another process made a copy readable meanwhile) the usual way. */
 static int write_slot(pxs_file *f, uint64_t r, int64_t s, int64_t t, const char *buf)
 {
     pxs_store *st = f->st;
@@ -527,10 +527,8 @@ static int write_slot(pxs_file *f, uint64_t r, int64_t s, int64_t t, const char 
     int64_t len = t - s, bo = 0;
     if (!rc)
         rc = pxs_sfile_writev(h, 1, &s, &len, buf, &bo);
-    if (!rc && t > f->h->size) {
-        int64_t last = t - 1, one = 1, lbo = len - 1;
-        rc = pxs_sfile_writev(f->h, 1, &last, &one, buf, &lbo);
-    }
+    if (!rc && t > f->h->size)
+        rc = pxs_sfile_reserve(f->h, t);
     if (rc)
         return rc;
     rc = rmt_claim(&st->rmt, f->fid, r, s, t, st->timeout);

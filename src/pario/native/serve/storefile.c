@@ -257,6 +257,35 @@ int pxs_sfile_extend(pxs_sfile *h, int64_t end)
     return extend(h, end);
 }
 
+/* As pxs_sfile_extend, and the data file of byte end - 1 is made to hold it: fallocate(2)
+ * allocates, never overwrites a byte and never shrinks (a concurrent writer's bytes past it
+ * stay), aligned or not, O_DIRECT too; so the size recovered from the data files after a
+ * crash, or read by another process, includes end (LocalBackend.reserve) */
+int pxs_sfile_reserve(pxs_sfile *h, int64_t end)
+{
+    if (end <= h->size || is_extents(h))
+        return extend(h, end);
+    pxs_store *st = h->st;
+    pxs_subs s = {0};
+    char lerr[300];
+    int rc = pxs_layout_map(h->lay, 0, end - 1, 1, &s, lerr, sizeof lerr);
+    if (rc == PXS_EINVAL)
+        rc = pxs_fail(st, rc, "%s", lerr);
+    if (!rc && s.n != 1)
+        rc = pxs_fail(st, PXS_EINVAL, "'%s': byte %lld maps to %zu pieces", h->name, (long long)(end - 1), s.n);
+    if (!rc)
+        rc = mark_extending(h);
+    int fd = -1;
+    if (!rc)
+        rc = open_datafile(h, s.s[0].server, s.s[0].datafile, &fd);
+    if (!rc && fallocate(fd, 0, (off_t)s.s[0].local, 1) != 0)
+        rc = pxs_fail(st, PXS_EIO, "fallocate of '%s': %s", h->name, strerror(errno));
+    free(s.s);
+    if (!rc)
+        h->size = end;
+    return rc;
+}
+
 int pxs_sfile_refresh_size(pxs_sfile *h, int64_t *size)
 {
     pxs_store *st = h->st;

@@ -78,6 +78,7 @@ int pxs_sfile_writev(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t 
                      const int64_t *bo);
 /* the logical size grows to end (bytes written elsewhere, e.g. a replica) */
 int pxs_sfile_extend(pxs_sfile *h, int64_t end);
+int pxs_sfile_reserve(pxs_sfile *h, int64_t end);
 /* shared store: the size all processes made (metadata, data files while dirty) */
 int pxs_sfile_refresh_size(pxs_sfile *h, int64_t *size);
 int pxs_sfile_truncate(pxs_sfile *h, int64_t size);
