@@ -465,6 +465,38 @@ def test_c_rewrite_after_truncation_goes_to_the_replica(driver, tmp_path, capsys
     assert routed == sum(b - a for a, b in slots)
 
 
+def test_c_write_after_a_relayout_by_another_process_is_refused(driver, tmp_path):
+    """As the Python redirector (File.revalidate): a C process keeps the file open while a
+    Python process relays it out (shared store); the C write through the old copy is refused
+    with one line (it would be lost), the bytes written before are in the new layout, reads
+    go on."""
+    root = tmp_path / "st"
+    init_store(root, "ceda-hdd8")
+    data, bp = _blob(tmp_path, 12, MiB)
+    with Store(root) as st:
+        st.create("f", "fixed:64k")
+        with st.open("f") as f:
+            f.write(0, data.tobytes())
+    new, np_ = _blob(tmp_path, 13, 4096)
+    d = Driver(driver)
+    d("open", root, "shared")
+    h = d("fopen", "f")["h"]
+    d("write", h, 8192, 4096, np_, 0)                        # before: goes in
+    with Store(root, shared=True) as st:
+        st.relayout("f", "var:hdd=28K,ssd=100K", chunk=256 << 10)
+    ans = d("write", h, 65536, 4096, np_, 0, ok=False)      # after: refused, one line
+    assert not ans["ok"] and "relaid out by another process" in ans["error"] and "\n" not in ans["error"]
+    d("fclose", h)
+    d("close_store")
+    d.close()
+    want = data.copy()
+    want[8192:8192 + 4096] = new
+    with Store(root) as st:
+        with st.open("f") as f:
+            assert f.read(0, MiB) == want.tobytes()
+        assert fsck(st)["ok"]
+
+
 def test_python_dirty_replica_read_by_c(driver, tmp_path, capsys):
     """Python writes into a replica (DIRTY) and dies without flushing: C reads the newest bytes
     from the replica; a C store open recovers (flushes) it."""

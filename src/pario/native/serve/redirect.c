@@ -143,10 +143,23 @@ static int rep_handle(pxs_file *f, uint64_t r, pxs_sfile **out)
     return PXS_OK;
 }
 
-/* routing and full replicas of this file, and its replicas opened now (File.reload_replicas) */
+/* routing and full replicas of this file, and its replicas opened now (File.reload_replicas);
+ * first, as File.revalidate: the name still names this file id (a relayout by another process,
+ * pario.store.relayout, moves the bytes to a new id and bumps the registration version: a
+ * write through the old copy would be lost, so it fails with one line) */
 static int reload_replicas(pxs_file *f)
 {
     pxs_store *st = f->st;
+    pxs_meta_rec rec;
+    int got = pxs_meta_get(&st->meta, f->name, &rec, st->err, sizeof st->err);
+    if (got < 0)
+        return got;
+    int moved = got == 0 || rec.id != (int64_t)f->fid;
+    if (got > 0)
+        pxs_meta_rec_free(&rec);
+    if (moved)
+        return pxs_fail(st, PXS_EBUSY, "file '%s' was relaid out by another process while open here (its bytes "
+                        "moved to a new layout); close and reopen it to write", f->name);
     f->regver = st->rmt.ix.regver;
     f->cheapest = 0;
     f->nfull = 0;
