@@ -328,18 +328,24 @@ def test_crash_before_close_recovers_the_size(driver, tmp_path):
 
 
 # ---------------------------------------------------------------------- CEDA replicas
+def _one_file_store(tmp_path, seed, n):
+    """A ceda-hdd8 store at tmp_path/st with file f (fixed:64k) of n seeded bytes."""
+    root = tmp_path / "st"
+    init_store(root, "ceda-hdd8")
+    init, _ = _blob(tmp_path, seed, n)
+    with Store(root) as st:
+        st.create("f", "fixed:64k")
+        with st.open("f") as f:
+            f.write(0, init.tobytes())
+    return root, init
+
+
 def _ceda_store(tmp_path, driver_size=4 * MiB):
     from pario.plan.ceda import CEDAPlanner
     from pario.workload import ior
 
     system = load_system("ceda-hdd8")
-    root = tmp_path / "st"
-    init_store(root, "ceda-hdd8")
-    init, _ = _blob(tmp_path, 5, driver_size)
-    with Store(root) as st:
-        st.create("f", "fixed:64k")
-        with st.open("f") as f:
-            f.write(0, init.tobytes())
+    root, init = _one_file_store(tmp_path, 5, driver_size)
     # a random-access trace over the first half of the file: CEDA replicates it (seed 000 §4)
     trace = ior(8, 16 * KiB, 8 * 16 * KiB, 2, pattern="random", op="read", seed=3, file="f")
     plan = CEDAPlanner(original="fixed:64K").plan(trace, system)
@@ -470,13 +476,7 @@ def test_c_write_after_a_relayout_by_another_process_is_refused(driver, tmp_path
     Python process relays it out (shared store); the C write through the old copy is refused
     with one line (it would be lost), the bytes written before are in the new layout, reads
     go on."""
-    root = tmp_path / "st"
-    init_store(root, "ceda-hdd8")
-    data, bp = _blob(tmp_path, 12, MiB)
-    with Store(root) as st:
-        st.create("f", "fixed:64k")
-        with st.open("f") as f:
-            f.write(0, data.tobytes())
+    root, data = _one_file_store(tmp_path, 12, MiB)
     new, np_ = _blob(tmp_path, 13, 4096)
     d = Driver(driver)
     d("open", root, "shared")
