@@ -793,11 +793,21 @@ def read_original_raw(root: Path, name: str = "f") -> np.ndarray:
     assert layout.get("type") == "striped" and layout.get("stripes") == [STRIPE] * NSERV \
         and layout.get("servers") == [f"H{j}" for j in range(NSERV)], f"unexpected layout {layout}"
     assert not dirty, "the file's size is not final after the last close"
+    return striped_bytes(root, fid, size)
+
+
+def server_dirs(root: Path) -> list[Path]:
+    """The data directories of servers H0..H7, from store.json (relative ones under root)."""
     cfg = json.loads((root / "store.json").read_text())
     dirs = [Path(cfg["servers"][f"H{j}"]) for j in range(NSERV)]
-    dirs = [d if d.is_absolute() else root / d for d in dirs]
+    return [d if d.is_absolute() else root / d for d in dirs]
+
+
+def striped_bytes(root: Path, fid: int, size: int) -> np.ndarray:
+    """``size`` bytes of file id ``fid`` under fixed:64k over H0..H7, read by an own mapping
+    of the data files (bytes past a data file's end read as 0)."""
     blobs = []
-    for d in dirs:
+    for d in server_dirs(root):
         p = d / f"{fid:08d}.0"
         blobs.append(p.read_bytes() if p.exists() else b"")
     out = np.zeros(size, np.uint8)
@@ -1071,25 +1081,36 @@ def run_trial(base: Path, mode: str, tseed: int, keep: bool = False, **overrides
     return res
 
 
-class Tally:
+class TallyBase:
+    """Counts of one mode's trials (this script's and stress/serve_kill.py's): trials, passes,
+    failures (seed, message), seconds; subclasses add their own counts and ``line()``."""
+
     def __init__(self, mode: str):
         self.mode = mode
         self.n = self.passed = 0
         self.fails: list[tuple[int, str]] = []
-        self.lost = self.stale = self.reads = self.fsck_ok = 0
-        self.controls = self.controls_ok = self.injected = self.detected = self.noinject = 0
-        self.in_close = self.in_flush = self.in_write = self.in_open = self.replicating = 0
-        self.victims: dict[str, int] = defaultdict(int)
-        self.kill_all = 0
         self.seconds = 0.0
 
     def add(self, r: dict) -> None:
         self.n += 1
         self.seconds += r["seconds"]
         if r["problems"]:
-            self.fails.append((r["seed"], "; ".join(r["problems"])[:600]))
+            self.fails.append((r["seed"], "; ".join(r["problems"])[:800]))
         else:
             self.passed += 1
+
+
+class Tally(TallyBase):
+    def __init__(self, mode: str):
+        super().__init__(mode)
+        self.lost = self.stale = self.reads = self.fsck_ok = 0
+        self.controls = self.controls_ok = self.injected = self.detected = self.noinject = 0
+        self.in_close = self.in_flush = self.in_write = self.in_open = self.replicating = 0
+        self.victims: dict[str, int] = defaultdict(int)
+        self.kill_all = 0
+
+    def add(self, r: dict) -> None:
+        super().add(r)
         self.lost += r.get("lost", 0)
         self.stale += r.get("stale_reads", 0)
         self.reads += r.get("reads", 0)
@@ -1153,24 +1174,33 @@ def main(argv=None) -> int:
     base.mkdir(parents=True, exist_ok=True)
     plan = ([(modes[0], a.trial_seed)] if a.trial_seed is not None
             else [(modes[t % len(modes)], a.seed * 1_000_000 + t) for t in range(a.trials)])
-    tallies = {m: Tally(m) for m in modes}
+    return drive(plan, lambda mode, ts: (run_trial(base, mode, ts, keep=a.keep), ""), {m: Tally(m) for m in modes},
+                 base, "crash stress", a.seed, "stress/crash_stress.py")
+
+
+def drive(plan, run_one, tallies: dict, base: Path, title: str, seed: int, script: str) -> int:
+    """The trial loop of a stress script (this one and stress/serve_kill.py): every (mode,
+    trial seed) of ``plan`` run by ``run_one(mode, seed) -> (result, note)``, a FAIL line for
+    every failed trial (``note``: e.g. " (reused store)"), progress every 50 trials, then
+    one summary line per mode (``tallies[mode].line()``) and every failure with the command
+    that reproduces it.  Returns the exit code: 1 if any trial failed."""
     t0 = time.time()
     for t, (mode, ts) in enumerate(plan):
-        r = run_trial(base, mode, ts, keep=a.keep)
+        r, note = run_one(mode, ts)
         tallies[mode].add(r)
         if r["problems"]:
-            print(f"FAIL {mode} seed {ts}: {'; '.join(r['problems'])[:1000]}  (kept in {base / f'{mode}-{ts}'})",
+            print(f"FAIL {mode} seed {ts}{note}: {'; '.join(r['problems'])[:1200]}  (kept in {base / f'{mode}-{ts}'})",
                   flush=True)
         if (t + 1) % 50 == 0:
             nf = sum(len(x.fails) for x in tallies.values())
             print(f"{t + 1}/{len(plan)} trials, {nf} failed ({time.time() - t0:.0f} s)", flush=True)
-    print(f"crash stress: {len(plan)} trials, seed {a.seed}, {time.time() - t0:.0f} s wall, work dir {base}")
-    for m in modes:
-        if tallies[m].n:
-            print(tallies[m].line())
-            for s, msg in tallies[m].fails:
+    print(f"{title}: {len(plan)} trials, seed {seed}, {time.time() - t0:.0f} s wall, work dir {base}")
+    for m, tally in tallies.items():
+        if tally.n:
+            print(tally.line())
+            for s, msg in tally.fails:
                 print(f"  FAIL seed {s}: {msg}\n"
-                      f"    reproduce: python stress/crash_stress.py --mode {m} --trial-seed {s}")
+                      f"    reproduce: python {script} --mode {m} --trial-seed {s}")
     return 1 if any(x.fails for x in tallies.values()) else 0
 
 

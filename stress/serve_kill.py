@@ -574,18 +574,12 @@ def check_reads(cfg: dict, init: bytes, writes: list[Write], reads) -> tuple[int
 
 
 # ---------------------------------------------------------------------- the store, read without it
-def _server_dirs(root: Path) -> list[Path]:
-    cfg = json.loads((root / "store.json").read_text())
-    dirs = [Path(cfg["servers"][f"H{j}"]) for j in range(NSERV)]
-    return [d if d.is_absolute() else root / d for d in dirs]
-
-
 def original_place(root: Path, x: int) -> tuple[Path, int]:
     """(data file, offset in it) of byte ``x`` of the original: stripe ``x // 64k`` on server
     ``stripe % 8`` at ``(stripe // 8) * 64k + x % 64k`` of ``<dir>/<id:08d>.0``."""
     fid = read_meta(root)[0]
     s = x // STRIPE
-    return _server_dirs(root)[s % NSERV] / f"{fid:08d}.0", (s // NSERV) * STRIPE + x % STRIPE
+    return _cs.server_dirs(root)[s % NSERV] / f"{fid:08d}.0", (s // NSERV) * STRIPE + x % STRIPE
 
 
 def read_original_raw(root: Path) -> tuple[np.ndarray, list[str]]:
@@ -597,17 +591,7 @@ def read_original_raw(root: Path) -> tuple[np.ndarray, list[str]]:
         problems.append(f"unexpected layout {layout}")
     if dirty:
         problems.append("the file's size is not final after the last close (dirty)")
-    blobs = []
-    for d in _server_dirs(root):
-        p = d / f"{fid:08d}.0"
-        blobs.append(p.read_bytes() if p.exists() else b"")
-    out = np.zeros(size, np.uint8)
-    for s in range((size + STRIPE - 1) // STRIPE):
-        x, e = s * STRIPE, min(size, (s + 1) * STRIPE)
-        loc = (s // NSERV) * STRIPE
-        piece = blobs[s % NSERV][loc:loc + (e - x)]
-        out[x:x + len(piece)] = np.frombuffer(piece, np.uint8)
-    return out, problems
+    return _cs.striped_bytes(root, fid, size), problems
 
 
 def dirty_bytes(root: Path) -> int:
@@ -887,26 +871,18 @@ def run_trial(base: Path, mode: str, tseed: int, lib: Path, exe: Path, keep: boo
     return res
 
 
-class Tally:
+class Tally(_cs.TallyBase):
     def __init__(self, mode: str):
-        self.mode = mode
-        self.n = self.passed = 0
-        self.fails: list[tuple[int, str]] = []
+        super().__init__(mode)
         self.lost = self.stale_own = self.stale_other = self.own_reads = self.other_reads = self.fsck_ok = 0
         self.acked = self.acked_bytes = self.inflight = self.reused = self.procs = self.dirty = 0
         self.c_rec = self.c_rec_dirty = self.c_rec_killed = 0
         self.ctl = defaultdict(lambda: [0, 0, 0])     # detected, tried, no candidate
         self.forget = [0, 0]
         self.where: dict[str, int] = defaultdict(int)
-        self.seconds = 0.0
 
     def add(self, r: dict) -> None:
-        self.n += 1
-        self.seconds += r["seconds"]
-        if r["problems"]:
-            self.fails.append((r["seed"], "; ".join(r["problems"])[:800]))
-        else:
-            self.passed += 1
+        super().add(r)
         self.lost += r.get("lost", 0)
         self.stale_own += 0 if r["cfg"]["forget"] else r.get("stale_own", 0)
         self.stale_other += r.get("stale_other", 0)
@@ -977,34 +953,24 @@ def main(argv=None) -> int:
     cycle = CYCLE if a.mode == "all" else modes
     plan = ([(modes[0], a.trial_seed)] if a.trial_seed is not None
             else [(cycle[t % len(cycle)], a.seed * 1_000_000 + t) for t in range(a.trials)])
-    tallies = {m: Tally(m) for m in modes}
-    carry = None
-    t0 = time.time()
-    for t, (mode, ts) in enumerate(plan):
-        reuse = carry is not None and random.Random(ts ^ 0x5EED).random() < REUSE
-        if carry is not None and not reuse and not a.keep:
-            shutil.rmtree(carry[0].parent, ignore_errors=True)
-        r = run_trial(base, mode, ts, lib, exe, keep=a.keep, carry=carry if reuse else None)
+    carry = [None]     # the previous trial's store (and its bytes, replicas), for a reuse
+
+    def run_one(mode: str, ts: int):
+        prev = carry[0]
+        reuse = prev is not None and random.Random(ts ^ 0x5EED).random() < REUSE
+        if prev is not None and not reuse and not a.keep:
+            shutil.rmtree(prev[0].parent, ignore_errors=True)
+        r = run_trial(base, mode, ts, lib, exe, keep=a.keep, carry=prev if reuse else None)
         if reuse and not a.keep:
-            shutil.rmtree(carry[0].parent, ignore_errors=True)
-        carry = r.pop("carry", None)
-        tallies[mode].add(r)
-        if r["problems"]:
-            print(f"FAIL {mode} seed {ts}{' (reused store)' if reuse else ''}: {'; '.join(r['problems'])[:1200]}  "
-                  f"(kept in {base / f'{mode}-{ts}'})", flush=True)
-        if (t + 1) % 50 == 0:
-            nf = sum(len(x.fails) for x in tallies.values())
-            print(f"{t + 1}/{len(plan)} trials, {nf} failed ({time.time() - t0:.0f} s)", flush=True)
-    if carry is not None and not a.keep:
-        shutil.rmtree(carry[0].parent, ignore_errors=True)
-    print(f"serve kill stress: {len(plan)} trials, seed {a.seed}, {time.time() - t0:.0f} s wall, work dir {base}")
-    for m in modes:
-        if tallies[m].n:
-            print(tallies[m].line())
-            for s, msg in tallies[m].fails:
-                print(f"  FAIL seed {s}: {msg}\n"
-                      f"    reproduce: python stress/serve_kill.py --mode {m} --trial-seed {s}")
-    return 1 if any(x.fails for x in tallies.values()) else 0
+            shutil.rmtree(prev[0].parent, ignore_errors=True)
+        carry[0] = r.pop("carry", None)
+        return r, " (reused store)" if reuse else ""
+
+    rc = _cs.drive(plan, run_one, {m: Tally(m) for m in modes}, base, "serve kill stress", a.seed,
+                   "stress/serve_kill.py")
+    if carry[0] is not None and not a.keep:
+        shutil.rmtree(carry[0][0].parent, ignore_errors=True)
+    return rc
 
 
 if __name__ == "__main__":
