@@ -203,6 +203,25 @@ static int reload_replicas(pxs_file *f)
 }
 
 /* ------------------------------------------------------------------ open / close */
+/* close a file's data handles (replicas, then the original) and free it: the first error */
+static int file_free(pxs_file *f)
+{
+    int rc = PXS_OK;
+    for (int i = 0; i < f->nrep; i++) {
+        int r2 = pxs_sfile_close(f->reps[i].h);
+        rc = rc ? rc : r2;
+    }
+    if (f->h) {
+        int r3 = pxs_sfile_close(f->h);
+        rc = rc ? rc : r3;
+    }
+    free(f->reps);
+    free(f->full);
+    free(f->name);
+    free(f);
+    return rc;
+}
+
 int pxs_open(pxs_store *st, const char *name, pxs_file **out)
 {
     *out = NULL;
@@ -229,16 +248,8 @@ int pxs_open(pxs_store *st, const char *name, pxs_file **out)
     if (!rc)
         rc = reload_replicas(f);
     if (rc) {
-        if (f) {
-            for (int i = 0; i < f->nrep; i++)
-                pxs_sfile_close(f->reps[i].h);
-            if (f->h)
-                pxs_sfile_close(f->h);
-            free(f->reps);
-            free(f->full);
-            free(f->name);
-            free(f);
-        }
+        if (f)
+            file_free(f);
         UNLOCK(st);
         return rc;
     }
@@ -260,23 +271,14 @@ int pxs_close(pxs_file *f)
         return PXS_OK;
     }
     int rc = flush_locked(f);
-    for (int i = 0; i < f->nrep; i++) {
-        int r2 = pxs_sfile_close(f->reps[i].h);
-        rc = rc ? rc : r2;
-    }
-    int r3 = pxs_sfile_close(f->h);
-    rc = rc ? rc : r3;
     for (pxs_file **p = &st->files; *p; p = &(*p)->next)
         if (*p == f) {
             *p = f->next;
             break;
         }
-    free(f->reps);
-    free(f->full);
-    free(f->name);
-    free(f);
+    int r2 = file_free(f);
     UNLOCK(st);
-    return rc;
+    return rc ? rc : r2;
 }
 
 /* ------------------------------------------------------------------ routing */
