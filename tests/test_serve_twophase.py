@@ -579,3 +579,81 @@ def test_a_failed_exchange_writes_no_byte_nobody_sent(driver, fault_shim, tmp_pa
     neither = np.flatnonzero((got != before) & (got != new))
     assert len(neither) == 0, f"{len(neither)} bytes nobody wrote, first at {neither[0]}: {got[neither[0]]:#x}"
     assert np.any(got != new)   # the failed aggregator wrote none of its later cycles
+
+
+@pytest.mark.parametrize("rank,wait", [(None, None), (0, 1), (1, 1), (1, 3), (2, 2)])
+def test_a_failed_read_exchange_fails_on_every_rank(driver, fault_shim, tmp_path, rank, wait):
+    """A collective read whose exchange fails on one rank (an aggregator's or a source's
+    PMPI_Waitall answering MPI_ERR_OTHER, the receive buffers left with 0xEE: the
+    acknowledgements of the replies, or a cycle's data) fails with PARIO_TP_EMPI on every
+    rank and no rank waits forever (reads move data without an agreement before it: the
+    sources acknowledge their plans, the final Allreduce gives the one code).  A second read
+    in the same run, with the shim spent, returns every byte the file holds.  Control: the
+    shim preloaded but not armed changes nothing."""
+    P = 3
+    rng = np.random.default_rng(16000184)
+    exts = ior_strided(P, 100, 24)
+    size = P * 100 * 24 + 50
+    content = rng.integers(0, 256, size, dtype=np.uint8)
+    path = tmp_path / "file"
+    content.tofile(path)
+    faulted = Case("fault", "read", exts, cb_buffer=300, cb_nodes=P, size=size)
+    again = Case("again", "read", exts, order="hacio", cb_buffer=256, layout="h0s0h1s1", size=size)
+    (tmp_path / "spec").write_text(spec_text(faulted, "pario", path, tmp_path / "faulted", "-") + "\n"
+                                   + spec_text(again, "pario", path, tmp_path / "again", "-") + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PX_FAULT")}
+    env["LD_PRELOAD"] = str(fault_shim)
+    if rank is not None:
+        env.update(PX_FAULT_RANK=str(rank), PX_FAULT_WAIT=str(wait))
+    r = subprocess.run([str(VENV_BIN / "mpiexec"), "-n", str(P), str(driver), str(tmp_path / "spec")],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = [json.loads(s) for s in r.stdout.splitlines() if s.startswith("{")]
+    assert [x["case"] for x in res] == ["fault-pario", "again-pario"]
+    if rank is None:
+        assert "injected" not in r.stderr
+        assert res[0]["rc"] == [OK] * P
+    else:
+        assert "exchange_fault: injected" in r.stderr
+        assert res[0]["rc"] == [EMPI] * P
+    assert res[1]["rc"] == [OK] * P
+    for q, e in enumerate(exts):
+        got = np.fromfile(f"{tmp_path / 'again'}.{q}", np.uint8)
+        want = gather_reads(content, e)
+        assert np.array_equal(got, want), first_diff(got, want)
+        if rank is None:
+            got = np.fromfile(f"{tmp_path / 'faulted'}.{q}", np.uint8)
+            assert np.array_equal(got, want), first_diff(got, want)
+
+
+@pytest.mark.parametrize("order", ["romcio", "hacio"])
+def test_a_domain_without_a_piece(driver, tmp_path, order):
+    """An aggregator whose domain the range of a rank meets but no piece falls in (rank 0's
+    range spans the middle domain, nobody has a byte there): the rank still sends it a
+    request without a piece and gets a reply without a segment (the aggregators know whom
+    to expect from the Allgather alone).  Write then read back, bytes against numpy."""
+    P = 3
+    exts = [_ext([(0, 10), (1000, 10)]), _ext([(100, 10)]), _ext([(50, 10)])]
+    rng = np.random.default_rng(7)
+    before = rng.integers(0, 256, 1100, dtype=np.uint8)
+    datas = [rng.integers(0, 256, int(e[:, 1].sum()), dtype=np.uint8) for e in exts]
+    for r, d in enumerate(datas):
+        d.tofile(tmp_path / f"in.{r}")
+    path = tmp_path / "file"
+    before.tofile(path)
+    w = Case("w", "write", exts, order=order, cb_buffer=8, cb_nodes=P, layout="h0s0h1s1", size=1100)
+    rd = Case("r", "read", exts, order=order, cb_buffer=8, cb_nodes=P, layout="h0s0h1s1", size=1100)
+    (tmp_path / "spec").write_text(spec_text(w, "pario", path, tmp_path / "in", str(tmp_path / "log")) + "\n"
+                                   + spec_text(rd, "pario", path, tmp_path / "out", "-") + "\n")
+    res = mpiexec(driver, P, str(tmp_path / "spec"))
+    assert [x["rc"] for x in res] == [[OK] * P, [OK] * P]
+    assert res[0]["aggs"] == [0, 1, 2]
+    new = apply_writes(before, exts, datas)
+    got = np.fromfile(path, np.uint8)
+    assert np.array_equal(got, new), first_diff(got, new)
+    for r, e in enumerate(exts):
+        got = np.fromfile(tmp_path / f"out.{r}", np.uint8)
+        assert np.array_equal(got, gather_reads(new, e)), r
+    log = read_log(str(tmp_path / "log"), P)
+    assert 1 not in log   # the middle aggregator had nothing to write
+    assert log == oracle_schedule(w, P)

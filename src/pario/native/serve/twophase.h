@@ -10,7 +10,9 @@
  * (a POSIX file, pario's store) is not this file's business.
  *
  * `comm` should be private to the library (a duplicate of the file's communicator, as
- * ROMIO keeps one): the exchange uses point-to-point messages with tag PARIO_TP_TAG.
+ * ROMIO keeps one): the exchange uses point-to-point messages with tags PARIO_TP_TAG to
+ * PARIO_TP_TAG + 2, and the node of each rank is cached on it (an attribute) after the
+ * first call that chose aggregators.
  */
 #ifndef PARIO_SERVE_TWOPHASE_H
 #define PARIO_SERVE_TWOPHASE_H
