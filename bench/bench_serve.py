@@ -378,8 +378,10 @@ def run_groups(b: Bench, a, work: Path, f: dict, indep, coll, zread, zio_shape, 
     print(f"  load average {min(loads):.2f}–{max(loads):.2f}")
     fsck = subprocess.run([*b.pario, "store", "fsck", "--store", str(b.store)], capture_output=True, text=True)
     print(f"  pario store fsck: {'clean' if fsck.returncode == 0 else 'NOT clean: ' + fsck.stdout.strip()[-300:]}")
-    if a.profile:
+    if a.profile and "indep" in a.only:
         profile(b, a, f)
+    elif a.profile:
+        print("  --profile: needs the indep group (it times the store's calls on its files)")
 
 
 def _stat(vals, nd=3) -> str:
