@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "simulate_cmd",
     "store_cmd",
     "replicate_cmd",
+    "apply_cmd",
     "run_cmd",
     "calibrate_cmd",
     "testbed_cmd",
