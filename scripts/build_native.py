@@ -37,7 +37,7 @@ TRACER_LIB = NATIVE / "libpario_trace.so"
 # RMT core (RMT_CORE_SOURCES) so that the ranks of an MPI program serve store files without
 # Python; no MPI (tests/c/serve_driver.c links them with the system compiler).
 SERVE = NATIVE / "serve"
-SERVE_SOURCES = ["json.c", "meta.c", "layout.c", "storefile.c", "redirect.c"]
+SERVE_SOURCES = ["json.c", "meta.c", "layout.c", "storefile.c", "redirect.c", "lazysync.c"]
 # pario's two-phase collective I/O and request orders in C (docs/serve-twophase.md): MPI,
 # linked into TRACER_LIB only (tracer/serve.c calls them for collective calls on served files)
 SERVE_MPI_SOURCES = ["twophase.c", "order.c"]

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up: a virtual environment in .venv with pario installed (editable), and
 # pario's C code built in place (scripts/build_native.py: only what changed).
-# Usage: scripts/setup.sh [test]   -- "test" also installs the test extras.
+# Usage: scripts/setup.sh [test|ceph]   -- "test" also installs the test extras; "ceph" (root)
+# installs Debian's Ceph packages (mon, mgr, osd, mds, fuse, librados/libcephfs and their
+# Python modules) with apt-get and makes `import rados, cephfs` work in .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -17,3 +19,20 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 .venv/bin/python scripts/build_native.py --quiet
+if [ "${1:-}" = "ceph" ]; then
+  if ! command -v ceph-osd >/dev/null || ! [ -e /usr/lib/python3/dist-packages/rados.cpython-311-x86_64-linux-gnu.so ]; then
+    [ "$(id -u)" = 0 ] || { echo "pario: error: scripts/setup.sh ceph installs Debian packages: run it as root" >&2; exit 2; }
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common python3-rados python3-cephfs \
+      librados-dev libcephfs-dev attr uuid-runtime >/dev/null
+  fi
+  # Debian's rados/cephfs modules, and only them, on the venv's path (all of dist-packages
+  # would shadow the venv's own packages)
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  mkdir -p .venv/ceph-modules
+  for m in rados cephfs; do
+    ln -sf "/usr/lib/python3/dist-packages/$m.cpython-311-x86_64-linux-gnu.so" ".venv/ceph-modules/"
+  done
+  echo "$PWD/.venv/ceph-modules" > "$site/pario-ceph.pth"
+fi

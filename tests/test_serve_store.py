@@ -22,7 +22,9 @@ command lines.  Every answer is checked against an independent one:
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -550,7 +552,7 @@ def test_hybrid_cost_and_cheapest_routing(driver, tmp_path):
         lays = {"f": st.stat("f").layout}
         for r in st.rmt.replicas("f"):
             lays[r["r_file"]] = st.stat(r["r_file"]).layout
-    d = Driver(driver)
+    d = Driver(driver, env={**os.environ, "PARIO_LAZY_SYNC": "0"})   # the steps by hand here
     d("open", root)
     h = d("fopen", "f")["h"]
     s = d("stats", h)
@@ -584,6 +586,50 @@ def test_hybrid_cost_and_cheapest_routing(driver, tmp_path):
         with st.open("f") as f:
             assert f.size == len(ref) and f.read(0, len(ref)) == ref.tobytes()
         for r in st.rmt.replicas("f"):              # every full replica holds the newest bytes
+            with st.open(r["r_file"]) as g:
+                assert g.read(0, len(ref)) == ref.tobytes()
+
+
+def test_hybrid_replicas_are_synchronised_in_the_background(driver, tmp_path):
+    """CI-LAYOUT's lazy synchronisation in the C store (lazysync.c): writes to a file with
+    "cheapest" routing leave the other full replica STALE; with the file still open and no
+    call of the program, a background thread brings it up to date (the independent journal
+    replay shows no unclean entry; the stats count the bytes it copied), and the replica then
+    holds the newest bytes."""
+    system = load_system("psa-4h4s")
+    root = tmp_path / "st"
+    init_store(root, "psa-4h4s")
+    init, _ = _blob(tmp_path, 17, 2 * MiB)
+    with Store(root) as st:
+        st.create("f", "fixed:16k")
+        with st.open("f") as f:
+            f.write(0, init.tobytes())
+        Replicator(st, [ReplicaSpec("f", "dv", parse_layout("var:hdd=0,ssd=1m", system), "cheapest")],
+                   chunk=MiB).run()
+        fid = st.rmt.fid("f")
+    ref = init.copy()
+    blob, bp = _blob(tmp_path, 18, MiB)
+    d = Driver(driver)
+    d("open", root)
+    h = d("fopen", "f")["h"]
+    for k, (x, n) in enumerate([(100_000, 600_000), (1_500_000, 400_000)]):
+        d("write", h, x, n, bp, k * 1000)
+        ref[x:x + n] = blob[k * 1000:k * 1000 + n]
+    deadline = time.monotonic() + 60
+    while True:          # liveness, not timing: wait (up to a minute) for the thread's work
+        model, _ = J.replay(root / "rmt.log")
+        if not [e for e in model.entries(fid) if e[4] != J.CLEAN] or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not [e for e in model.entries(fid) if e[4] != J.CLEAN]
+    assert d("stats", h)["synced"] > 0
+    d("fclose", h)
+    d("close_store")
+    d.close()
+    with Store(root) as st:
+        rep = fsck(st)
+        assert rep["ok"] and rep["unclean"] == 0, rep
+        for r in st.rmt.replicas("f"):
             with st.open(r["r_file"]) as g:
                 assert g.read(0, len(ref)) == ref.tobytes()
 

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "redirect.h"
 
+#include "lazysync.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -270,6 +272,7 @@ int pxs_close(pxs_file *f)
         UNLOCK(st);
         return PXS_OK;
     }
+    pxs_lazy_forget(st, f);
     int rc = flush_locked(f);
     for (pxs_file **p = &st->files; *p; p = &(*p)->next)
         if (*p == f) {
@@ -586,6 +589,11 @@ static int write_locked(pxs_file *f, int64_t off, const char *buf, int64_t n)
         else
             rc = write_range(f, pos, buf + (pos - off), t - pos);
         pos = t;
+    }
+    if (!rc && f->cheapest && pxs_lazy_enabled()) {   /* stale copies left: synchronised lazily */
+        const rmt_ofile *of = rmt_index_file(&st->rmt.ix, f->fid);
+        if (of && of->nunclean)
+            rc = pxs_lazy_enqueue(st, f);
     }
     if (st->shared) {
         int r2 = rmt_range_unlock(&st->rmt, f->fid, off, e);
@@ -1335,8 +1343,8 @@ int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size
 
 int pxs_store_close(pxs_store *st, char *err, size_t errlen)
 {
+    int rc = pxs_lazy_stop(st);     /* before the mutex: the thread takes it */
     LOCK(st);
-    int rc = PXS_OK;
     while (st->files) {
         st->files->refs = 1;
         int r = pxs_close(st->files);

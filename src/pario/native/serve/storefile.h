@@ -30,6 +30,7 @@
 
 typedef struct pxs_sfile pxs_sfile;
 typedef struct pxs_file pxs_file;
+typedef struct pxs_lazy pxs_lazy;
 
 typedef struct pxs_store {
     pxs_config cfg;
@@ -44,6 +45,7 @@ typedef struct pxs_store {
     pxs_sfile *sfiles;          /* open data handles (one per name, counted) */
     pxs_file *files;            /* open redirected files (redirect.c) */
     int recovering;
+    pxs_lazy *lazy;             /* background synchronisation of hybrid replicas (lazysync.c) */
     char err[PXS_ERRLEN];       /* the last error, one line */
 } pxs_store;
 
