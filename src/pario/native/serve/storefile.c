@@ -19,6 +19,7 @@
 #define MAX_IOV 1024
 #define RANGE_CHUNK ((int64_t)64 << 20)   /* logical bytes cut into pieces at a time */
 #define COPY_BUF ((int64_t)16 << 20)
+#define KEEP_SEGS 4096                    /* pieces and segments a handle keeps between calls */
 
 int pxs_fail(pxs_store *st, int rc, const char *fmt, ...)
 {
@@ -586,8 +587,22 @@ static int segments(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *
     return PXS_OK;
 }
 
-static int do_io(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, char *buf, const int64_t *bo,
-                 int write)
+/* the scratch of a large request is not kept (a handle keeps at most KEEP_SEGS entries) */
+static void trim_scratch(pxs_sfile *h)
+{
+    if (h->capseg > KEEP_SEGS) {
+        free(h->seg);
+        h->seg = NULL;
+        h->capseg = 0;
+    }
+    if (h->pcs.cap > KEEP_SEGS) {
+        free(h->pcs.p);
+        h->pcs = (pxs_pieces){0};
+    }
+}
+
+static int move(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, char *buf, const int64_t *bo,
+                int write)
 {
     size_t ns = 0;
     int rc = segments(h, n, off, len, bo, &ns);
@@ -615,6 +630,14 @@ static int do_io(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len
         for (size_t i = 0; i < ns; i++)
             memcpy(buf + sg[i].bo, (char *)tmp + sg[i].bo, (size_t)sg[i].len);
     free(tmp);
+    return rc;
+}
+
+static int do_io(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, char *buf, const int64_t *bo,
+                 int write)
+{
+    int rc = move(h, n, off, len, buf, bo, write);
+    trim_scratch(h);
     return rc;
 }
 

@@ -9,7 +9,8 @@
  * become one system call (pread/pwrite for one buffer, preadv/pwritev for several: at most
  * IOV_MAX buffers, buffers adjacent in memory joined); bytes a data file does not have read
  * as 0 (holes stay holes).  The mapping reuses per-handle arrays: a served read or write
- * allocates nothing once they have grown to its number of pieces.
+ * allocates nothing once they have grown to its number of pieces (arrays of more than 4096
+ * pieces, for large requests, are freed after the call).
  *
  * Sizes are local.py's: kept in memory while a file is open; the first write past the
  * committed size marks the file `dirty` in the metadata before its first byte; close and
