@@ -19,6 +19,7 @@
 #define MAX_IOV 1024
 #define RANGE_CHUNK ((int64_t)64 << 20)   /* logical bytes cut into pieces at a time */
 #define COPY_BUF ((int64_t)16 << 20)
+#define KEEP_SEGS 4096                    /* pieces and segments a handle keeps between calls */
 
 int pxs_fail(pxs_store *st, int rc, const char *fmt, ...)
 {
@@ -32,6 +33,10 @@ int pxs_fail(pxs_store *st, int rc, const char *fmt, ...)
 /* ------------------------------------------------------------------ handles */
 static int open_datafile(pxs_sfile *h, int server, int df, int *fd)
 {
+    if (df == 0 && h->fd0 && server >= 0 && server < h->st->cfg.nservers && h->fd0[server] >= 0) {
+        *fd = h->fd0[server];
+        return PXS_OK;
+    }
     for (int i = 0; i < h->nfd; i++)
         if (h->fds[i].server == server && h->fds[i].datafile == df) {
             *fd = h->fds[i].fd;
@@ -61,6 +66,8 @@ static int open_datafile(pxs_sfile *h, int server, int df, int *fd)
         h->capfd = nc;
     }
     h->fds[h->nfd++] = (pxs_fd){server, df, f};
+    if (df == 0 && h->fd0)
+        h->fd0[server] = f;
     *fd = f;
     return PXS_OK;
 }
@@ -137,8 +144,11 @@ int pxs_sfile_open(pxs_store *st, const char *name, pxs_sfile **out)
     h->id = rec.id;
     h->size = rec.size;
     h->refs = 1;
+    h->fd0 = malloc((size_t)(st->cfg.nservers > 0 ? st->cfg.nservers : 1) * sizeof *h->fd0);
+    for (int j = 0; h->fd0 && j < st->cfg.nservers; j++)
+        h->fd0[j] = -1;
     char lerr[400];
-    rc = h->name ? pxs_layout_parse_text(rec.layout, st->names, st->cfg.nservers, &h->lay, lerr, sizeof lerr)
+    rc = h->name && h->fd0 ? pxs_layout_parse_text(rec.layout, st->names, st->cfg.nservers, &h->lay, lerr, sizeof lerr)
                  : PXS_ENOMEM;
     if (rc == PXS_EINVAL)
         pxs_fail(st, rc, "file '%s': %s", name, lerr);
@@ -156,6 +166,7 @@ int pxs_sfile_open(pxs_store *st, const char *name, pxs_sfile **out)
     pxs_meta_rec_free(&rec);
     if (rc) {
         pxs_layout_free(h->lay);
+        free(h->fd0);
         free(h->name);
         free(h);
         return rc;
@@ -203,6 +214,9 @@ int pxs_sfile_close(pxs_sfile *h)
             break;
         }
     free(h->fds);
+    free(h->fd0);
+    free(h->pcs.p);
+    free(h->seg);
     pxs_layout_free(h->lay);
     free(h->name);
     free(h);
@@ -433,22 +447,47 @@ int pxs_sfile_fsync(pxs_sfile *h, int everything)
 }
 
 /* ------------------------------------------------------------------ I/O */
-typedef struct {
+typedef struct pxs_ioseg {
     int fd;
     int server, datafile;
     int64_t local, len, bo;
 } ioseg;
 
+/* order: data file (server, data file number), then server-local offset, then buffer offset */
+static inline int seg_before(const ioseg *x, const ioseg *y)
+{
+    if (x->server != y->server)
+        return x->server < y->server;
+    if (x->datafile != y->datafile)
+        return x->datafile < y->datafile;
+    if (x->local != y->local)
+        return x->local < y->local;
+    return x->bo < y->bo;
+}
+
 static int cmp_seg(const void *a, const void *b)
 {
     const ioseg *x = a, *y = b;
-    if (x->server != y->server)
-        return x->server < y->server ? -1 : 1;
-    if (x->datafile != y->datafile)
-        return x->datafile < y->datafile ? -1 : 1;
-    if (x->local != y->local)
-        return x->local < y->local ? -1 : 1;
-    return (x->bo > y->bo) - (x->bo < y->bo);
+    return seg_before(x, y) ? -1 : seg_before(y, x);
+}
+
+/* a request's few segments (a 64 KiB transfer over a striping: one per server touched) are
+ * put in order by insertion, stably; many by qsort */
+static void sort_segs(ioseg *sg, size_t n)
+{
+    if (n > 32) {
+        qsort(sg, n, sizeof *sg, cmp_seg);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if (!seg_before(&sg[i], &sg[i - 1]))
+            continue;
+        ioseg t = sg[i];
+        size_t j = i;
+        for (; j > 0 && seg_before(&t, &sg[j - 1]); j--)
+            sg[j] = sg[j - 1];
+        sg[j] = t;
+    }
 }
 
 /* complete a short transfer of iov (want bytes at pos, done so far): piece by piece; a read
@@ -488,8 +527,9 @@ static int finish(int fd, struct iovec *iov, int n, int64_t pos, int64_t done, i
     return 0;
 }
 
-/* move one sorted set of segments: runs contiguous on a data file become one preadv/pwritev */
-static int transfer(pxs_sfile *h, ioseg *sg, size_t n, char *buf, int write)
+/* move one sorted set of segments: a run contiguous on a data file is one system call
+ * (buffers adjacent in memory joined; one buffer: pread/pwrite, several: preadv/pwritev) */
+static int transfer(pxs_sfile *h, const ioseg *sg, size_t n, char *buf, int write)
 {
     struct iovec iov[MAX_IOV];
     size_t i = 0;
@@ -497,17 +537,28 @@ static int transfer(pxs_sfile *h, ioseg *sg, size_t n, char *buf, int write)
         int k = 0;
         int64_t pos = sg[i].local, want = 0;
         size_t j = i;
-        while (j < n && k < MAX_IOV && sg[j].fd == sg[i].fd && sg[j].local == pos + want) {
-            iov[k].iov_base = buf + sg[j].bo;
-            iov[k].iov_len = (size_t)sg[j].len;
+        while (j < n && sg[j].fd == sg[i].fd && sg[j].local == pos + want) {
+            char *b = buf + sg[j].bo;
+            if (k > 0 && (char *)iov[k - 1].iov_base + iov[k - 1].iov_len == b) {
+                iov[k - 1].iov_len += (size_t)sg[j].len;
+            } else {
+                if (k == MAX_IOV)
+                    break;
+                iov[k].iov_base = b;
+                iov[k].iov_len = (size_t)sg[j].len;
+                k++;
+            }
             want += sg[j].len;
-            k++;
             j++;
         }
         ssize_t r;
-        do
-            r = write ? pwritev(sg[i].fd, iov, k, pos) : preadv(sg[i].fd, iov, k, pos);
-        while (r < 0 && errno == EINTR);
+        do {
+            if (k == 1)
+                r = write ? pwrite(sg[i].fd, iov[0].iov_base, iov[0].iov_len, pos)
+                          : pread(sg[i].fd, iov[0].iov_base, iov[0].iov_len, pos);
+            else
+                r = write ? pwritev(sg[i].fd, iov, k, pos) : preadv(sg[i].fd, iov, k, pos);
+        } while (r < 0 && errno == EINTR);
         if (r < 0 || (r < want && finish(sg[i].fd, iov, k, pos, r, write)))
             return pxs_fail(h->st, PXS_EIO, "%s of '%s' (server %s): %s", write ? "write" : "read", h->name,
                             h->st->cfg.servers[sg[i].server].name, strerror(errno));
@@ -516,13 +567,11 @@ static int transfer(pxs_sfile *h, ioseg *sg, size_t n, char *buf, int write)
     return PXS_OK;
 }
 
-/* the segments of n ranges; *total = bytes of the buffer they span */
-static int segments(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, const int64_t *bo, ioseg **out,
-                    size_t *nout)
+/* the segments of n ranges, in the handle's scratch (h->seg, *nout of them), in order */
+static int segments(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, const int64_t *bo, size_t *nout)
 {
-    pxs_pieces tmp = {0};
-    ioseg *sg = NULL;
-    size_t ns = 0, cap = 0;
+    pxs_pieces *pc = &h->pcs;
+    size_t ns = 0;
     int rc = PXS_OK;
     char lerr[300];
     for (int64_t k = 0; k < n && !rc; k++) {
@@ -532,22 +581,25 @@ static int segments(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *
             rc = pxs_fail(h->st, PXS_EINVAL, "'%s': negative offset", h->name);
         for (int64_t a = 0; !rc && a < len[k]; a += RANGE_CHUNK) {
             int64_t m = len[k] - a < RANGE_CHUNK ? len[k] - a : RANGE_CHUNK;
-            tmp.n = 0;
-            rc = pxs_layout_pieces(h->lay, off[k] + a, m, &tmp, lerr, sizeof lerr);
+            pc->n = 0;
+            rc = pxs_layout_pieces(h->lay, off[k] + a, m, pc, lerr, sizeof lerr);
             if (rc == PXS_EINVAL)
                 pxs_fail(h->st, rc, "'%s': %s", h->name, lerr);
-            for (size_t i = 0; !rc && i < tmp.n; i++) {
-                if (ns == cap) {
-                    cap = cap ? cap * 2 : 64;
-                    ioseg *nsg = realloc(sg, cap * sizeof *nsg);
-                    if (!nsg) {
-                        rc = PXS_ENOMEM;
-                        break;
-                    }
-                    sg = nsg;
+            if (!rc && ns + pc->n > h->capseg) {
+                size_t cap = h->capseg ? h->capseg : 16;
+                while (cap < ns + pc->n)
+                    cap *= 2;
+                ioseg *nsg = realloc(h->seg, cap * sizeof *nsg);
+                if (!nsg)
+                    rc = PXS_ENOMEM;
+                else {
+                    h->seg = nsg;
+                    h->capseg = cap;
                 }
-                const pxs_piece *p = &tmp.p[i];
-                ioseg *s = &sg[ns++];
+            }
+            for (size_t i = 0; !rc && i < pc->n; i++) {
+                const pxs_piece *p = &pc->p[i];
+                ioseg *s = &h->seg[ns++];
                 s->server = p->server;
                 s->datafile = p->datafile;
                 s->local = p->local;
@@ -557,48 +609,48 @@ static int segments(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *
             }
         }
     }
-    free(tmp.p);
-    if (rc) {
-        free(sg);
+    if (rc)
         return rc;
-    }
-    if (ns > 1)
-        qsort(sg, ns, sizeof *sg, cmp_seg);
-    *out = sg;
+    sort_segs(h->seg, ns);
     *nout = ns;
     return PXS_OK;
 }
 
-static int do_io(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, char *buf, const int64_t *bo,
-                 int write)
+/* the scratch of a large request is not kept (a handle keeps at most KEEP_SEGS entries) */
+static void trim_scratch(pxs_sfile *h)
 {
-    ioseg *sg = NULL;
+    if (h->capseg > KEEP_SEGS) {
+        free(h->seg);
+        h->seg = NULL;
+        h->capseg = 0;
+    }
+    if (h->pcs.cap > KEEP_SEGS) {
+        free(h->pcs.p);
+        h->pcs = (pxs_pieces){0};
+    }
+}
+
+static int move(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, char *buf, const int64_t *bo,
+                int write)
+{
     size_t ns = 0;
-    int rc = segments(h, n, off, len, bo, &sg, &ns);
-    if (rc || ns == 0) {
-        free(sg);
+    int rc = segments(h, n, off, len, bo, &ns);
+    if (rc || ns == 0)
         return rc;
-    }
-    if (!h->st->direct) {
-        rc = transfer(h, sg, ns, buf, write);
-        free(sg);
-        return rc;
-    }
+    const ioseg *sg = h->seg;
+    if (!h->st->direct)
+        return transfer(h, sg, ns, buf, write);
     /* O_DIRECT (local.py direct mode): through a page-aligned buffer; pieces 4 KiB aligned */
     int64_t top = 0;
     for (size_t i = 0; i < ns; i++) {
-        if ((sg[i].local | sg[i].len | sg[i].bo) % ALIGN) {
-            free(sg);
+        if ((sg[i].local | sg[i].len | sg[i].bo) % ALIGN)
             return pxs_fail(h->st, PXS_EINVAL, "O_DIRECT needs %d-byte aligned offsets, lengths and stripes", ALIGN);
-        }
         if (sg[i].bo + sg[i].len > top)
             top = sg[i].bo + sg[i].len;
     }
     void *tmp = NULL;
-    if (posix_memalign(&tmp, ALIGN, (size_t)top)) {
-        free(sg);
+    if (posix_memalign(&tmp, ALIGN, (size_t)top))
         return PXS_ENOMEM;
-    }
     if (write)
         for (size_t i = 0; i < ns; i++)
             memcpy((char *)tmp + sg[i].bo, buf + sg[i].bo, (size_t)sg[i].len);
@@ -607,7 +659,14 @@ static int do_io(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len
         for (size_t i = 0; i < ns; i++)
             memcpy(buf + sg[i].bo, (char *)tmp + sg[i].bo, (size_t)sg[i].len);
     free(tmp);
-    free(sg);
+    return rc;
+}
+
+static int do_io(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, char *buf, const int64_t *bo,
+                 int write)
+{
+    int rc = move(h, n, off, len, buf, bo, write);
+    trim_scratch(h);
     return rc;
 }
 

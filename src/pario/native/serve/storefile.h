@@ -6,8 +6,11 @@
  * files) at the server-local offsets of pario.layout.map_requests (layout.h).  Data files
  * are opened lazily (O_CREAT, O_DIRECT in direct mode); a request is cut into single-server
  * pieces in logical order, the pieces of one data file that are contiguous on the server
- * become one preadv/pwritev (at most IOV_MAX buffers); bytes a data file does not have read
- * as 0 (holes stay holes).
+ * become one system call (pread/pwrite for one buffer, preadv/pwritev for several: at most
+ * IOV_MAX buffers, buffers adjacent in memory joined); bytes a data file does not have read
+ * as 0 (holes stay holes).  The mapping reuses per-handle arrays: a served read or write
+ * allocates nothing once they have grown to its number of pieces (arrays of more than 4096
+ * pieces, for large requests, are freed after the call).
  *
  * Sizes are local.py's: kept in memory while a file is open; the first write past the
  * committed size marks the file `dirty` in the metadata before its first byte; close and
@@ -53,6 +56,8 @@ typedef struct {
     int server, datafile, fd;
 } pxs_fd;
 
+struct pxs_ioseg;
+
 struct pxs_sfile {
     pxs_store *st;
     char *name;
@@ -64,6 +69,12 @@ struct pxs_sfile {
     int refs;
     pxs_fd *fds;
     int nfd, capfd;
+    int *fd0;                   /* nservers: server j's own data file (datafile 0), or -1 */
+    /* the request mapping's scratch, kept between calls (no allocation per call once grown;
+     * every call on a handle holds the store's mutex) */
+    pxs_pieces pcs;
+    struct pxs_ioseg *seg;
+    size_t capseg;
     pxs_sfile *next;
 };
 

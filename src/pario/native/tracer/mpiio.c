@@ -60,6 +60,7 @@ typedef struct px_pending {
 
 static pthread_mutex_t map_mutex = PTHREAD_MUTEX_INITIALIZER;
 static px_map files;       /* MPI_File -> px_file */
+static int nfiles;         /* entries in `files` (read without the lock as a fast path) */
 static px_map pending;     /* MPI_Request -> px_pending */
 static int npending;       /* entries in `pending` (read without the lock as a fast path) */
 static int next_file_id;
@@ -76,9 +77,14 @@ static uint64_t rkey(MPI_Request r)
     return k;
 }
 
+/* The tracer's state of a file, NULL for a file it neither traces nor serves.  A file that
+ * passes through costs this call only: while no file is traced or served (the table is
+ * empty) no lock either.  A handle reaches a data call only after its MPI_File_open has
+ * returned, so a file in the table is seen here (the count is stored before the open
+ * returns; the program orders its threads' uses of the handle after that). */
 static px_file *lookup(MPI_File fh)
 {
-    if (!px_on && !px_serving)
+    if ((!px_on && !px_serving) || __atomic_load_n(&nfiles, __ATOMIC_ACQUIRE) == 0)
         return NULL;
     pthread_mutex_lock(&map_mutex);
     px_file *f = px_map_get(&files, fkey(fh));
@@ -828,6 +834,7 @@ PX_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_
     pthread_mutex_lock(&map_mutex);
     f->id = next_file_id++;
     int ok = px_map_put(&files, fkey(*fh), f) == 0;
+    __atomic_store_n(&nfiles, (int)files.n, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&map_mutex);
     if (!ok) {
         if (f->srv) {  /* out of memory: a served file cannot be left without its state */
@@ -918,6 +925,7 @@ PX_EXPORT int MPI_File_close(MPI_File *fh)
     }
     pthread_mutex_lock(&map_mutex);
     px_map_take(&files, fkey(handle));
+    __atomic_store_n(&nfiles, (int)files.n, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&map_mutex);
     px_posix_counts pc;
     px_posix_snapshot(&f->watch, &pc);

@@ -618,26 +618,58 @@ void px_serve_attach(px_file *f)
 
 /* ------------------------------------------------------------------ data */
 
+/* The file extents of one access, with their offsets in the packed data (bo); the few of an
+ * access through a simple view (one, for the default view) in the room inside, many on the
+ * heap: an independent read or write allocates nothing here. */
+#define EXT_INLINE 16
+
 typedef struct {
-    int64_t *off, *len;
+    int64_t *off, *len, *bo;
     int64_t n, cap;
+    int64_t off_in[EXT_INLINE], len_in[EXT_INLINE], bo_in[EXT_INLINE];
 } extents;
+
+static void extents_init(extents *e)
+{
+    e->off = e->off_in;
+    e->len = e->len_in;
+    e->bo = e->bo_in;
+    e->n = 0;
+    e->cap = EXT_INLINE;
+}
+
+static void extents_free(extents *e)
+{
+    if (e->off != e->off_in) {
+        free(e->off);
+        free(e->len);
+        free(e->bo);
+    }
+}
 
 static int add_extent(void *ctx, int64_t off, int64_t len)
 {
     extents *e = ctx;
     if (e->n == e->cap) {
-        int64_t c = e->cap ? 2 * e->cap : 16;
-        int64_t *o = realloc(e->off, (size_t)c * sizeof *o);
-        if (!o)
+        int64_t c = 2 * e->cap;
+        int64_t *o = malloc((size_t)c * sizeof *o), *l = malloc((size_t)c * sizeof *l),
+                *b = malloc((size_t)c * sizeof *b);
+        if (!o || !l || !b) {
+            free(o);
+            free(l);
+            free(b);
             return -1;
+        }
+        memcpy(o, e->off, (size_t)e->n * sizeof *o);
+        memcpy(l, e->len, (size_t)e->n * sizeof *l);
+        memcpy(b, e->bo, (size_t)e->n * sizeof *b);
+        extents_free(e);
         e->off = o;
-        int64_t *l = realloc(e->len, (size_t)c * sizeof *l);
-        if (!l)
-            return -1;
         e->len = l;
+        e->bo = b;
         e->cap = c;
     }
+    e->bo[e->n] = e->n ? e->bo[e->n - 1] + e->len[e->n - 1] : 0;
     e->off[e->n] = off;
     e->len[e->n] = len;
     e->n++;
@@ -647,6 +679,8 @@ static int add_extent(void *ctx, int64_t off, int64_t len)
 /* The memory datatype is count contiguous bytes at buf (no packing needed). */
 static int contiguous(MPI_Datatype dt, int64_t size)
 {
+    if (dt == MPI_BYTE || dt == MPI_CHAR)
+        return 1;
     MPI_Count lb, extent, tlb, textent;
     if (PMPI_Type_get_extent_c(dt, &lb, &extent) != MPI_SUCCESS ||
         PMPI_Type_get_true_extent_c(dt, &tlb, &textent) != MPI_SUCCESS)
@@ -710,7 +744,8 @@ int px_serve_data(px_file *f, int op, int kind, int coll, int64_t pos, void *buf
     if (op == 0 && (s->amode & MPI_MODE_WRONLY))
         return MPI_ERR_ACCESS;
     int rc = MPI_SUCCESS;
-    extents e = {0};
+    extents e;
+    extents_init(&e);
     char *data = buf, *tmp = NULL;
     int64_t moved = 0;
     if (pos < 0) {
@@ -749,21 +784,10 @@ int px_serve_data(px_file *f, int op, int kind, int coll, int64_t pos, void *buf
             rc = tp_code(trc);
         }
     } else if (rc == MPI_SUCCESS && e.n > 0) {
-        int64_t *bo = malloc((size_t)e.n * sizeof *bo);
-        if (!bo) {
-            rc = MPI_ERR_NO_MEM;
-        } else {
-            int64_t at = 0;
-            for (int64_t i = 0; i < e.n; i++) {
-                bo[i] = at;
-                at += e.len[i];
-            }
-            int r = op ? pxs_writev(s->pf, e.n, e.off, e.len, data, bo) : pxs_readv(s->pf, e.n, e.off, e.len, data, bo);
-            if (r != 0) {
-                say("%s: %s", s->name, pxs_store_error(s->ss->st));
-                rc = MPI_ERR_IO;
-            }
-            free(bo);
+        int r = op ? pxs_writev(s->pf, e.n, e.off, e.len, data, e.bo) : pxs_readv(s->pf, e.n, e.off, e.len, data, e.bo);
+        if (r != 0) {
+            say("%s: %s", s->name, pxs_store_error(s->ss->st));
+            rc = MPI_ERR_IO;
         }
     }
     if (rc == MPI_SUCCESS) {
@@ -798,8 +822,7 @@ int px_serve_data(px_file *f, int op, int kind, int coll, int64_t pos, void *buf
         }
     }
     free(tmp);
-    free(e.off);
-    free(e.len);
+    extents_free(&e);
     if (rc == MPI_SUCCESS && (kind & 3) == PX_POS_INDIVIDUAL && f->etype_size > 0) {
         /* the individual pointer moves past the data requested (MPI-4.1 §14.4.3) */
         MPI_Offset p = 0;
