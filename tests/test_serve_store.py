@@ -330,13 +330,13 @@ def test_crash_before_close_recovers_the_size(driver, tmp_path):
 
 
 # ---------------------------------------------------------------------- CEDA replicas
-def _one_file_store(tmp_path, seed, n):
-    """A ceda-hdd8 store at tmp_path/st with file f (fixed:64k) of n seeded bytes."""
+def _one_file_store(tmp_path, seed, n, system="ceda-hdd8", layout="fixed:64k"):
+    """A store of ``system`` at tmp_path/st with file f (``layout``) of n seeded bytes."""
     root = tmp_path / "st"
-    init_store(root, "ceda-hdd8")
+    init_store(root, system)
     init, _ = _blob(tmp_path, seed, n)
     with Store(root) as st:
-        st.create("f", "fixed:64k")
+        st.create("f", layout)
         with st.open("f") as f:
             f.write(0, init.tobytes())
     return root, init
@@ -533,13 +533,8 @@ def test_python_dirty_replica_read_by_c(driver, tmp_path, capsys):
 # ---------------------------------------------------------------------- hybrid routing
 def test_hybrid_cost_and_cheapest_routing(driver, tmp_path):
     system = load_system("psa-4h4s")
-    root = tmp_path / "st"
-    init_store(root, "psa-4h4s")
-    init, _ = _blob(tmp_path, 7, 3 * MiB)
+    root, init = _one_file_store(tmp_path, 7, 3 * MiB, "psa-4h4s", "fixed:16k")
     with Store(root) as st:
-        st.create("f", "fixed:16k")
-        with st.open("f") as f:
-            f.write(0, init.tobytes())
         Replicator(st, [ReplicaSpec("f", "dv", parse_layout("var:hdd=0,ssd=1m", system), "cheapest"),
                         ReplicaSpec("f", "dh", parse_layout("fixed:256k", system), "cheapest")], chunk=MiB).run()
     ref = init.copy()
@@ -577,6 +572,12 @@ def test_hybrid_cost_and_cheapest_routing(driver, tmp_path):
     assert more == 1
     d("read", h, 0, len(ref), out, 0)
     assert np.array_equal(np.fromfile(out, np.uint8)[:len(ref)], ref)
+    _close_full_replicas_hold(d, h, root, ref)
+
+
+def _close_full_replicas_hold(d, h, root, ref) -> None:
+    """Close the C file and store, then: fsck clean with nothing unclean, f and every (full)
+    replica of it hold ``ref``."""
     d("fclose", h)
     d("close_store")
     d.close()
@@ -597,13 +598,8 @@ def test_hybrid_replicas_are_synchronised_in_the_background(driver, tmp_path):
     replay shows no unclean entry; the stats count the bytes it copied), and the replica then
     holds the newest bytes."""
     system = load_system("psa-4h4s")
-    root = tmp_path / "st"
-    init_store(root, "psa-4h4s")
-    init, _ = _blob(tmp_path, 17, 2 * MiB)
+    root, init = _one_file_store(tmp_path, 17, 2 * MiB, "psa-4h4s", "fixed:16k")
     with Store(root) as st:
-        st.create("f", "fixed:16k")
-        with st.open("f") as f:
-            f.write(0, init.tobytes())
         Replicator(st, [ReplicaSpec("f", "dv", parse_layout("var:hdd=0,ssd=1m", system), "cheapest")],
                    chunk=MiB).run()
         fid = st.rmt.fid("f")
@@ -623,15 +619,7 @@ def test_hybrid_replicas_are_synchronised_in_the_background(driver, tmp_path):
         time.sleep(0.05)
     assert not [e for e in model.entries(fid) if e[4] != J.CLEAN]
     assert d("stats", h)["synced"] > 0
-    d("fclose", h)
-    d("close_store")
-    d.close()
-    with Store(root) as st:
-        rep = fsck(st)
-        assert rep["ok"] and rep["unclean"] == 0, rep
-        for r in st.rmt.replicas("f"):
-            with st.open(r["r_file"]) as g:
-                assert g.read(0, len(ref)) == ref.tobytes()
+    _close_full_replicas_hold(d, h, root, ref)
 
 
 # ---------------------------------------------------------------------- bad input
