@@ -28,15 +28,15 @@ kept, fsck clean.  Every trial:
     the final MPI_File_close began); hydra then kills the others;
   - ``in-call``: one random rank SIGKILLs itself (a timer with SIGEV_SIGNAL = SIGKILL) a
     random delay after its k-th write began (1 us-2 ms, log-uniform), its k-th
-    MPI_File_close began (0-20 ms: the flush of DIRTY replicas) or MPI_Finalize began
-    (0-50 ms: the store's last close), so that the kill lands inside the served call;
+    MPI_File_close began (0-20 ms) or MPI_Finalize began (0-50 ms: the store's close,
+    which flushes DIRTY replica bytes), so that the kill lands inside the served call;
   - ``whole-job``: every rank SIGKILLed at once at a random time (as one-rank, watching rank 0);
   - ``no-kill``: the run ends normally (half of these are the stale-read control below);
 * in 30 % of the killed trials the program runs again first, only opening and closing the
   file (``nops`` = 0): the C library's first opener recovers the crashed store and its last
   close flushes (it must exit 0, say nothing, and leave no DIRTY byte); in 40 % of these a
   first re-run has one rank SIGKILLed within 0.15 s of its start (in the store's open and
-  recovery, the file's open or close, the last close's flush);
+  recovery, the file's open or close, the store's flush at MPI_Finalize);
 * then ``pario store fsck --store DIR --json`` (the first opener: recovery) must be clean with
   no unclean RMT entry, and the file read through the Python store must hold every
   acknowledged byte.  The summary counts the recoveries that found DIRTY replica bytes (the

@@ -406,3 +406,48 @@ def test_pario_run_applies_a_layout_plan(ior_bin, tmp_path):
     default = Striped(tuple(range(prof.n)), (64 * 1024,) * prof.n)      # run 1: the store's default layout
     want = DistributionModel().trace_cost(t1, {str(data): default}, prof, batches=batch_ids(t1, "auto")).predicted_s
     assert s["predicted"]["ORIG"] == pytest.approx(want, rel=1e-9)
+
+
+def test_ior_rewrite_goes_to_the_replica_and_home_when_the_program_ends(lib, ior_bin, tmp_path):
+    """CEDA inside MPI-IO on IOR's write + read (the write phase truncates the file, then
+    writes it again): the rewrite of the replicated range goes to the replica (DIRTY: the
+    journal's records, replayed by the independent reader, show the replica's DIRTY entries
+    added), the read phase after IOR's close and reopen is served from it, and the dirty
+    bytes reach the original by the time the program ends (MPI_Finalize; seed 000 §5: "when
+    the application ends its execution"): right after mpiexec, before any other process
+    opens the store (whose recovery would flush too), the journal has no unclean entry and
+    the original's own data files (read with the stress scripts' own mapping) hold the bytes
+    IOR writes without pario."""
+    import importlib.util
+
+    from pario.cli import main
+    from pario.store import rmt_journal as J
+
+    spec = importlib.util.spec_from_file_location("crash_stress", ROOT / "stress" / "crash_stress.py")
+    cs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cs)
+    store = _store(tmp_path / "store", "ceda-hdd8")      # fixed:64k over H0..H7 (crash_stress)
+    name = tmp_path / "ior.dat"
+    shape = ["-a", "MPIIO", "-b", "256k", "-t", "64k", "-s", "4", "-k"]
+    _mpiexec([ior_bin, *shape, "-G", "11", "-w", "-o", name], _env(lib, store=store, serve="all"), tmp_path)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({
+        "pario_plan": 1, "scheme": "ceda", "system": "ceda-hdd8", "layouts": {}, "collective_order": "romcio",
+        "replicas": {str(name): [{"name": "r1", "layout": {"type": "extents", "default": None,
+                                                            "extents": [[0, 2 << 20, "H3", 0, 1]]}}]}}))
+    assert main(["replicate", str(plan), "--store", str(store), "--no-layouts"]) == 0
+    plain = tmp_path / "plain.dat"
+    _mpiexec([ior_bin, *shape, "-G", "12", "-w", "-o", plain], _env(lib), tmp_path)
+    cp = _mpiexec([ior_bin, *shape, "-G", "12", "-w", "-r", "-R", "-E", "-o", name],
+                  _env(lib, store=store, plan=plan), tmp_path)
+    assert "pario: serve:" not in cp.stderr
+    j = J.read(store / "rmt.log")
+    dirty_adds = [r for r in j.records if r.type == J.ADD and r.a16 == J.DIRTY]
+    assert sum(int(r.u[4]) for r in dirty_adds) == 2 << 20          # the whole replicated range, rewritten
+    model, _ = J.replay(store / "rmt.log")
+    fid, layout, size, dirty = cs.read_meta(store, str(name))
+    ents = model.entries(fid)
+    assert ents and all(e[4] == J.CLEAN for e in ents)              # flushed when the program ended
+    ref = np.frombuffer(plain.read_bytes(), np.uint8)
+    assert size == len(ref) and not dirty
+    assert np.array_equal(cs.striped_bytes(store, fid, size), ref)

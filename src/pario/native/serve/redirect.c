@@ -273,7 +273,7 @@ int pxs_close(pxs_file *f)
         return PXS_OK;
     }
     pxs_lazy_forget(st, f);
-    int rc = flush_locked(f);
+    int rc = st->flush_at_end ? PXS_OK : flush_locked(f);
     for (pxs_file **p = &st->files; *p; p = &(*p)->next)
         if (*p == f) {
             *p = f->next;
@@ -1232,6 +1232,7 @@ int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size
     pthread_mutexattr_destroy(&at);
     st->shared = !!(flags & PXS_SHARED);
     st->direct = !!(flags & PXS_DIRECT);
+    st->flush_at_end = !!(flags & PXS_FLUSH_AT_END);
     st->timeout = pxs_store_timeout();
     int rc = pxs_config_read(root, &st->cfg, st->err, sizeof st->err);
     char path[PATH_MAX], sync_path[PATH_MAX];
@@ -1345,6 +1346,10 @@ int pxs_store_close(pxs_store *st, char *err, size_t errlen)
 {
     int rc = pxs_lazy_stop(st);     /* before the mutex: the thread takes it */
     LOCK(st);
+    if (st->flush_at_end && st->have_rmt) {   /* the application ends: its DIRTY bytes home */
+        int r = flush_all(st);
+        rc = rc ? rc : r;
+    }
     while (st->files) {
         st->files->refs = 1;
         int r = pxs_close(st->files);

@@ -26,7 +26,11 @@
 
 #include "storefile.h"
 
-enum { PXS_SHARED = 1, PXS_DIRECT = 2, PXS_NORECOVER = 4 };
+/* PXS_FLUSH_AT_END: a file's close leaves DIRTY replica bytes in the replicas (the RMT keeps
+ * serving them); the store's close flushes them (CEDA seed 000 §5: "we flush the data to the
+ * original files if the dirty flag in the entry is set when the application ends its
+ * execution") -- the MPI runtime's mode: MPI_Finalize closes the store */
+enum { PXS_SHARED = 1, PXS_DIRECT = 2, PXS_NORECOVER = 4, PXS_FLUSH_AT_END = 8 };
 
 #define PXS_SYNC_CHUNK ((int64_t)4 << 20)   /* lazy synchronisation: bytes per step */
 #define PXS_SYNC_BATCH ((int64_t)64 << 20)  /* flush: bytes per batch */

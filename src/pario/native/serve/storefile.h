@@ -40,6 +40,7 @@ typedef struct pxs_store {
     pxs_meta meta;
     const char **names;         /* server names, for layout parsing */
     int direct, shared, first;
+    int flush_at_end;           /* PXS_FLUSH_AT_END: DIRTY bytes flushed at the store's close */
     double timeout;             /* PARIO_STORE_TIMEOUT */
     int lock_fd;                /* DIR/.lock (flock) */
     int have_rmt;

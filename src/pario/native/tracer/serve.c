@@ -138,7 +138,8 @@ static srv_store *get_store(const char *root, char *err, size_t errlen)
         s = s->next;
     if (!s) {
         pxs_store *st = NULL;
-        int flags = PXS_SHARED | (getenv("PARIO_DIRECT") && strcmp(getenv("PARIO_DIRECT"), "1") == 0 ? PXS_DIRECT : 0);
+        int flags = PXS_SHARED | PXS_FLUSH_AT_END |
+                    (getenv("PARIO_DIRECT") && strcmp(getenv("PARIO_DIRECT"), "1") == 0 ? PXS_DIRECT : 0);
         if (pxs_store_open(root, flags, &st, err, errlen) == 0) {
             s = calloc(1, sizeof *s);
             if (s && (s->root = strdup(root)) && (s->kinds = server_kinds(st))) {
