@@ -91,3 +91,12 @@ def test_store_rank_killed_mid_collective_leaves_consistent_rmt(tmp_path):
     old, new = content(0).reshape(RECORDS, REC), content(1).reshape(RECORDS, REC)
     for k in range(RECORDS):
         assert np.array_equal(raw[k], old[k]) or np.array_equal(raw[k], new[k]), f"record {k} torn"
+
+
+def test_set_size_voids_an_earlier_extension_of_another_rank(tmp_path):
+    """A rank extends the file, then a collective set_size shrinks it (rank 0 truncates): the
+    extending rank's handle learns the size, so its close does not commit its old end."""
+    root = _prepare(tmp_path)
+    cp = run_mpi("store_redirect.py", root, "resize")
+    _check(cp)
+    assert [ln for ln in cp.stdout.splitlines() if ln.startswith("size")] == [f"size {REC // 2}"]

@@ -451,3 +451,25 @@ def test_ior_rewrite_goes_to_the_replica_and_home_when_the_program_ends(lib, ior
     ref = np.frombuffer(plain.read_bytes(), np.uint8)
     assert size == len(ref) and not dirty
     assert np.array_equal(cs.striped_bytes(store, fid, size), ref)
+
+
+def test_set_size_between_ranks_writes_matches_mpich(lib, tmp_path):
+    """tests/c/serve_resize.c: a collective MPI_File_set_size between writes of several
+    ranks (a rank whose handle read a larger size at open writes up to that size after the
+    truncation; a rank that extended the file before a truncation): the sizes after every
+    phase and the final bytes equal MPICH's own on a plain file (the program run without
+    pario)."""
+    exe = tmp_path / "serve_resize"
+    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
+                        str(ROOT / "tests" / "c" / "serve_resize.c"), "-o", str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    plain = tmp_path / "plain.dat"
+    want = _mpiexec([exe, plain], _env(lib), tmp_path).stdout.split()
+    assert want == ["size", str(P * 65536), "size", str(P * 65536), "size", "32768"]   # the program's own sizes
+    store = _store(tmp_path / "store")
+    name = tmp_path / "served.dat"
+    cp = _mpiexec([exe, name], _env(lib, store=store, serve="all"), tmp_path)
+    assert "pario: serve:" not in cp.stderr
+    assert cp.stdout.split() == want
+    assert not name.exists()
+    assert _store_bytes(store, str(name)) == plain.read_bytes()

@@ -7,6 +7,8 @@ a CEDA partial replica of every odd record.  MODE:
           rank rewrites its records (half independent, half collective), checks the new bytes
           while replicas are dirty, rank 0 prints "dirty N" (DIRTY RMT entries before close).
   crash – rank 0 (the store rank) is SIGKILLed in the middle of a collective write.
+  resize – rank 1 writes a record past the end (extending the file), then a collective
+          set_size to half a record; rank 0 prints "size N" as a fresh open sees it.
 """
 import os
 import signal
@@ -90,3 +92,13 @@ elif mode == "crash":
     data = np.concatenate([new[k * REC:(k + 1) * REC] for k in mine])
     fh.write_at_all(0, data)
     fh.close()
+elif mode == "resize":
+    if r == 1 % p:
+        fh.write_at(RECORDS * REC, new[:REC].copy())
+    fh.set_size(REC // 2)
+    fh.close()
+    g = File.open(comm, "data", MPI.MODE_RDONLY, hints)
+    n = g.get_size()
+    g.close()
+    if r == 0:
+        print("size", n, flush=True)

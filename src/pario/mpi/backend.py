@@ -59,6 +59,9 @@ class PosixBackend:
     def set_size(self, n: int) -> None:
         os.ftruncate(self.fd, n)
 
+    def resized(self, n: int) -> None:
+        """Another rank set the size (the file system knows it already)."""
+
     def sync(self) -> None:
         os.fsync(self.fd)
 

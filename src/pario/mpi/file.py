@@ -273,10 +273,13 @@ class File:
         return int(self.backend.size())
 
     def set_size(self, size: int) -> None:
-        """Collective: resize the file (rank 0 does it)."""
+        """Collective: resize the file (rank 0 does it; the others' handles learn the size,
+        so that an extension they made before is void and their next write past it extends)."""
         if self.comm.rank == 0:
             self.backend.set_size(int(size))
         self.comm.Barrier()
+        if self.comm.rank != 0:
+            self.backend.resized(int(size))
 
     def sync(self) -> None:
         self.backend.sync()

@@ -202,6 +202,11 @@ class SharedStoreBackend(_StoreBackendBase):
         with self._lock:
             self.sf.truncate(int(n))
 
+    def resized(self, n: int) -> None:
+        """Rank 0 set the size to ``n``: this rank's handle learns it."""
+        with self._lock:
+            self.sf.resized(int(n))
+
     def sync(self) -> None:
         with self._lock:
             self.sf.fsync()
@@ -334,6 +339,9 @@ class ShippedStoreBackend(_StoreBackendBase):
 
     def size(self) -> int:
         return self._local_size() if self.rank == STORE_RANK else int(self._rpc("size"))
+
+    def resized(self, n: int) -> None:
+        """Only the store rank holds the file: nothing to learn."""
 
     def set_size(self, n: int) -> None:
         if self.rank != STORE_RANK:

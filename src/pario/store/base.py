@@ -135,6 +135,11 @@ class Backend(ABC):
         still see the size); default: :meth:`extend`."""
         self.extend(h, end)
 
+    def resized(self, h: Handle, size: int) -> None:
+        """Another process set the file's size to ``size``: the handle's size is that, and an
+        extension it made before is void (default: the handle's size only)."""
+        h.size = int(size)
+
     def refresh_size(self, h: Handle) -> int:
         """The size as other processes left it (shared stores); default: the handle's."""
         return h.size

@@ -510,6 +510,13 @@ class LocalBackend(Backend):
         with h.lock:
             self._extend(h, int(end))
 
+    def resized(self, h: LocalHandle, size: int) -> None:
+        """Another process truncated the file to ``size``: the handle's size is that and an
+        extension made here before is not committed (storefile.c ``pxs_sfile_resized``)."""
+        with h.lock:
+            h.size = int(size)
+            h.size_dirty = False
+
     def reserve(self, h: LocalHandle, end: int) -> None:
         """As :meth:`extend`, and the data file of byte ``end - 1`` is made to hold it
         (``fallocate``: allocates, never overwrites a byte, never shrinks; aligned or not,

@@ -379,6 +379,13 @@ class File:
                 self.rmt.trim(self.name, size)
             self.backend.truncate(self.h, size)
 
+    def resized(self, size: int) -> None:
+        """Another process of the job set the size to ``size`` (MPI_File_set_size on rank 0):
+        this handle's size is that, and an extension it made before is void (its bytes past
+        ``size`` were cut), so it is not committed at close (redirect.c pxs_resized)."""
+        with self.lock:
+            self.backend.resized(self.h, int(size))
+
     # ------------------------------------------------------------------ synchronisation
     def sync_step(self, chunk: int = SYNC_CHUNK) -> bool:
         """Synchronise at most ``chunk`` bytes (lazy synchronisation, hybrid replication):

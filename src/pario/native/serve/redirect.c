@@ -712,6 +712,13 @@ int pxs_truncate(pxs_file *f, int64_t size)
     return rc;
 }
 
+void pxs_resized(pxs_file *f, int64_t size)
+{
+    LOCK(f->st);
+    pxs_sfile_resized(f->h, size);
+    UNLOCK(f->st);
+}
+
 int pxs_size(pxs_file *f, int64_t *size)
 {
     LOCK(f->st);

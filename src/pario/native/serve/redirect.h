@@ -91,6 +91,9 @@ int pxs_readv(pxs_file *f, int64_t n, const int64_t *off, const int64_t *len, vo
 int pxs_writev(pxs_file *f, int64_t n, const int64_t *off, const int64_t *len, const void *buf, const int64_t *bo);
 int pxs_truncate(pxs_file *f, int64_t size);
 /* the size, including other processes' writes (shared store) */
+/* another process of the job set the file's size to size (MPI_File_set_size): this
+ * handle's size is that, and an extension it made before is void */
+void pxs_resized(pxs_file *f, int64_t size);
 int pxs_size(pxs_file *f, int64_t *size);
 /* DIRTY replica bytes → original, then original → STALE replicas; journal durable */
 int pxs_flush(pxs_file *f);

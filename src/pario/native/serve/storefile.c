@@ -381,6 +381,12 @@ int pxs_store_finalize_sizes(pxs_store *st)
     return rc;
 }
 
+void pxs_sfile_resized(pxs_sfile *h, int64_t size)
+{
+    h->size = size;
+    h->size_dirty = 0;
+}
+
 int pxs_sfile_truncate(pxs_sfile *h, int64_t size)
 {
     pxs_store *st = h->st;

@@ -93,6 +93,8 @@ int pxs_sfile_writev(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t 
 /* the logical size grows to end (bytes written elsewhere, e.g. a replica) */
 int pxs_sfile_extend(pxs_sfile *h, int64_t end);
 int pxs_sfile_reserve(pxs_sfile *h, int64_t end);
+/* another process truncated the file to size: the handle's size, no extension to commit */
+void pxs_sfile_resized(pxs_sfile *h, int64_t size);
 /* shared store: the size all processes made (metadata, data files while dirty) */
 int pxs_sfile_refresh_size(pxs_sfile *h, int64_t *size);
 int pxs_sfile_truncate(pxs_sfile *h, int64_t size);

@@ -996,16 +996,25 @@ int px_serve_set_size(px_file *f, MPI_Offset size, int preallocate)
     if (s->amode & MPI_MODE_RDONLY)
         return MPI_ERR_READ_ONLY;
     PMPI_Barrier(f->comm);   /* every rank's writes are in before the size changes */
+    int64_t out[2] = {MPI_SUCCESS, size};    /* outcome, the size now */
     if (f->comm_rank == 0) {
         int64_t cur = 0;
         if (pxs_size(s->pf, &cur) != 0)
-            rc = MPI_ERR_IO;
-        else if ((!preallocate || size > cur) && size != cur && pxs_truncate(s->pf, size) != 0) {
+            out[0] = MPI_ERR_IO;
+        else if (preallocate && size <= cur)
+            out[1] = cur;
+        else if (size != cur && pxs_truncate(s->pf, size) != 0) {
             say("%s: %s", s->name, pxs_store_error(s->ss->st));
-            rc = MPI_ERR_IO;
+            out[0] = MPI_ERR_IO;
         }
     }
-    PMPI_Bcast(&rc, 1, MPI_INT, 0, f->comm);
+    if (PMPI_Bcast(out, 2, MPI_INT64_T, 0, f->comm) != MPI_SUCCESS)
+        return MPI_ERR_IO;
+    rc = (int)out[0];
+    /* the other ranks' handles learn the size rank 0 set: an extension they made before it
+     * is void (their writes past it were cut), and their next write past it must extend */
+    if (rc == MPI_SUCCESS && f->comm_rank != 0 && !preallocate)
+        pxs_resized(s->pf, out[1]);
     return rc;
 }
 
@@ -1030,8 +1039,14 @@ int px_serve_close(px_file *f, MPI_File *fh)
     int rc = pxs_close(s->pf) == 0 ? MPI_SUCCESS : MPI_ERR_IO;
     if (rc != MPI_SUCCESS)
         say("%s: %s", s->name, pxs_store_error(s->ss->st));
+    /* every rank's close (its size commit) is done before any rank's close returns: a size
+     * asked for right after a close (IOR stats its file) must see every rank's writes, as it
+     * does on a file system; and one outcome on every rank */
+    int all = rc;
+    if (PMPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, f->comm) != MPI_SUCCESS)
+        all = MPI_ERR_IO;
+    rc = all;
     if (s->amode & MPI_MODE_DELETE_ON_CLOSE) {
-        PMPI_Barrier(f->comm);
         if (f->comm_rank == 0) {
             int drc = MPI_SUCCESS;
             char *root = s->ss->root;
