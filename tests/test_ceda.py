@@ -239,15 +239,45 @@ def test_darshan_ior_random_gains_over_orig():
     trace = import_darshan(path)
     system = load_system("ceda-hdd8")
     # one pattern (written, then read back): with one pattern the plan's time is its T_N
-    plan = CEDAPlanner().plan(trace, system)
+    # (the paper's analyzer: B = T_O − T_N)
+    plan = CEDAPlanner(flush=False).plan(trace, system)
     assert len(plan.details["pbt"]) == 1
     row = plan.details["pbt"][0]
     assert row["B"] > 0 and plan.predicted_s == pytest.approx(row["T_N"])
     assert plan.baselines["ORIG"] == pytest.approx(row["T_O"])
+    assert row["flush"] == 0
     # ranks in lock-step (IOR's structure; the log's timestamps come from 8 ranks on 2 cores)
-    plan = CEDAPlanner(by="order").plan(trace, system)
+    plan = CEDAPlanner(by="order", flush=False).plan(trace, system)
     assert plan.predicted_s < plan.baselines["ORIG"]
     assert plan.predicted_s < plan.baselines["CIDA"]
+
+
+def test_flush_pricing_counts_the_copy_back_of_written_bytes():
+    """pario's benefit test (default) adds the copy of dirty replica bytes back to the
+    original at the program's end: for a read-only pattern nothing changes; for IOR's write
+    + read of the same bytes the flush is the pattern's writes read from its replica plus the
+    same writes under the original layout (priced here on the sub-trace of writes, the
+    model called directly), and B drops by exactly that."""
+    from pario.model.distribution import DistributionModel
+    from pario.trace.core import READ
+
+    system = load_system("ceda-hdd8")
+    reads = ior(8, 16 * 1024, 8 * 16 * 1024, 4, pattern="random", op="read", seed=5, file="f")
+    a, b = CEDAPlanner(flush=False).analyze(reads, system), CEDAPlanner().analyze(reads, system)
+    assert (b.pbt["flush"] == 0).all() and np.allclose(a.pbt["B"], b.pbt["B"])
+    both = ior(8, 16 * 1024, 8 * 16 * 1024, 4, pattern="random", op="both", seed=5, file="f")
+    paper, own = CEDAPlanner(flush=False).analyze(both, system), CEDAPlanner().analyze(both, system)
+    assert len(own.pbt) == 1
+    sel = np.flatnonzero(both.cols["op"] != READ)
+    w = both.take(sel)
+    _, batches = np.unique(own.bid[sel], return_inverse=True)     # the analyzer's batches of those rows
+    m = DistributionModel()
+    back = m.trace_cost(Trace.checked({**w.cols, "op": np.zeros(len(w), dtype=w.cols["op"].dtype)}, w.files),
+                        {"f": own.layouts[0]}, system, batches=batches).predicted_s
+    home = m.trace_cost(w, {"f": own.per_file[0]}, system, batches=batches).predicted_s
+    assert own.pbt["flush"][0] == pytest.approx(back + home, rel=1e-9)
+    assert own.pbt["B"][0] == pytest.approx(paper.pbt["B"][0] - (back + home))
+    assert own.pbt["B"][0] < paper.pbt["B"][0]
 
 
 def test_combined_plan_places_patterns_apart():

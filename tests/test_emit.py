@@ -35,7 +35,7 @@ def _plans():
     out["psa-regions"] = (make_planner("psa").plan(ior(8, 256 * K, 2 * M, 2, pattern="random", op="both", seed=3),
                                                    p44), p44)
     c8 = load_system("ceda-hdd8")
-    out["ceda"] = (CEDAPlanner().plan(ior(16, 64 * K, M, 2, pattern="random", op="both", seed=7, file="rand.dat"), c8),
+    out["ceda"] = (CEDAPlanner().plan(ior(16, 64 * K, M, 2, pattern="random", op="read", seed=7, file="rand.dat"), c8),
                    c8)
     two = Trace.concat([ior(16, 4 * M, 4 * M, 4, pattern="strided", op="read", file="a.dat"),
                         ior(1, 4 * M, 32 * M, 1, pattern="sequential", op="read", file="b.dat")])

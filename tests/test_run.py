@@ -54,8 +54,12 @@ def loop(tmp_path_factory):
         pytest.skip("mpiexec not found (pip install mpich mpi4py)")
     pytest.importorskip("mpi4py")
     d = tmp_path_factory.mktemp("run")
+    # the paper's benefit test: the example writes then reads the same bytes, which pario's
+    # default test (the copy back of written bytes priced) declines to replicate; this loop
+    # exercises the redirected run (test_run_prices_the_copy_back_by_default: the default)
     cp = pario("run", "--procs", 2, "--store", d / "store", "--system", "ceda-hdd8", "--out", d / "out",
-               "--timeout", 60, "--json", IOR, "data", "--pattern", "strided", "--xfer", "16K", "--segments", 16)
+               "--timeout", 60, "--json", "--paper-benefit", IOR, "data", "--pattern", "strided", "--xfer", "16K",
+               "--segments", 16)
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     return d, json.loads(cp.stdout)
 
@@ -562,6 +566,28 @@ def test_run_collective_not_redirected(tmp_path):
     assert v["predicted_ratio"] == pytest.approx(1.0)
     assert [r["kind"] for r in v["reasons"]][:2] == ["not_redirected", "page_cache"]
     assert res["identical"] and res["files"] == {"data": __import__("hashlib").sha256(expected_file(2, 16, 16384)).hexdigest()}
+
+
+def test_run_prices_the_copy_back_by_default(tmp_path):
+    """The example writes then reads back the same strided bytes.  pario's default benefit
+    test counts the copy of the replica's dirty bytes back to the original at the program's
+    end (pario.plan.ceda.flush_costs): the PBT's flush is > 0, B = T_O − T_N − flush, and no
+    pattern with B ≤ 0 is replicated; the report's prediction equals ORIG when none is."""
+    _need_mpi()
+    cp = pario("run", "--procs", 2, "--store", tmp_path / "store", "--system", "ceda-hdd8", "--out", tmp_path / "o",
+               "--timeout", 90, "--json", IOR, "data", "--pattern", "strided", "--xfer", "16K", "--segments", 16)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    res = json.loads(cp.stdout)
+    plan = json.loads(Path(res["plan"]).read_text())
+    pbt = plan["details"]["pbt"]
+    assert pbt and all(r["flush"] > 0 for r in pbt)
+    for r in pbt:
+        assert r["B"] == pytest.approx(r["T_O"] - r["T_N"] - r["flush"])
+    replicated = res["replicas_planned"] > 0
+    assert replicated == any(r["B"] > 0 for r in pbt)
+    if not replicated:
+        assert res["predicted"]["plan"] == pytest.approx(res["predicted"]["ORIG"])
+    assert res["identical"]
 
 
 def _testbed_missing() -> str | None:

@@ -107,14 +107,18 @@ def register(sub) -> None:
                    help="collective requests: request order in the file domains written into the best plan; "
                         "auto = the fastest of romcio/cacio/hacio in a simulated two-phase run (default), "
                         "paper = seed 004's rule (HACIO on HDD + SSD servers)")
+    p.add_argument("--paper-benefit", action="store_true",
+                   help="CEDA: the paper's benefit test B = T_O - T_N (default: minus the copy of written "
+                        "replica bytes back to the original when the program ends)")
     p.add_argument("--json", action="store_true",
                    help="machine-readable output: per scheme predicted_s (own model) and distribution_s")
     p.add_argument("-o", "--output", default=None, metavar="PLAN.json", help="write the best plan (and one per scheme)")
     p.set_defaults(func=_advise)
 
 
-def run_advise(trace, system, schemes, *, space=None, original=None, model=None, by=None):
-    """Plan every scheme: (name → (Plan, seconds), name → skip reason)."""
+def run_advise(trace, system, schemes, *, space=None, original=None, model=None, by=None, paper_benefit=False):
+    """Plan every scheme: (name → (Plan, seconds), name → skip reason).  ``paper_benefit``:
+    CEDA's benefit test without the copy back of dirty replica bytes (seed 000 §4.4)."""
     from ..plan.schemes import make_planner, planner_class
 
     plans, skipped = {}, {}
@@ -123,7 +127,8 @@ def run_advise(trace, system, schemes, *, space=None, original=None, model=None,
             skipped[name] = "planner not available in this build"
             continue
         try:
-            planner = make_planner(name, original=original, model=model, by=by)
+            planner = make_planner(name, original=original, model=model, by=by,
+                                   flush=False if paper_benefit else None)
             t0 = time.perf_counter()
             plan = planner.plan(trace, system, budget=space)
             plans[name] = (plan, time.perf_counter() - t0)
@@ -215,7 +220,7 @@ def _advise(args) -> int:
                 f"{len(np.unique(trace.rank[trace.collective]))} aggregator(s), cb_buffer {format_size(tp.cb_buffer)}"
                 + (" (as the traced job ran)" if "trace" in (tp.cb_source, tp.agg_source) else ""))
     plans, skipped = run_advise(trace, system, schemes, space=args.space, original=args.original,
-                                model=args.model, by=args.by)
+                                model=args.model, by=args.by, paper_benefit=args.paper_benefit)
     if not plans:
         raise ParioError("no scheme could plan this trace: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
     common = {name: common_time(plan, trace, system, args.by) for name, (plan, _) in plans.items()}

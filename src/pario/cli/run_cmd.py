@@ -66,6 +66,9 @@ def register(sub) -> None:
                         "e.g. to write the input of a read-only run (--prepare=ARGS when ARGS starts with -)")
     p.add_argument("--repeat", default="1", metavar="K",
                    help="run 1 and run 2 each K times and compare the medians (default 1)")
+    p.add_argument("--paper-benefit", action="store_true",
+                   help="pario advise --paper-benefit: CEDA's benefit test without the copy back of dirty "
+                        "replica bytes at the program's end")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=_run)
 
@@ -84,7 +87,7 @@ def _run(args) -> int:
     summary = run_loop(args.program, args.args, procs=args.procs, store=args.store, system=args.system,
                        testbed=args.testbed, direct=args.direct, space=args.space, schemes=args.schemes,
                        out=args.out, timeout=args.timeout, mpiexec=args.mpiexec, prepare=args.prepare,
-                       repeat=args.repeat,
+                       repeat=args.repeat, paper_benefit=args.paper_benefit,
                        progress=None if args.json else progress, tool_stdout=sys.stderr if args.json else None)
     if args.json:
         print_json(summary)

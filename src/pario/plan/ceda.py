@@ -44,7 +44,8 @@ The plan (:class:`pario.plan.base.Plan`): ``layouts`` = the original layout(s);
 ``replicas[file] = [{"name": "ceda", "layout": ExtentMap, ...}]``; routing: reads and
 writes of a replicated file go to the replica (the ExtentMap sends bytes it does not cover
 to the original layout — CEDA's RMT lookup, §4.6); writes mark the replica dirty and are
-flushed to the original at close (§5.3: ``details["dirty_policy"]``).
+flushed to the original when the program ends (§5: ``details["dirty_policy"]``), a copy the
+benefit test prices by default (:func:`flush_costs`; ``flush=False``: the paper's B).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from ..layout import ExtentMap, Layout, Striped, describe, layout_for_files
 from ..model.base import resolve_layout
 from ..model.batches import batch_ids
 from ..trace import Trace
-from ..trace.core import OP_NAMES
+from ..trace.core import OP_NAMES, READ, WRITE
 from ..trace.patterns import segment
 from .base import Plan, Planner
 from .ceda_select import select_knapsack, select_paper
@@ -417,11 +418,34 @@ def pattern_costs(trace: Trace, pattern_of_row: np.ndarray, layouts_by_pattern: 
     return np.bincount(ukey // nb, weights=per_batch, minlength=npat)
 
 
+def flush_costs(trace: Trace, pattern_of_row: np.ndarray, layouts: dict[int, Any], orig: dict[int, Any], system,
+                model, *, bid: np.ndarray, file_of_pattern) -> np.ndarray:
+    """What every pattern's writes cost once more when the program ends: CEDA redirects a
+    write to replicated data to the replica and marks it dirty, and the dirty bytes are
+    flushed to the original "when the application ends its execution" (seed 000 §5) — read
+    from the replica, written to the original.  The paper's analyzer (§4.4, B = T_O − T_N)
+    leaves that copy out; pario counts it (B = T_O − T_N − flush), so that a pattern whose
+    writes gain less on the replica than their copy back costs is not replicated (IOR's
+    write + read of the same bytes: measured on the testbed, docs/RESULTS.md).  Priced with
+    the same model, request by request: the pattern's writes as reads of its replica layout
+    plus the same writes under the original layout.  Zero for read-only patterns."""
+    npat = len(file_of_pattern)
+    w = np.flatnonzero(trace.cols["op"] == WRITE)
+    if npat == 0 or len(w) == 0:
+        return np.zeros(npat)
+    tw = trace.take(w)
+    back = pattern_costs(Trace.checked({**tw.cols, "op": np.full(len(w), READ, dtype=tw.cols["op"].dtype)},
+                                       tw.files), pattern_of_row[w], layouts, system, model, bid=bid[w],
+                         file_of_pattern=file_of_pattern)
+    home = pattern_costs(tw, pattern_of_row[w], orig, system, model, bid=bid[w], file_of_pattern=file_of_pattern)
+    return back + home
+
+
 @dataclass
 class CEDAAnalysis:
     """Identifier + planner + analyzer output: the patterns, their planned layouts and the
-    pattern benefit table ``pbt`` (columns T_O, T_N, B, space, cida_T, cida_space,
-    non_contiguous)."""
+    pattern benefit table ``pbt`` (columns T_O, T_N, flush, B = T_O − T_N − flush, space,
+    cida_T, cida_space, non_contiguous)."""
 
     patterns: AccessPatterns
     layouts: dict[int, ExtentMap]
@@ -434,11 +458,13 @@ class CEDAAnalysis:
 
 def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *, by: str = "auto",
             servers=None, cida_stripe: int | None = None, model_params: dict | None = None,
-            with_cida: bool = False) -> CEDAAnalysis:
+            with_cida: bool = False, flush: bool = True) -> CEDAAnalysis:
     """CEDA's identifier, planner and analyzer (seed 000 §4.2–4.4): the PBT.
 
     ``with_cida=True`` also prices every pattern under CIDA's layout (PBT column
-    ``cida_T``, NaN otherwise: one more model call)."""
+    ``cida_T``, NaN otherwise: one more model call).  ``flush``: B counts the copy of the
+    pattern's dirty bytes back to the original when the program ends (:func:`flush_costs`);
+    False is the paper's analyzer (B = T_O − T_N, §4.4: the PBT's flush column is 0)."""
     model = get_cost_model(model, model_params)
     lay, per_file = original_layouts(original, trace, system)
     pats = identify_patterns(trace)
@@ -453,11 +479,13 @@ def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *,
     T_N = pattern_costs(trace, pats.of_request, layouts, system, model, bid=bid, file_of_pattern=files)
     T_C = (pattern_costs(trace, pats.of_request, cida, system, model, bid=bid, file_of_pattern=files)
            if with_cida else np.full(len(files), np.nan))
+    F = (flush_costs(trace, pats.of_request, layouts, orig, system, model, bid=bid, file_of_pattern=files)
+         if flush else np.zeros(len(files)))
     pbt = pd.DataFrame({
         "file_name": pats.table["file_name"].to_numpy() if len(pats) else [],
         "kind": pats.table["kind"].to_numpy() if len(pats) else [],
         "requests": pats.table["requests"].to_numpy() if len(pats) else [],
-        "T_O": T_O, "T_N": T_N, "B": T_O - T_N, "space": space,
+        "T_O": T_O, "T_N": T_N, "flush": F, "B": T_O - T_N - F, "space": space,
         "cida_T": T_C, "cida_space": cspace,
         "non_contiguous": (pats.table["kind"].to_numpy() != "contiguous") if len(pats) else [],
     })
@@ -554,17 +582,21 @@ class CEDAPlanner(Planner):
     - ``model`` / ``model_params``: the cost model (default the distribution model, §3);
     - ``by``: batching of the trace (:func:`pario.model.batches.batch_ids`);
     - ``servers``: server indices for the replica files (None = all servers: n = system.n);
-    - ``cida_stripe``: stripe of CIDA's replica (None = the original fixed stripe, else 64 KiB).
+    - ``cida_stripe``: stripe of CIDA's replica (None = the original fixed stripe, else 64 KiB);
+    - ``flush``: the benefit test counts the copy of dirty replica bytes back to the original
+      at the program's end (default, pario's; :func:`flush_costs`), or not (False: the
+      paper's analyzer, as ``pario reproduce`` runs it).
     """
 
     name = "ceda"
     defaults = {"original": "fixed:64K", "selection": "paper", "top_n": None, "model": "distribution",
-                "model_params": None, "by": "auto", "servers": None, "cida_stripe": None, "verify": True}
+                "model_params": None, "by": "auto", "servers": None, "cida_stripe": None, "verify": True,
+                "flush": True}
 
     def analyze(self, trace, system) -> CEDAAnalysis:
         p = self.params
         return analyze(trace, system, p["original"], p["model"], by=p["by"], servers=p["servers"],
-                       cida_stripe=p["cida_stripe"], model_params=p["model_params"])
+                       cida_stripe=p["cida_stripe"], model_params=p["model_params"], flush=p["flush"])
 
     def plan(self, trace, system, budget: float | None = None) -> Plan:
         p = self.params
@@ -622,7 +654,8 @@ class CEDAPlanner(Planner):
             "budget": None if budget is None else int(budget),
             "selection": p["selection"],
             "verify_dropped": dropped,
-            "dirty_policy": "writes go to the replica and mark it dirty; dirty data is flushed to the original at close",
+            "dirty_policy": "writes go to the replica and mark it dirty; dirty data is flushed to the original when "
+                            "the program ends (priced in the PBT's flush column)",
             "patterns": [{"pattern": int(i), **{k: _jsonable(v) for k, v in row.items()}}
                          for i, row in table.iterrows()],
             "pbt": [{"pattern": int(i), **{k: _jsonable(v) for k, v in row.items()}} for i, row in pbt.iterrows()],

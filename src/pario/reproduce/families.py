@@ -192,7 +192,7 @@ def _ceda_plans(trace, system, original="fixed:64K"):
     from ..plan.base import Plan
     from ..plan.ceda import CEDAPlanner, _routing, combined_replicas, select_cida
 
-    pl = CEDAPlanner(original=original)
+    pl = CEDAPlanner(original=original, flush=False)    # the paper's analyzer: B = T_O − T_N (§4.4)
     plan = pl.plan(trace, system)
     an = pl.analyze(trace, system)
     cmask = select_cida(an, None)

@@ -94,7 +94,8 @@ def _nothing(kind: str, text: str) -> None:
 def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, store, system: str | None = None,
              testbed: str | None = None, direct: bool = False, space: int | None = None, schemes: str = "ceda",
              out: str | None = None, timeout: float | None = None, mpiexec: str | None = None,
-             prepare: str | None = None, repeat: int = 1, progress=None, tool_stdout=None) -> dict:
+             prepare: str | None = None, repeat: int = 1, progress=None, tool_stdout=None,
+             paper_benefit: bool = False) -> dict:
     """Run the loop of the module docstring and return its summary (``pario run --json``).
 
     ``procs``: number of MPI processes (int or text); ``store``: the store directory (created
@@ -108,7 +109,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     told what happens as it happens
     (``kind`` = ``"step"``: a step starts; ``"output"``: a line the program printed;
     ``"info"``: a measurement); ``tool_stdout``: where ``pario advise`` / ``pario replicate``
-    print (None: this process's stdout).  Every input is checked before anything is written;
+    print (None: this process's stdout); ``paper_benefit``: ``pario advise --paper-benefit``
+    (CEDA's benefit test without the copy back of dirty bytes).  Every input is checked before anything is written;
     a bad input or a failed step raises :class:`pario.ParioError`.
     """
     from ..store import Store, init_store
@@ -237,7 +239,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     # machine, i.e. one node, so pario.mpi picks one aggregator (ROMIO's cb_nodes default)
     # (a trace of the MPI-IO tracer names ROMIO's aggregators itself: advise takes them from it)
     adv = ["advise", str(t1), "--system", system, "--schemes", schemes, "-o", str(plan),
-           *(() if native else ("--cb-nodes", "1"))]
+           *(() if native else ("--cb-nodes", "1")), *(("--paper-benefit",) if paper_benefit else ())]
     rep = ["replicate", str(plan), "--store", str(store)]
     if space is not None:
         adv += ["--space", str(space)]
