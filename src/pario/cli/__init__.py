@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "run_cmd",
     "calibrate_cmd",
     "testbed_cmd",
+    "cluster_cmd",
     "bench_cmd",
     "reproduce_cmd",
 )

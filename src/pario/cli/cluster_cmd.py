@@ -1,0 +1,124 @@
+"""``pario cluster up|status|down``: a real Ceph cluster on this host (root, Ceph installed)."""
+
+from __future__ import annotations
+
+import os
+
+from ..units import format_size
+from .common import console, print_json, size_arg
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "cluster", help="a real Ceph cluster on this host: one OSD per server, CephFS mounted (root)",
+        description="Bring up, inspect and release a single-host Ceph cluster on 127.0.0.1: one monitor, one "
+                    "manager, one BlueStore OSD per server on its own throttled loop device (HDD-like H0.., "
+                    "SSD-like S0..), one pool per server placed on that OSD only, an MDS and CephFS mounted "
+                    "with ceph-fuse at DIR/mnt. Needs root and Ceph (scripts/setup.sh ceph). See docs/cluster.md.")
+    sub = p.add_subparsers(dest="cluster_command", metavar="ACTION")
+    sub.required = True
+
+    u = sub.add_parser("up", help="start the cluster in DIR and write DIR/cluster.json and DIR/nominal.toml")
+    u.add_argument("dir", metavar="DIR", help="directory for the cluster (images, daemon data, logs, mount, state)")
+    u.add_argument("--hdd", type=int, default=2, metavar="N", help="HDD-like servers H0.. (default 2)")
+    u.add_argument("--ssd", type=int, default=2, metavar="M", help="SSD-like servers S0.. (default 2)")
+    u.add_argument("--hdd-iops", type=int, default=None, metavar="X", help="HDD IOPS limit (default 250)")
+    u.add_argument("--hdd-bps", type=size_arg, default=None, metavar="Y", help="HDD bytes/s limit (default 120m)")
+    u.add_argument("--ssd-iops", type=int, default=None, metavar="X", help="SSD IOPS limit (default 2000)")
+    u.add_argument("--ssd-bps", type=size_arg, default=None, metavar="Y", help="SSD bytes/s limit (default 400m)")
+    u.add_argument("--osd-size", type=size_arg, default=None, metavar="SIZE",
+                   help="size of each OSD's sparse image (default 4g, at least 1g)")
+    u.add_argument("--port-base", type=int, default=None, metavar="P",
+                   help="monitor on P and P+1, daemons from P+2 (default: Ceph's 3300, 6789 and 6800-7300)")
+    u.add_argument("--nominal", action="store_true",
+                   help="profile DIR/nominal.toml from the throttle settings (alpha = 1/IOPS, beta = 1/BPS); "
+                        "the default, and the only kind until pario's store runs on RADOS")
+    u.add_argument("--json", action="store_true", help="print the status as JSON")
+    u.set_defaults(func=_up)
+
+    s = sub.add_parser("status", help="daemons, health, OSDs with class and pool, mount, throttles")
+    s.add_argument("dir", metavar="DIR", help="the cluster's directory (as given to 'pario cluster up')")
+    s.add_argument("--json", action="store_true", help="print the status as JSON")
+    s.set_defaults(func=_status)
+
+    d = sub.add_parser("down", help="stop every daemon, unmount, detach loop devices, remove cgroups and files")
+    d.add_argument("dir", metavar="DIR", help="the cluster's directory (as given to 'pario cluster up')")
+    d.add_argument("--keep-logs", action="store_true", help="keep DIR/log (the daemons' logs)")
+    d.set_defaults(func=_down)
+
+
+def _up(args) -> int:
+    from ..cluster import core
+
+    kw = {k: v for k, v in dict(hdd_iops=args.hdd_iops, hdd_bps=args.hdd_bps, ssd_iops=args.ssd_iops,
+                                  ssd_bps=args.ssd_bps, osd_size=args.osd_size).items() if v is not None}
+    cl = core.up(args.dir, hdd=args.hdd, ssd=args.ssd, port_base=args.port_base, **kw,
+                 progress=None if args.json else (lambda m: console.print(f"[dim]{m}[/]")))
+    st = core.status(cl.dir)
+    if args.json:
+        print_json(st)
+        return 0
+    _print_status(st)
+    console.print(f"up in {cl.up_seconds:.1f} s; nominal profile (α = 1/IOPS, β = 1/BPS): "
+                  f"{os.path.join(cl.dir, core.NOMINAL_PROFILE)}")
+    console.print(f"clients: ceph -c {cl.conf} …; release with: pario cluster down {cl.dir}")
+    return 0
+
+
+def _status(args) -> int:
+    from ..cluster import core
+
+    st = core.status(args.dir)
+    if args.json:
+        print_json(st)
+    else:
+        _print_status(st)
+    return 0 if st["healthy"] else 1
+
+
+def _down(args) -> int:
+    from ..cluster import core
+
+    done = core.down(args.dir, keep_logs=args.keep_logs, progress=lambda m: console.print(f"[dim]{m}[/]"))
+    if not done:
+        console.print(f"no pario cluster at {args.dir}: nothing to release")
+    else:
+        console.print(f"released {len(done)} resource(s): " + ", ".join(done))
+    return 0
+
+
+def _print_status(st: dict) -> None:
+    from rich.table import Table
+
+    h = st["health"] or {}
+    color = {"HEALTH_OK": "green", "HEALTH_WARN": "yellow"}.get(h.get("status"), "red")
+    console.print(f"cluster {st['dir']}: [{color}]{h.get('status')}[/]")
+    console.print(f"[dim]fsid {st['fsid']}, mon {' '.join(st['mon'])}, conf {st['conf']}[/]")
+    for k, v in (h.get("checks") or {}).items():
+        console.print(f"  {k}: {v}")
+    d = Table(title="daemons")
+    for col in ("daemon", "pid", "running"):
+        d.add_column(col)
+    for x in st["daemons"]:
+        d.add_row(x["name"], str(x["pid"]), "yes" if x["alive"] else "[red]NO[/]")
+    console.print(d)
+    t = Table(title=f"servers (one OSD each, throttled in its own blkio cgroup v{st['cgroup_version']})")
+    for col in ("server", "OSD", "class", "pool", "state", "loop", "IOPS", "bandwidth", "used", "size", "ok"):
+        t.add_column(col, overflow="fold", justify="right" if col in ("IOPS", "bandwidth", "used", "size") else "left")
+    for r in st["servers"]:
+        lim = r["throttle"] or {}
+        iops = "/".join(dict.fromkeys(str(lim.get(k, "-")) for k in ("read_iops", "write_iops")))
+        bw = "/".join(dict.fromkeys(format_size(lim[k]) + "/s" if k in lim else "-" for k in ("read_bps", "write_bps")))
+        state = f"{'up' if r.get('up') else 'down'},{'in' if r.get('in') else 'out'}" if "up" in r else "-"
+        ok = r["attached"] and lim and r["osd_in_cgroup"] and r.get("up")
+        t.add_row(r["name"], f"osd.{r['osd']}", r.get("device_class") or "-", r["pool"] or "-", state,
+                  (r["loop"] or "-").removeprefix("/dev/"), iops, bw,
+                  format_size(r["used"]) if r.get("size") else "-", format_size(r["size"]) if r.get("size") else "-",
+                  "yes" if ok else "[red]NO[/]")
+    console.print(t)
+    m = st["mount"]
+    console.print(f"CephFS {st['fs']!r}: MDS {', '.join(st['mds']) or 'none'}; "
+                  f"{m['path']} {'mounted' if m['mounted'] else '[red]NOT mounted[/]'}")
+    console.print(f"[dim]CephFS pools: {', '.join(f'{k}={v}' for k, v in st['fs_pools'].items())}[/]")
+    if not st["healthy"]:
+        console.print(f"[red]cluster is not healthy[/]: see {st['dir']}/log; 'pario cluster down DIR' and 'up' again")
