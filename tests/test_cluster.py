@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ceph_fixture import ceph_cluster, ceph_skip_reason  # noqa: F401  (ceph_cluster: the fixture)
+
 from pario import ParioError
 from pario.cli import main
 from pario.cluster import conf as cconf
@@ -28,7 +29,8 @@ from pario.cluster import core, devices, pools
 from pario.cluster.state import Cluster, ClusterServer, Daemon, find_cluster, load_state
 from pario.system import load_system
 
-pytestmark = pytest.mark.xdist_group("ceph")  # with --dist loadgroup: one worker, one cluster
+pytestmark = [pytest.mark.ceph,                    # not in ./test: .ci/run runs them (-m ceph)
+              pytest.mark.xdist_group("ceph")]  # with --dist loadgroup: one worker, one cluster
 
 
 # ---------------------------------------------------------------------------- no root, no Ceph needed
