@@ -318,8 +318,8 @@ def judge(s: dict, tolerance: float = TOLERANCE) -> dict:
         c1, c2 = (ph.get("run1") or {}).get("close"), (ph.get("run2") or {}).get("close")
         w1, w2 = s.get("run1_s"), s.get("run2_s")
         text = (f"{hits['hit_write_requests']} of run 2's writes went to replicas and made them dirty; the dirty "
-                "data is copied back to the original when the program ends (MPI_Finalize; CEDA seed 000 §5), which the "
-                "traced I/O time does not include")
+                "data is copied back to the original at the file's close (pario.mpi) or when the program ends "
+                "(MPI_Finalize, the preloaded library; CEDA seed 000 §5), which the traced I/O time does not include")
         evidence = {"hit_write_requests": hits["hit_write_requests"], "close_run1_s": c1, "close_run2_s": c2,
                     "wall_run1_s": w1, "wall_run2_s": w2}
         if c1 is not None and c2 is not None and w1 is not None and w2 is not None:
