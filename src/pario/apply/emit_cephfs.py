@@ -45,16 +45,24 @@ OBJECT = 4 * MiB          # Ceph's default object size
 FS_NAME = "cephfs"
 
 
-def pool_for(kinds: set[str]) -> str:
+def pool_for(kinds: set[str], pools: dict[str, str] | None = None) -> str:
+    """The data pool of a layout over servers of ``kinds``: ``pario-hdd`` / ``pario-ssd`` /
+    ``pario-mixed`` (the pools the script's setup makes), or the device-class pools of a live
+    file system (``pools``: kind → pool; a layout over both kinds then gets the hdd one)."""
+    if pools is not None:
+        return pools[next(iter(kinds))] if len(kinds) == 1 else pools["hdd"]
     return f"pario-{next(iter(kinds))}" if len(kinds) == 1 else "pario-mixed"
 
 
 class CephFSEmitter(Emitter):
     name = "cephfs"
 
-    def __init__(self, root: str = ".", fs_name: str = FS_NAME):
+    def __init__(self, root: str = ".", fs_name: str = FS_NAME, pools: dict[str, str] | None = None):
+        """``pools``: kind → data pool of a live CephFS (``pario apply --cephfs``: the pools
+        exist, no setup is emitted); None: the script creates pario-hdd / -ssd / -mixed."""
         super().__init__(root)
         self.fs_name = fs_name
+        self.pools = pools
 
     def emit(self, plan, system) -> Emission:
         out = Emission(self.name, system.name, plan.scheme,
@@ -75,7 +83,11 @@ class CephFSEmitter(Emitter):
                 continue
             su = self._unit(item, st, system)
             sc = len(st.servers)
-            pool = pool_for(kinds_of(st.servers, system))
+            kinds = kinds_of(st.servers, system)
+            pool = pool_for(kinds, self.pools)
+            if len(kinds) > 1 and self.pools is not None:
+                item.not_exact("device class", "the layout spans hdd and ssd servers; this file system has one pool "
+                               "per device class", f"pool {pool}")
             if pool not in pools:
                 pools.append(pool)
             item.commands += self._layout_cmds(path, f == "*", pool, sc, su, su * max(1, OBJECT // su))
@@ -83,7 +95,7 @@ class CephFSEmitter(Emitter):
                            "OSDs", f"pool {pool} (device class of the layout's servers), stripe_count = their number")
             if item.status == "striping":
                 item.exact.append("stripe unit and count (byte → stripe column)")
-        for pool in pools:
+        for pool in (pools if self.pools is None else []):     # a live file system has its pools
             cls = pool.split("-", 1)[1]
             out.setup += [
                 " ".join(["ceph", "osd", "crush", "rule", "create-replicated", pool, "default", "osd",
@@ -126,7 +138,7 @@ class CephFSEmitter(Emitter):
                        "OSD), for pario's redirection to fill; reads through CephFS use the original layout")
         for df, srv, b in replica_datafiles(emap):
             name = system.servers[srv].name
-            pool = pool_for({system.servers[srv].kind})
+            pool = pool_for({system.servers[srv].kind}, self.pools)
             if pool not in pools:
                 pools.append(pool)
             p = self.datafile_path(f, rep.get("name", "r"), df, name)

@@ -5,7 +5,10 @@ place on a parallel file system, and say per file what was exact and what was no
 
 Without ``-o`` the script goes to stdout and one summary line per layout / replica to
 stderr; with ``-o FILE`` the script goes to FILE (mode 0755) and the summary to stdout;
-``--json`` prints the emission (commands and report) as JSON."""
+``--json`` prints the emission (commands and report) as JSON.
+
+``pario apply PLAN --cephfs CLUSTER_DIR [--root SUBDIR]``: run the CephFS commands on the
+CephFS of a ``pario cluster`` and read every layout back (:mod:`pario.apply.cephfs_live`)."""
 
 from __future__ import annotations
 
@@ -23,6 +26,9 @@ def register(sub) -> None:
                                    "what was emitted instead (docs/emit.md).")
     p.add_argument("plan", metavar="PLAN.json", help="a plan written by 'pario advise -o'")
     p.add_argument("--emit", default=None, metavar="TARGET", help="lustre, beegfs, orangefs or cephfs")
+    p.add_argument("--cephfs", default=None, metavar="CLUSTER_DIR",
+                   help="set the layouts on the CephFS of this 'pario cluster' and read them back "
+                        "(--root: a directory under its mount)")
     p.add_argument("--system", default=None, metavar="P",
                    help="the plan's system profile (default: the built-in profile the plan names)")
     p.add_argument("--root", default=".", metavar="DIR",
@@ -35,8 +41,12 @@ def register(sub) -> None:
 def _apply(args) -> int:
     from ..apply import TARGETS, get_emitter, load_plan
 
+    if args.cephfs and args.emit:
+        raise ParioError("give --emit TARGET or --cephfs CLUSTER_DIR, not both")
+    if args.cephfs:
+        return _apply_live(args)
     if not args.emit:
-        raise ParioError(f"give --emit TARGET ({', '.join(TARGETS)})")
+        raise ParioError(f"give --emit TARGET ({', '.join(TARGETS)}) or --cephfs CLUSTER_DIR")
     emitter = get_emitter(args.emit, root=args.root)      # an unknown target fails before the plan is read
     plan, system = load_plan(args.plan, args.system)
     em = emitter.emit(plan, system)
@@ -56,3 +66,24 @@ def _apply(args) -> int:
     if args.output:
         print(f"wrote {args.output}: {len(em.commands())} commands for {em.target}", file=report)
     return 0
+
+
+def _apply_live(args) -> int:
+    from ..apply import load_plan
+    from ..apply.cephfs_live import apply_cephfs
+
+    plan, system = load_plan(args.plan, args.system)
+    res = apply_cephfs(plan, system, args.cephfs, subdir=args.root)
+    if args.json:
+        print_json(res.to_dict())
+        return 0 if res.ok else 1
+    for it in res.emission.items:
+        extra = "; ".join(f"{d['aspect']}: {d['instead']}" for d in it.inexact)
+        print(f"{it.file}: {it.what} {it.plan}: {it.status}" + (f" ({extra})" if extra else ""))
+    for path, v in res.files.items():
+        same = v["set"] == v["read"]
+        print(f"{path}: layout {' '.join(f'{k}={x}' for k, x in v['read'].items())}"
+              + ("" if same else f" (set {v['set']}: DIFFERENT)"))
+    print(f"{len(res.files)} file layout(s) set on CephFS, "
+          + ("every one read back equal" if res.ok else "NOT all read back equal"))
+    return 0 if res.ok else 1
