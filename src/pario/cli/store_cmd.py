@@ -1,6 +1,7 @@
 """``pario store …``: the embedded striped store (see docs/store.md).
 
     pario store init DIR --system P [--server NAME=PATH ...]
+    pario store init DIR --backend rados --cluster CLUSTER_DIR [--system P] [--object-size SIZE]
     pario store put SRC DST --store DIR --layout SPEC
     pario store get SRC DST --store DIR
     pario store ls --store DIR [--json]
@@ -15,7 +16,7 @@ from rich.table import Table
 
 from .. import ParioError
 from ..units import format_size
-from .common import console, print_json
+from .common import console, print_json, size_arg
 
 
 def register(sub) -> None:
@@ -25,9 +26,15 @@ def register(sub) -> None:
 
     i = s.add_parser("init", help="create a store for a system profile")
     i.add_argument("dir", metavar="DIR", help="a new or empty directory for the store")
-    i.add_argument("--system", required=True, metavar="P", help="built-in profile name or TOML file")
+    i.add_argument("--system", metavar="P",
+                   help="built-in profile name or TOML file (rados: default the cluster's nominal.toml)")
     i.add_argument("--server", action="append", default=[], metavar="NAME=PATH",
                    help="put server NAME's directory at PATH (another mount); repeatable")
+    i.add_argument("--backend", choices=("local", "rados"), default="local",
+                   help="local: server directories (default); rados: one pool per server of a Ceph cluster")
+    i.add_argument("--cluster", metavar="CLUSTER_DIR", help="rados: the 'pario cluster up' directory")
+    i.add_argument("--object-size", type=size_arg, default=None, metavar="SIZE",
+                   help="rados: bytes per RADOS object (default 4m)")
     i.set_defaults(func=_init)
 
     def store_arg(q):
@@ -89,7 +96,10 @@ def _init(args) -> int:
         if not eq or not name or not path:
             raise ParioError(f"--server {item!r}: expected NAME=PATH")
         servers[name] = path
-    root = init_store(args.dir, args.system, servers)
+    if args.system is None and args.backend == "local":
+        raise ParioError("store init: --system is required (or --backend rados --cluster DIR)")
+    root = init_store(args.dir, args.system, servers, backend=args.backend, cluster=args.cluster,
+                      object_size=args.object_size)
     console.print(f"store {root} created")
     return 0
 

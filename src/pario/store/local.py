@@ -293,6 +293,8 @@ class LocalBackend(Backend):
     """Logical files over server directories (``servers[j]`` = directory of server j)."""
 
     kind = "local"
+    #: :meth:`copy` may move bytes data file to data file in the kernel (``copy_file_range``)
+    copy_in_kernel = True
 
     def __init__(self, root: Path, system, server_dirs: list[Path], *, direct: bool = False, shared: bool = False):
         self.root = Path(root)
@@ -529,11 +531,24 @@ class LocalBackend(Backend):
             if not isinstance(h.layout, ExtentMap):
                 key, pos = h.one(end - 1, 1)          # one byte: one piece
                 self._mark_extending(h)
-                fd = h.fds.get(key)
-                if fd is None:
-                    fd = h.fd(*key)
-                os.posix_fallocate(fd, pos, 1)
+                self._reserve_datafile(h, key, pos + 1)
             self._extend(h, end)
+
+    # data-file primitives (a backend with another data plane overrides these, the size
+    # and metadata logic above and below stays the same: pario.store.rados)
+    def _truncate_datafile(self, h: LocalHandle, server: int, datafile: int, n: int, sync: bool) -> None:
+        """Data file ``(server, datafile)`` of ``h`` holds exactly ``n`` bytes (durable if ``sync``)."""
+        fd = h.fd(server, datafile)
+        os.ftruncate(fd, n)
+        if sync:
+            os.fsync(fd)
+
+    def _reserve_datafile(self, h: LocalHandle, key: tuple[int, int], end: int) -> None:
+        """Data file ``key`` of ``h`` is at least ``end`` bytes long; no byte is overwritten."""
+        fd = h.fds.get(key)
+        if fd is None:
+            fd = h.fd(*key)
+        os.posix_fallocate(fd, end - 1, 1)
 
     def refresh_size(self, h: LocalHandle) -> int:
         """Shared mode: the file's current size as all processes made it (metadata, and the
@@ -589,9 +604,7 @@ class LocalBackend(Backend):
             # a growth needs no fsync (a data file shorter than the size reads as a hole)
             shrink = size < h.size
             for s, n in zip(servers.tolist(), c[:, 0].tolist()):
-                os.ftruncate(h.fd(s, 0), n)
-                if shrink:
-                    os.fsync(h.fd(s, 0))
+                self._truncate_datafile(h, s, 0, n, shrink)
             h.size = size
             self.meta.set_size(h.name, size, keep)
             h.size_dirty = False
@@ -796,7 +809,7 @@ class LocalBackend(Backend):
         if len(lens) == 0:
             return
         end = int((do + lens).max())
-        if self.direct or COPY_WITH == "buffer":
+        if self.direct or COPY_WITH == "buffer" or not self.copy_in_kernel:
             # through a buffer of at most COPY_BUF bytes: the source's pieces read with preadv,
             # the destination's server-contiguous runs written with one pwritev each
             i = 0

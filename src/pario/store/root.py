@@ -76,14 +76,34 @@ def _atomic_write(path: Path, text: str) -> None:
         os.close(fd)
 
 
-def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok: bool = False) -> Path:
+def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok: bool = False,
+               backend: str = "local", cluster=None, object_size: int | None = None) -> Path:
     """Create a store at ``root`` for ``system`` (profile name, file or System).
 
     ``servers`` maps server names to directories (other mounts); the rest default to
-    ``root/servers/NAME``.  Returns the root path.
+    ``root/servers/NAME``.  ``backend="rados"``: the data on the Ceph cluster of the
+    directory ``cluster`` (one pool per server; ``system`` defaults to the cluster's
+    nominal profile; ``object_size`` of :mod:`pario.store.rados`).  Returns the root path.
     """
     root = Path(root)
+    if backend not in ("local", "rados"):
+        raise ParioError(f"unknown store backend {backend!r} (local, rados)")
+    if backend == "rados":
+        from ..cluster.state import NOMINAL_PROFILE
+        from .rados import OBJECT_SIZE, rados_config
+
+        if cluster is None:
+            raise ParioError("the rados backend needs --cluster CLUSTER_DIR (a 'pario cluster up' directory)")
+        if servers:
+            raise ParioError("--server does not apply to the rados backend (every server is a pool)")
+        from ..cluster.state import load_state
+
+        cdir = Path(load_state(cluster).dir)       # a one-line error if it is not a cluster
+        if system is None:
+            system = cdir / NOMINAL_PROFILE
     system = load_system(system)
+    if backend == "rados":
+        extra = rados_config(cluster, system, OBJECT_SIZE if object_size is None else object_size)
     servers = dict(servers or {})
     unknown = [n for n in servers if n not in system.names]
     if unknown:
@@ -97,6 +117,11 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
     if root.is_dir() and any(root.iterdir()):
         raise ParioError(f"{root} is not empty: a store needs a new or empty directory")
     root.mkdir(parents=True, exist_ok=True)
+    if backend == "rados":
+        cfg = {"pario_store": 1, "id": uuid.uuid4().hex, "backend": "rados", "system": system.name,
+               "profile": system.to_dict(), **extra}
+        _atomic_write(root / CONFIG, json.dumps(cfg, indent=2) + "\n")
+        return root
     mapping = {}
     for name in system.names:
         if name in servers:
@@ -146,10 +171,11 @@ class Store:
         self.config = cfg
         self.id = cfg.get("id", "")
         self.system = System.from_dict(cfg["profile"], origin=str(self.root / CONFIG))
-        if cfg.get("backend", "local") != "local":
-            raise ParioError(f"store backend {cfg.get('backend')!r} is not available")
+        kind = cfg.get("backend", "local")
+        if kind not in ("local", "rados"):
+            raise ParioError(f"store backend {kind!r} is not available")
         dirs = []
-        for name in self.system.names:
+        for name in self.system.names if kind == "local" else ():
             d = cfg["servers"].get(name)
             if d is None:
                 raise ParioError(f"{CONFIG} has no directory for server {name}")
@@ -184,7 +210,15 @@ class Store:
             first = state["first"]
         self.backend = self.rmt = None
         try:
-            self.backend = LocalBackend(self.root, self.system, dirs, direct=direct, shared=self.shared)
+            if kind == "rados":
+                from .rados import OBJECT_SIZE, RadosBackend
+
+                if "cluster" not in cfg or "pools" not in cfg:
+                    raise ParioError(f"{self.root / CONFIG}: a rados store needs \"cluster\" and \"pools\"")
+                self.backend = RadosBackend(self.root, self.system, cfg["cluster"], cfg["pools"], namespace=self.id,
+                                            object_size=cfg.get("object_size", OBJECT_SIZE), shared=self.shared)
+            else:
+                self.backend = LocalBackend(self.root, self.system, dirs, direct=direct, shared=self.shared)
             self.rmt = RMT(self.root, self.backend.meta, shared=self.shared, first=first, timeout=self.lock_timeout)
         except BaseException:
             if self.backend is not None:

@@ -1,0 +1,259 @@
+"""The ``rados`` store backend on a real Ceph cluster (one cluster for the module).
+
+Bytes are compared with an independent reference (a bytearray written alongside); placement
+is checked with Ceph's own ``ceph osd map`` (the acting set of an object of a server's pool
+must be that server's OSD id from cluster.json), never with pario's mapping alone; a CEDA
+plan is replicated with ``pario replicate`` and reads are redirected; a ``pario replicate``
+killed with SIGKILL leaves a store that recovers and fscks clean with its bytes intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ceph_fixture import ceph_cluster  # noqa: F401  (the fixture)
+
+from pario.cli import main
+from pario.layout import ExtentMap, Grouped, Region, Regions, Striped, map_requests
+from pario.store import Store, init_store
+from pario.store.fsck import fsck
+
+pytestmark = [pytest.mark.ceph]
+
+OBJ = 64 << 10          # small objects: every test crosses object boundaries
+
+# H0 H1 S0 S1 = servers 0 1 2 3 of the cluster's nominal profile
+LAYOUTS = {
+    "fixed": Striped.fixed(4096, range(4)),
+    "varied": Striped((0, 1, 2, 3), (3000, 5000, 28000, 777)),       # PADP: a stripe size per server
+    "grouped": Grouped(((0, 1), (2, 3)), 2048),
+    "regions": Regions((Region(0, 50_000, Striped.fixed(8192, (0, 1))),           # PSA regions
+                        Region(50_000, None, Grouped(((2,), (3,)), 4096)))),
+    "extents": ExtentMap(np.array([1000, 30_000]), np.array([5000, 20_000]), np.array([2, 3]),
+                         np.array([0, 100]), np.array([1, 2]), Striped.fixed(5000, (0, 1))),
+}
+
+
+def _store(tmp_path, cl, name="s") -> Path:
+    root = tmp_path / name
+    init_store(root, None, backend="rados", cluster=cl.dir, object_size=OBJ)
+    return root
+
+
+def _osd_map(cl, pool: str, obj: str, nspace: str) -> list[int]:
+    out = subprocess.run(["ceph", "-c", cl.conf, "osd", "map", pool, obj, nspace, "--format", "json"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return [int(x) for x in json.loads(out)["acting"]]
+
+
+@pytest.mark.parametrize("kind", sorted(LAYOUTS))
+def test_put_get_every_layout_and_placement(ceph_cluster, tmp_path, kind):
+    cl = ceph_cluster
+    root = _store(tmp_path, cl)
+    rng = np.random.default_rng(sum(map(ord, kind)))
+    ref = bytearray()
+    with Store(root) as st:
+        assert st.backend.kind == "rados"
+        st.create("f", LAYOUTS[kind])
+        f = st.open("f")
+        for _ in range(25):
+            off, n = int(rng.integers(0, 300_000)), int(rng.integers(1, 90_000))
+            d = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+            f.write(off, d)
+            ref.extend(bytes(max(0, off + n - len(ref))))
+            ref[off:off + n] = d
+            o, m = int(rng.integers(0, len(ref))), int(rng.integers(0, 120_000))
+            assert f.read(o, m) == bytes(ref[o:o + m])
+        f.close()
+        fid = st.backend.meta.get("f")[0]
+        ns = st.id
+        pools = st.backend.pools
+    # reopened: size from the metadata, bytes from the OSDs
+    with Store(root) as st, st.open("f") as f:
+        assert f.size == len(ref)
+        assert f.read(0, len(ref)) == bytes(ref)
+    # placement, checked with Ceph's mapping: a sample of pieces → their objects
+    lay = LAYOUTS[kind]
+    xs = rng.integers(0, len(ref), 12)
+    sub = map_requests(lay, xs, np.ones(len(xs), dtype=np.int64))
+    names = [s.name for s in load_servers(cl)]
+    with Store(root) as st:
+        for x, s, df, loc in zip(xs.tolist(), sub.server.tolist(), sub.datafile.tolist(), sub.local.tolist()):
+            obj = f"{fid:08d}.{df}.{loc // OBJ:08x}"
+            server = cl.server(names[s])
+            assert server.pool == pools[s]
+            assert _osd_map(cl, server.pool, obj, ns) == [server.osd]
+            # the byte at logical offset x is byte loc % OBJ of that object of that pool
+            assert st.backend.ioctx[s].read(obj, 1, loc % OBJ) == bytes(ref[x:x + 1])
+        rep = fsck(st)
+        assert rep["ok"], rep["problems"]
+        st.delete("f")
+        assert not [d for d in st.backend.datafiles() if d[2] == fid]
+
+
+def load_servers(cl):
+    from pario.system import load_system
+
+    sysm = load_system(Path(cl.dir) / "nominal.toml")
+    return [cl.server(n) for n in sysm.names]
+
+
+def test_size_recovered_from_objects_after_crash(ceph_cluster, tmp_path):
+    """An extending write marks the file dirty; without a close (a crash) the next open takes
+    the size from the objects (last object's index and size)."""
+    cl = ceph_cluster
+    root = _store(tmp_path, cl)
+    with Store(root) as st:
+        st.create("f", LAYOUTS["varied"])
+    code = ("import sys, os; from pario.store import Store\n"
+            f"st = Store({str(root)!r}); f = st.open('f')\n"
+            "f.write(123_457, bytes(range(256)) * 1000)\n"
+            "os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    with Store(root) as st, st.open("f") as f:
+        assert f.size == 123_457 + 256_000
+        assert f.read(123_457, 256_000) == bytes(range(256)) * 1000
+        assert f.read(0, 123_457) == bytes(123_457)
+        f.truncate(200_000)
+    with Store(root) as st, st.open("f") as f:
+        assert f.size == 200_000
+        assert f.read(123_457, 76_543) == (bytes(range(256)) * 1000)[:76_543]
+        assert fsck(st)["ok"]
+
+
+def test_cli_init_and_errors(ceph_cluster, tmp_path, capsys):
+    cl = ceph_cluster
+    src = tmp_path / "in.bin"
+    src.write_bytes(np.random.default_rng(1).integers(0, 256, 700_000, dtype=np.uint8).tobytes())
+    root = tmp_path / "cli"
+    assert main(["store", "init", str(root), "--backend", "rados", "--cluster", cl.dir, "--object-size", "128k"]) == 0
+    cfg = json.loads((root / "store.json").read_text())
+    assert cfg["backend"] == "rados" and cfg["object_size"] == 128 << 10 and cfg["cluster"] == str(Path(cl.dir).resolve())
+    assert cfg["pools"] == {s.name: s.pool for s in cl.servers}
+    assert main(["store", "put", str(src), "a", "--store", str(root), "--layout", "var:hdd=28K,ssd=100K"]) == 0
+    assert main(["store", "get", "a", str(tmp_path / "out.bin"), "--store", str(root)]) == 0
+    assert (tmp_path / "out.bin").read_bytes() == src.read_bytes()
+    capsys.readouterr()
+    # bad input: one line, exit 2
+    for argv, want in ((["--cluster", str(tmp_path / "nocluster")], "not a pario cluster"),
+                       ([], "needs --cluster")):
+        rc = main(["store", "init", str(tmp_path / "bad"), "--backend", "rados", *argv])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and err.startswith("pario: error:") and want in err and "\n" not in err
+    # a pool that is missing
+    bad = json.loads((root / "store.json").read_text())
+    bad["pools"]["H0"] = "pario-nopool"
+    (root / "store.json").write_text(json.dumps(bad))
+    rc = main(["store", "ls", "--store", str(root)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "pool pario-nopool does not exist" in err
+
+
+def _ceda(tmp_path, cl, n=6 << 20):
+    from pario.plan.ceda import CEDAPlanner
+    from pario.system import load_system
+    from pario.workload import ior
+
+    system = load_system(Path(cl.dir) / "nominal.toml")
+    root = _store(tmp_path, cl)
+    init = np.random.default_rng(5).integers(0, 256, n, dtype=np.uint8).tobytes()
+    with Store(root) as st:
+        st.create("f", "fixed:64K@H0,H1")
+        with st.open("f") as f:
+            f.write(0, init)
+    trace = ior(8, 16 << 10, 8 * (16 << 10), 2, pattern="random", op="read", seed=3, file="f")
+    plan = CEDAPlanner(original="fixed:64K@H0,H1").plan(trace, system)
+    assert list(plan.replicas) == ["f"]
+    pp = tmp_path / "plan.json"
+    plan.save(pp, system)
+    return root, init, pp, trace
+
+
+def test_ceda_replicate_and_redirect(ceph_cluster, tmp_path):
+    cl = ceph_cluster
+    root, init, pp, trace = _ceda(tmp_path, cl)
+    assert main(["replicate", str(pp), "--store", str(root), "--json"]) == 0
+    with Store(root) as st:
+        reps = st.rmt.replicas()
+        assert reps, "no replica registered"
+        rname = reps[0]["r_file"]
+        f = st.open("f")
+        offs = np.asarray(trace.offset)[:32].tolist() if hasattr(trace, "offset") else []
+        redirected = 0
+        for x in offs:
+            segs = f.served_by(x, x + (16 << 10))
+            redirected += sum(e - s for s, e, r in segs if r == rname)
+            assert f.read(x, 16 << 10) == init[x:x + (16 << 10)]
+        assert redirected > 0
+        assert f.read(0, len(init)) == init
+        # the replica's objects are on the servers of its layout (Ceph's mapping)
+        rlay = st.backend.stat(rname).layout
+        rid = st.backend.meta.get(rname)[0]
+        used = rlay.servers_used()
+        assert used
+        names = st.system.names
+        for d in st.backend.datafiles():
+            if d[2] == rid:
+                s = cl.server(names[d[0]])
+                assert d[0] in used
+                assert _osd_map(cl, s.pool, f"{rid:08d}.{d[3]}.00000000", st.id) == [s.osd]
+        f.close()
+        rep = fsck(st)
+        assert rep["ok"], rep["problems"]
+
+
+def _replica_rows(root: Path) -> int:
+    try:
+        con = sqlite3.connect(f"file:{root / 'meta.db'}?mode=ro", uri=True, timeout=5)
+        try:
+            return con.execute("SELECT count(*) FROM files WHERE name LIKE '.replica/%'").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.4])
+def test_sigkill_during_replicate_then_fsck_clean(ceph_cluster, tmp_path, delay):
+    """``pario replicate`` on the rados store killed (SIGKILL) once its replica file exists
+    (plus ``delay``): the next open recovers; fsck is clean; the original's bytes are intact;
+    a second replicate completes."""
+    cl = ceph_cluster
+    root, init, pp, _ = _ceda(tmp_path, cl, n=12 << 20)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    p = subprocess.Popen([sys.executable, "-c", "import sys; from pario.cli import main; sys.exit(main(sys.argv[1:]))",
+                          "replicate", str(pp), "--store", str(root), "--chunk", "256k"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t0 = time.monotonic()
+    while p.poll() is None and _replica_rows(root) == 0 and time.monotonic() - t0 < 120:
+        time.sleep(0.01)
+    time.sleep(delay)
+    killed = p.poll() is None
+    if killed:
+        os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=60)
+    assert killed or p.returncode == 0, p.stderr.read()
+    print(f"replicate {'killed' if killed else 'finished'} {time.monotonic() - t0:.2f} s after start")
+    p.stderr.close()
+    with Store(root) as st:
+        rep = fsck(st)
+        assert rep["ok"], rep["problems"]
+        with st.open("f") as f:
+            assert f.size == len(init)
+            assert f.read(0, len(init)) == init
+    assert main(["replicate", str(pp), "--store", str(root)]) == 0
+    with Store(root) as st:
+        assert fsck(st)["ok"]
+        with st.open("f") as f:
+            assert f.read(0, len(init)) == init
