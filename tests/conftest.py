@@ -3,6 +3,7 @@
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pario.store import Store, init_store
@@ -26,3 +27,19 @@ def build_native():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def random_io(f, rng, steps: int, span: int, maxlen: int, maxread: int) -> bytearray:
+    """``steps`` random writes into ``[0, span + maxlen)`` of the open store file ``f``, each
+    followed by a random read checked against an in-memory bytearray; returns the bytearray
+    (the expected file)."""
+    ref = bytearray()
+    for _ in range(steps):
+        off, n = int(rng.integers(0, span)), int(rng.integers(1, maxlen))
+        d = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        f.write(off, d)
+        ref.extend(bytes(max(0, off + n - len(ref))))
+        ref[off:off + n] = d
+        o, m = int(rng.integers(0, len(ref))), int(rng.integers(0, maxread))
+        assert f.read(o, m) == bytes(ref[o:o + m])
+    return ref

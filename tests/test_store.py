@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import random_io
 
 from pario import ParioError
 from pario.layout import ExtentMap, Grouped, Region, Regions, Striped, map_requests
@@ -26,15 +27,7 @@ def test_random_io_matches_reference(store, kind):
     store.create("f", LAYOUTS[kind])
     f = store.open("f")
     rng = np.random.default_rng(hash(kind) % 1000)
-    ref = bytearray()
-    for _ in range(60):
-        off, n = int(rng.integers(0, 120_000)), int(rng.integers(1, 40_000))
-        d = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
-        f.write(off, d)
-        ref.extend(bytes(max(0, off + n - len(ref))))
-        ref[off:off + n] = d
-        o, m = int(rng.integers(0, len(ref))), int(rng.integers(0, 60_000))
-        assert f.read(o, m) == bytes(ref[o:o + m])
+    ref = random_io(f, rng, 60, 120_000, 40_000, 60_000)
     assert f.size == len(ref)
     f.close()
     store.close()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import random_io
 
 from ceph_fixture import ceph_cluster  # noqa: F401  (the fixture)
 
@@ -61,19 +62,11 @@ def test_put_get_every_layout_and_placement(ceph_cluster, tmp_path, kind):
     cl = ceph_cluster
     root = _store(tmp_path, cl)
     rng = np.random.default_rng(sum(map(ord, kind)))
-    ref = bytearray()
     with Store(root) as st:
         assert st.backend.kind == "rados"
         st.create("f", LAYOUTS[kind])
         f = st.open("f")
-        for _ in range(25):
-            off, n = int(rng.integers(0, 300_000)), int(rng.integers(1, 90_000))
-            d = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
-            f.write(off, d)
-            ref.extend(bytes(max(0, off + n - len(ref))))
-            ref[off:off + n] = d
-            o, m = int(rng.integers(0, len(ref))), int(rng.integers(0, 120_000))
-            assert f.read(o, m) == bytes(ref[o:o + m])
+        ref = random_io(f, rng, 25, 300_000, 90_000, 120_000)
         f.close()
         fid = st.backend.meta.get("f")[0]
         ns = st.id

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..units import format_size
-from .common import console, print_json, size_arg
+from .common import add_server_args, console, print_json, size_arg
 
 
 def register(subparsers) -> None:
@@ -20,12 +20,7 @@ def register(subparsers) -> None:
 
     u = sub.add_parser("up", help="start the cluster in DIR and write DIR/cluster.json and DIR/nominal.toml")
     u.add_argument("dir", metavar="DIR", help="directory for the cluster (images, daemon data, logs, mount, state)")
-    u.add_argument("--hdd", type=int, default=2, metavar="N", help="HDD-like servers H0.. (default 2)")
-    u.add_argument("--ssd", type=int, default=2, metavar="M", help="SSD-like servers S0.. (default 2)")
-    u.add_argument("--hdd-iops", type=int, default=None, metavar="X", help="HDD IOPS limit (default 250)")
-    u.add_argument("--hdd-bps", type=size_arg, default=None, metavar="Y", help="HDD bytes/s limit (default 120m)")
-    u.add_argument("--ssd-iops", type=int, default=None, metavar="X", help="SSD IOPS limit (default 2000)")
-    u.add_argument("--ssd-bps", type=size_arg, default=None, metavar="Y", help="SSD bytes/s limit (default 400m)")
+    add_server_args(u)
     u.add_argument("--osd-size", type=size_arg, default=None, metavar="SIZE",
                    help="size of each OSD's sparse image (default 4g, at least 1g)")
     u.add_argument("--port-base", type=int, default=None, metavar="P",

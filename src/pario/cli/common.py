@@ -54,3 +54,13 @@ def load_trace_arg(path: str):
     from ..trace import load
 
     return load(path).require_requests(str(path))
+
+
+def add_server_args(p) -> None:
+    """--hdd/--ssd and their throttles: the servers of ``pario testbed up`` and ``pario cluster up``."""
+    p.add_argument("--hdd", type=int, default=2, metavar="N", help="HDD-like servers H0.. (default 2)")
+    p.add_argument("--ssd", type=int, default=2, metavar="M", help="SSD-like servers S0.. (default 2)")
+    p.add_argument("--hdd-iops", type=int, default=None, metavar="X", help="HDD IOPS limit (default 250)")
+    p.add_argument("--hdd-bps", type=size_arg, default=None, metavar="Y", help="HDD bytes/s limit (default 120m)")
+    p.add_argument("--ssd-iops", type=int, default=None, metavar="X", help="SSD IOPS limit (default 2000)")
+    p.add_argument("--ssd-bps", type=size_arg, default=None, metavar="Y", help="SSD bytes/s limit (default 400m)")

@@ -9,7 +9,7 @@ import sys
 
 from .. import ParioError
 from ..units import format_size
-from .common import console, print_json, size_arg
+from .common import add_server_args, console, print_json, size_arg
 
 
 def register(subparsers) -> None:
@@ -23,12 +23,7 @@ def register(subparsers) -> None:
 
     u = sub.add_parser("up", help="create DIR/H0.., DIR/S0.. servers and the throttling cgroup")
     u.add_argument("dir", metavar="DIR", help="directory for the testbed (server images, mounts, state)")
-    u.add_argument("--hdd", type=int, default=2, metavar="N", help="HDD-like servers (default 2)")
-    u.add_argument("--ssd", type=int, default=2, metavar="M", help="SSD-like servers (default 2)")
-    u.add_argument("--hdd-iops", type=int, default=None, metavar="X", help="HDD IOPS limit (default 250)")
-    u.add_argument("--hdd-bps", type=size_arg, default=None, metavar="Y", help="HDD bytes/s limit (default 120m)")
-    u.add_argument("--ssd-iops", type=int, default=None, metavar="X", help="SSD IOPS limit (default 2000)")
-    u.add_argument("--ssd-bps", type=size_arg, default=None, metavar="Y", help="SSD bytes/s limit (default 400m)")
+    add_server_args(u)
     u.add_argument("--size", type=size_arg, default=None, metavar="SIZE", help="file system size per server (default 512m)")
     u.add_argument("--json", action="store_true", help="print the state as JSON")
     u.set_defaults(func=_up)
