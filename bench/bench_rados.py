@@ -10,7 +10,9 @@ that server alone (`fixed:4m@SERVER`: one 4 MiB object per stripe unit) against 
 of the same bytes into the same pool (Ceph's CLI, default 4 MiB objects), then the gets
 against `rados get`.  Every repetition runs both sides, alternating which goes first; the
 first repetition is a warm-up.  Prints each side's MiB/s and the ratio pario / rados
-(median [min-max]); bytes verified after each get.  Not a test: no assertions.
+(median [min-max]); bytes verified after each get.  Then Ceph's own benchmark on the same
+pools, ``rados bench SECONDS write -b 4M`` and ``seq`` at queue depths 1 and 16 (its default),
+beside pario's put/get medians (``--bench-seconds 0`` skips it).  Not a test: no assertions.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="32m")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--bench-seconds", type=int, default=8, help="duration of each 'rados bench' (0: skip)")
     a = ap.parse_args()
     from pario import ParioError
     from pario.cluster import core
@@ -46,7 +49,7 @@ def main() -> None:
     cdir = work / "cluster"
     t0 = time.time()
     try:
-        cl = core.up(cdir, hdd=1, ssd=1)
+        cl = core.up(cdir, hdd=1, ssd=1, port_base=free_port_base(2))
     except ParioError as exc:
         raise SystemExit(f"bench_rados: {exc}") from None
     try:
@@ -99,10 +102,60 @@ def main() -> None:
                 print(f"| {srv.name} ({srv.kind}) | {op} | {statistics.median(res[f'rados {op}']):.1f} | "
                       f"{statistics.median(res[f'pario {op}']):.1f} | {statistics.median(r):.3f} "
                       f"[{min(r):.3f}-{max(r):.3f}] |")
+        if a.bench_seconds > 0:
+            print("\n| server | op | rados bench -t 1 MiB/s | rados bench -t 16 MiB/s | pario MiB/s | "
+                  "pario / bench -t 1 | pario / bench -t 16 |")
+            print("|---|---|---|---|---|---|---|")
+            for srv, res in rows:
+                b = {t: rados_bench(f"pario-{srv.name}", a.bench_seconds, t, env) for t in (1, 16)}
+                for op in ("put", "get"):
+                    p = statistics.median(res[f"pario {op}"])
+                    key = "write" if op == "put" else "seq"
+                    print(f"| {srv.name} ({srv.kind}) | {op} / {key} | {b[1][key]:.1f} | {b[16][key]:.1f} | {p:.1f} | "
+                          f"{p / b[1][key]:.3f} | {p / b[16][key]:.3f} |")
         print(f"\n  load average {os.getloadavg()[0]:.2f}; wall time {time.time() - t0:.0f} s")
     finally:
         core.down(cdir)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def free_port_base(n_osds: int) -> int:
+    """A port base whose range is free (another cluster, e.g. a test's, may be up)."""
+    import socket
+
+    from pario.cluster import conf
+
+    def free(port):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
+    span = conf.bind_span(n_osds) + 2
+    for base in range(24000, 40000, 400):
+        if all(free(p) for p in range(base, base + span)):
+            return base
+    raise SystemExit("bench_rados: no free port range")
+
+
+def rados_bench(pool: str, seconds: int, threads: int, env) -> dict[str, float]:
+    """``rados bench`` write (4 MiB objects, kept) then seq read of them, ``threads`` ops in
+    flight; its "Bandwidth (MB/sec)" lines (rados bench divides by 2^20: MiB/s)."""
+    run = f"pb-{threads}-{os.getpid()}"
+    out = {}
+    try:
+        for mode in ("write", "seq"):
+            cmd = ["rados", "-p", pool, "bench", str(seconds), mode, "-t", str(threads), "--run-name", run]
+            if mode == "write":
+                cmd += ["-b", str(4 << 20), "--no-cleanup"]
+            cp = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=seconds * 10 + 120, check=True)
+            line = next(x for x in cp.stdout.splitlines() if x.startswith("Bandwidth (MB/sec)"))
+            out[mode] = float(line.split(":")[1])
+    finally:
+        subprocess.run(["rados", "-p", pool, "cleanup", "--run-name", run], env=env, capture_output=True, timeout=300)
+    return out
 
 
 if __name__ == "__main__":

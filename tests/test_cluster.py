@@ -322,6 +322,53 @@ def test_throttled_osd_slower_than_unthrottled(ceph_cluster):
     assert ratio > 2.0, t
 
 
+def _osd_config(cl, osd: int, key: str) -> str:
+    out = subprocess.run(["ceph", "-c", cl.conf, "tell", f"osd.{osd}", "config", "get", key], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    return json.loads(out)[key]
+
+
+def test_calibrate_cluster_server_prices_its_device_requests(ceph_cluster, tmp_path):
+    """``pario calibrate --cluster`` on H0 through librados.  Independently of pario: a read of a
+    prefilled object is one device request per BlueStore blob (``bluestore_max_blob_size_<type>``
+    of the OSD, as Ceph reports it), each passing H0's blk-throttle (cluster.json: IOPS and
+    bytes/s).  So a 4 KiB random read costs α ≈ 1/IOPS, and each further byte
+    β ≈ max(1/(IOPS · blob), 1/BPS); within 35 % (throttle granularity, other load)."""
+    cl = ceph_cluster
+    h0 = cl.server("H0")
+    out = tmp_path / "cal.toml"
+    rc = main(["calibrate", "--cluster", cl.dir, "--server", "H0", "--sizes", "4k,64k,1m,4m", "--reps", "2",
+               "--network", "none", "--min-time", "0.3", "-o", str(out)])
+    assert rc == 0
+    prof = load_system(str(out))
+    assert list(prof.names) == ["H0"] and prof.servers[0].kind == "hdd"
+    s = prof.servers[0]
+    meta = json.loads(subprocess.run(["ceph", "-c", cl.conf, "osd", "metadata", str(h0.osd), "-f", "json"],
+                                     capture_output=True, text=True, timeout=60, check=True).stdout)
+    kind = meta["bluestore_bdev_type"]
+    blob = int(_osd_config(cl, h0.osd, f"bluestore_max_blob_size_{kind}"))
+    want_alpha = 1.0 / h0.iops
+    want_beta = max(1.0 / (h0.iops * blob), 1.0 / h0.bps)
+    print(f"H0: α read rand {s.alpha_read_rand * 1e3:.2f} ms (want {want_alpha * 1e3:.2f}), β read "
+          f"{s.beta_read * 1e9:.1f} ns/B (want {want_beta * 1e9:.1f}; blob {blob} B)")
+    assert abs(s.alpha_read_rand - want_alpha) <= 0.35 * want_alpha
+    assert abs(s.beta_read - want_beta) <= 0.35 * want_beta
+    assert s.capacity > 0 and s.capacity <= 2 * (4 << 30)
+    # the scratch objects are gone
+    import rados
+
+    r = rados.Rados(conffile=cl.conf)
+    r.connect(timeout=20)
+    try:
+        io = r.open_ioctx(h0.pool)
+        io.set_namespace(rados.LIBRADOS_ALL_NSPACES)
+        left = [o.key for o in io.list_objects() if o.key.startswith("calibrate.")]
+        io.close()
+    finally:
+        r.shutdown()
+    assert not left
+
+
 def test_failed_up_releases_everything(tmp_path, monkeypatch):
     """A partial up (failure after the OSDs started) leaves nothing, and down again is a no-op."""
     reason = ceph_skip_reason()

@@ -26,11 +26,36 @@ OP_NAMES = {READ: "read", WRITE: "write"}
 
 @dataclass(frozen=True)
 class Target:
-    """A server to calibrate: ``name``, a directory on its storage, its kind (hdd | ssd)."""
+    """A server to calibrate: ``name``, a directory on its storage, its kind (hdd | ssd); or,
+    with ``pool``, the server's pool of the Ceph cluster at ``path`` (a ``pario cluster``
+    directory), measured through librados (:mod:`pario.calibrate.rados`)."""
 
     name: str
     path: str
     kind: str
+    pool: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.pool}" if self.pool else self.path
+
+
+def cluster_targets(cluster_dir: str, names: list[str] | None = None) -> list[Target]:
+    """The servers of the ``pario cluster`` at ``cluster_dir`` (all, or ``names`` in that order)."""
+    from ..cluster.state import load_state
+
+    cl = load_state(cluster_dir)
+    by_name = {s.name: s for s in cl.servers}
+    pick = names or [s.name for s in cl.servers]
+    out = []
+    for n in pick:
+        s = by_name.get(n)
+        if s is None:
+            raise ParioError(f"cluster {cluster_dir} has no server {n!r} (it has {', '.join(by_name)})")
+        if not s.pool:
+            raise ParioError(f"cluster {cluster_dir}: server {n} has no pool (was 'pario cluster up' complete?)")
+        out.append(Target(n, str(cl.dir), s.kind, pool=s.pool))
+    return out
 
 
 def _rotational(path: str) -> bool | None:
@@ -123,9 +148,17 @@ def calibrate(targets: list[Target], *, sizes=DEFAULT_SIZES, reps: int = 5, min_
     caps: dict[str, float] = {}
     kw = {} if file_size is None else {"file_size": file_size}
     for tgt in targets:
-        with _testbed_context(tgt.path):
-            _, cap = measure_target(tgt.name, tgt.path, sizes=sizes, reps=reps, min_time=min_time, samples=samples,
-                                    progress=progress, warnings=warnings, **kw)
+        if tgt.pool:
+            from .rados import RadosTarget
+            from .storage import DEFAULT_FILE_SIZE
+
+            rt = RadosTarget(tgt.path, tgt.pool, file_size or DEFAULT_FILE_SIZE, max(sizes))
+            _, cap = measure_target(tgt.name, tgt.where, sizes=sizes, reps=reps, min_time=min_time, samples=samples,
+                                    progress=progress, warnings=warnings, target=rt)
+        else:
+            with _testbed_context(tgt.path):
+                _, cap = measure_target(tgt.name, tgt.path, sizes=sizes, reps=reps, min_time=min_time,
+                                        samples=samples, progress=progress, warnings=warnings, **kw)
         caps[tgt.name] = cap
     fits: dict = {}
     spreads: dict = {}
@@ -162,10 +195,11 @@ def calibrate(targets: list[Target], *, sizes=DEFAULT_SIZES, reps: int = 5, min_
     source = {
         "how": "pario calibrate",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "storage": f"O_DIRECT queue-depth-1 batches, sizes {','.join(str(s) for s in sorted(set(sizes)))} B, "
+        "storage": ("librados (objects of 4 MiB, a request's pieces in flight together) " if any(t.pool for t in targets)
+                    else "O_DIRECT ") + f"queue-depth-1 batches, sizes {','.join(str(s) for s in sorted(set(sizes)))} B, "
                    f"{reps} reps x >= {min_time} s, fit {'/'.join(models)} (weighted least squares)",
         "network": (f"{net.method}: e = connect/startup median, t = slope of transfer time" if net else "not measured"),
-        "targets": ", ".join(f"{t.name}={t.path}" for t in targets),
+        "targets": ", ".join(f"{t.name}={t.where}" for t in targets),
     }
     system = System(name=name, servers=tuple(servers),
                     network=Network(e=net.e if net else 0.0, t=net.t if net else 0.0),

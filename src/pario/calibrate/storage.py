@@ -186,17 +186,19 @@ class _Target:
 def measure_target(name: str, directory: str, *, sizes=DEFAULT_SIZES, reps: int = 5, min_time: float = 0.2,
                    min_count: int = 3, file_size: int = DEFAULT_FILE_SIZE, ops=(READ, WRITE),
                    patterns=(True, False), seed: int = 0, samples: Samples | None = None, progress=None,
-                   warnings: list[str] | None = None) -> tuple[Samples, float]:
+                   warnings: list[str] | None = None, target=None) -> tuple[Samples, float]:
     """Time ``reps`` batches per (op, pattern, size) on ``directory``; return (samples, capacity).
 
     ``progress(advance_seconds_estimate, description)`` is called after every batch.
+    ``target``: an open target of the same interface instead of a file in ``directory``
+    (:class:`pario.calibrate.rados.RadosTarget`); closed here.
     """
     sizes = check_sizes(sizes)
     if reps < 1:
         raise ParioError("--reps must be >= 1")
     samples = samples if samples is not None else Samples()
     warnings = warnings if warnings is not None else []
-    tgt = _Target(directory, file_size, max(sizes))
+    tgt = target if target is not None else _Target(directory, file_size, max(sizes))
     rng = np.random.default_rng(seed)
     old_nice = _raise_priority()
     try:

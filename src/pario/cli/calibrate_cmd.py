@@ -27,8 +27,13 @@ def register(subparsers) -> None:
                     "least-squares fit of alpha and beta with confidence intervals; network e and t by an "
                     "MPI ping-pong or a loopback TCP client/server. Targets on a 'pario testbed' are "
                     "measured from inside its throttling cgroup.")
-    p.add_argument("--target", action="append", default=[], metavar="NAME=PATH[:hdd|ssd]", required=True,
+    p.add_argument("--target", action="append", default=[], metavar="NAME=PATH[:hdd|ssd]",
                    help="a server: a directory on its storage (repeat; order = server order in the profile)")
+    p.add_argument("--cluster", metavar="CLUSTER_DIR", default=None,
+                   help="instead of --target: every server of a 'pario cluster' (Ceph), measured through "
+                        "its pool with librados as pario's rados store does its I/O")
+    p.add_argument("--server", action="append", default=[], metavar="NAME",
+                   help="[--cluster] only these servers (repeat; default all)")
     p.add_argument("--network", choices=("auto", "mpi", "tcp", "none"), default="auto",
                    help="how to measure e and t (auto: mpi if mpi4py and mpiexec exist, else tcp)")
     p.add_argument("--reps", type=int, default=5, help="timed repetitions per op, pattern and size (default 5)")
@@ -40,8 +45,10 @@ def register(subparsers) -> None:
                    help="size of the scratch file per target (default 64m, capped by free space)")
     p.add_argument("--model", choices=("auto", "additive", "max"), default="auto",
                    help="cost shape: additive α+β·s (disks), max(α, β·s) (rate-limited devices), auto = better fit")
-    p.add_argument("--max-residual", type=float, default=0.25, metavar="FRAC",
-                   help="refuse a fit whose relative RMS residual exceeds this (default 0.25)")
+    p.add_argument("--max-residual", type=float, default=None, metavar="FRAC",
+                   help="refuse a fit whose relative RMS residual exceeds this (default 0.25; 0.5 with --cluster: "
+                        "BlueStore writes a random write of up to 64 KiB twice, deferred through its WAL, so its "
+                        "cost is not linear in its size)")
     p.add_argument("--name", default=None, help="profile name (default: the output file's stem)")
     p.add_argument("--procs-per-node", type=int, default=1, metavar="C", help="[clients] procs_per_node")
     p.add_argument("--no-capacity", action="store_true", help="leave capacities unlimited")
@@ -60,13 +67,21 @@ def _run(args) -> int:
     from ..calibrate import core
     from ..calibrate.storage import DEFAULT_SIZES
 
-    targets = [core.parse_target(t) for t in args.target]
+    if bool(args.target) == bool(args.cluster):
+        raise ParioError("give --target NAME=PATH (repeat) or --cluster CLUSTER_DIR")
+    if args.server and not args.cluster:
+        raise ParioError("--server needs --cluster")
+    if args.cluster:
+        targets = core.cluster_targets(args.cluster, args.server or None)
+    else:
+        targets = [core.parse_target(t) for t in args.target]
     sizes = args.sizes or list(DEFAULT_SIZES)
     if args.reps < 1:
         raise ParioError("--reps must be >= 1")
     if args.min_time <= 0:
         raise ParioError("--min-time must be > 0")
     name = args.name or (Path(args.output).stem if args.output else "calibrated")
+    max_residual = args.max_residual if args.max_residual is not None else (0.5 if args.cluster else 0.25)
     total = core.progress_steps(targets, sizes, args.reps)
     with Progress(TextColumn("{task.description:<28}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True) as prog:
@@ -76,7 +91,7 @@ def _run(args) -> int:
             prog.update(task, advance=1, description=what)
 
         cal = core.calibrate(targets, sizes=sizes, reps=args.reps, min_time=args.min_time, file_size=args.file_size,
-                             network=args.network, model=args.model, max_residual=args.max_residual, name=name,
+                             network=args.network, model=args.model, max_residual=max_residual, name=name,
                              procs_per_node=args.procs_per_node, capacity=not args.no_capacity, progress=step)
     _print_summary(cal)
     ref = _reference(args.compare, targets)
@@ -146,6 +161,12 @@ def _reference(spec: str | None, targets):
 
     if spec:
         return load_system(spec)
+    pools = {t.path for t in targets if t.pool}
+    if pools:
+        from ..cluster.state import NOMINAL_PROFILE
+
+        p = Path(pools.pop()) / NOMINAL_PROFILE
+        return load_system(str(p)) if p.is_file() else None
     from ..testbed import find_testbed, nominal_system
 
     tbs = {find_testbed(t.path).dir if find_testbed(t.path) else None for t in targets}

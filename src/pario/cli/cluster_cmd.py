@@ -26,8 +26,9 @@ def register(subparsers) -> None:
     u.add_argument("--port-base", type=int, default=None, metavar="P",
                    help="monitor on P and P+1, daemons from P+2 (default: Ceph's 3300, 6789 and 6800-7300)")
     u.add_argument("--nominal", action="store_true",
-                   help="profile DIR/nominal.toml from the throttle settings (alpha = 1/IOPS, beta = 1/BPS); "
-                        "the default, and the only kind until pario's store runs on RADOS")
+                   help="do not calibrate: the profile is DIR/nominal.toml from the throttle settings (alpha = "
+                        "1/IOPS, beta = 1/BPS). Default: 'pario calibrate --cluster DIR' on every server after "
+                        "start-up (4k..4m requests through librados, about 20 s per server), DIR/calibrated.toml")
     u.add_argument("--json", action="store_true", help="print the status as JSON")
     u.set_defaults(func=_up)
 
@@ -56,8 +57,31 @@ def _up(args) -> int:
     _print_status(st)
     console.print(f"up in {cl.up_seconds:.1f} s; nominal profile (α = 1/IOPS, β = 1/BPS): "
                   f"{os.path.join(cl.dir, core.NOMINAL_PROFILE)}")
+    if not args.nominal:
+        _calibrate(cl)
     console.print(f"clients: ceph -c {cl.conf} …; release with: pario cluster down {cl.dir}")
     return 0
+
+
+def _calibrate(cl) -> None:
+    """``pario calibrate --cluster DIR`` with the cluster's sizes; DIR/calibrated.toml."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..calibrate.core import cluster_targets, progress_steps
+    from ..cluster import core
+
+    targets = cluster_targets(cl.dir)
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as prog:
+        task = prog.add_task("calibrating", total=progress_steps(targets, core.CALIBRATION_SIZES,
+                                                                  core.CALIBRATION_REPS))
+        cal = core.calibrate_profile(cl.dir, progress=lambda what: prog.update(task, advance=1, description=what))
+    for w in cal.warnings:
+        console.print(f"[yellow]note:[/] {w}")
+    worst = max(cal.fits.items(), key=lambda kv: kv[1].rel_rms)
+    console.print(f"calibrated in {cal.seconds:.0f} s (largest fit residual {100 * worst[1].rel_rms:.0f} %, "
+                  f"{worst[0][0]}): {os.path.join(cl.dir, core.CALIBRATED_PROFILE)}, the profile of stores "
+                  f"made with 'pario store init DIR --backend rados --cluster {cl.dir}'")
 
 
 def _status(args) -> int:

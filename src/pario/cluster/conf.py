@@ -80,6 +80,10 @@ def conf_text(d: str | Path, fsid: str, mon: list[str], bind: tuple[int, int],
         "mon data avail warn = 2",
         "mon data avail crit = 1",
         "osd memory target = 1073741824",
+        # a read reaches the server's (throttled) device every time, as the testbed's O_DIRECT
+        # reads do: BlueStore keeps no data it read in its cache (its metadata cache stays), so
+        # a calibration that reads a range twice measures the device, not the OSD's memory
+        "bluestore default buffered read = false",
         "osd fast shutdown = true",
         # the monitor commits a change after 0.1 s, not 1 s: creating a pool is three commands
         "paxos propose interval = 0.1",

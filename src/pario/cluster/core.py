@@ -27,7 +27,7 @@ from ..testbed import core as tb
 from . import conf as confmod
 from . import daemons, devices, pools
 from .client import INSTALL_HINT, mon, rados_module, session
-from .state import CONF_FILE, MOUNT_DIR, NOMINAL_PROFILE, STATE_FILE, Cluster, ClusterServer, Daemon, load_state
+from .state import CALIBRATED_PROFILE, CONF_FILE, MOUNT_DIR, NOMINAL_PROFILE, STATE_FILE, Cluster, ClusterServer, Daemon, load_state
 
 # Defaults: the testbed's HDD-like and SSD-like throttles (docs/calibration.md)
 DEFAULT_HDD_IOPS = tb.DEFAULT_HDD_IOPS
@@ -38,7 +38,7 @@ DEFAULT_OSD_SIZE = 4 << 30     # sparse: only what is written takes space (1 GiB
 MIN_OSD_SIZE = 1 << 30
 BINARIES = ("ceph-mon", "ceph-mgr", "ceph-osd", "ceph-mds", "ceph-fuse", "monmaptool", "losetup", "fusermount")
 UP_TIMEOUT = 150.0             # s for each wait of up (daemons, PGs, MDS, mount)
-_FILES = ("img", "mon", "mgr", "osd", "mds", "run", "monmap", CONF_FILE, NOMINAL_PROFILE, STATE_FILE,
+_FILES = ("img", "mon", "mgr", "osd", "mds", "run", "monmap", CONF_FILE, NOMINAL_PROFILE, CALIBRATED_PROFILE, STATE_FILE,
           STATE_FILE[:-5] + ".tmp")
 
 
@@ -297,6 +297,36 @@ def capacities(r, cl: Cluster) -> dict[str, float]:
         if x and int(x.get("kb", 0)) > 0:
             out[s.name] = max(0.0, math.floor(full * int(x["kb"]) * 1024 - int(x["kb_used"]) * 1024))
     return out
+
+
+CALIBRATION_SIZES = (4 << 10, 64 << 10, 1 << 20, 4 << 20)   # the store's requests: 4 KiB .. one object
+CALIBRATION_REPS = 3
+
+
+def calibrate_profile(d: str | Path, *, sizes=CALIBRATION_SIZES, reps: int = CALIBRATION_REPS, min_time: float = 0.2,
+                      progress=None):
+    """Measure every server of the cluster through its pool (:mod:`pario.calibrate.rados`: the
+    rados store's requests, 4 MiB objects) and write ``DIR/calibrated.toml``; the
+    :class:`pario.calibrate.core.Calibration`.  α and β are what a request costs through
+    librados, the loopback messenger included, so the profile's network terms are 0.  Fits
+    are kept whatever their residual (BlueStore's deferred small writes make a random
+    write's cost less linear in its size than a disk's): the residuals are in the
+    calibration's warnings and fits."""
+    from ..calibrate.core import calibrate, cluster_targets
+
+    cl = load_state(d)
+    cal = calibrate(cluster_targets(cl.dir), sizes=sizes, reps=reps, min_time=min_time, network="none",
+                    name=f"cluster-{Path(cl.dir).name}-calibrated", check=False, progress=progress)
+    cal.warnings[:] = [w for w in cal.warnings if not w.startswith("network not measured")]
+    text = cal.system.to_toml()
+    (Path(cl.dir) / CALIBRATED_PROFILE).write_text(text)
+    return cal
+
+
+def profile_path(d: str | Path) -> Path:
+    """The cluster's profile: ``calibrated.toml`` when ``up`` calibrated it, else ``nominal.toml``."""
+    p = Path(d) / CALIBRATED_PROFILE
+    return p if p.is_file() else Path(d) / NOMINAL_PROFILE
 
 
 def write_nominal_profile(cl: Cluster, r=None) -> Path:

@@ -17,6 +17,7 @@ from .. import ParioError
 
 STATE_FILE = "cluster.json"
 NOMINAL_PROFILE = "nominal.toml"
+CALIBRATED_PROFILE = "calibrated.toml"
 CONF_FILE = "ceph.conf"
 MOUNT_DIR = "mnt"
 

@@ -245,7 +245,6 @@ class RadosBackend(LocalBackend):
         raise self._err("reserve", server, obj, last)
 
     def _unlink_data(self, fid: int) -> None:
-        rados = _rados()
         for j, io in enumerate(self.ioctx):
             comps = []
             for (f, df), ks in self._scan(j).items():

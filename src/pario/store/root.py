@@ -83,13 +83,13 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
     ``servers`` maps server names to directories (other mounts); the rest default to
     ``root/servers/NAME``.  ``backend="rados"``: the data on the Ceph cluster of the
     directory ``cluster`` (one pool per server; ``system`` defaults to the cluster's
-    nominal profile; ``object_size`` of :mod:`pario.store.rados`).  Returns the root path.
+    profile (calibrated.toml, else nominal.toml); ``object_size`` of :mod:`pario.store.rados`).  Returns the root path.
     """
     root = Path(root)
     if backend not in ("local", "rados"):
         raise ParioError(f"unknown store backend {backend!r} (local, rados)")
     if backend == "rados":
-        from ..cluster.state import NOMINAL_PROFILE
+        from ..cluster.core import profile_path
         from .rados import OBJECT_SIZE, rados_config
 
         if cluster is None:
@@ -100,7 +100,7 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
 
         cdir = Path(load_state(cluster).dir)       # a one-line error if it is not a cluster
         if system is None:
-            system = cdir / NOMINAL_PROFILE
+            system = profile_path(cdir)
     system = load_system(system)
     if backend == "rados":
         extra = rados_config(cluster, system, OBJECT_SIZE if object_size is None else object_size)

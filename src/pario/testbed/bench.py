@@ -18,7 +18,9 @@ server); otherwise the per-server bytes are the exact mapping of the layout.
 
 The files are created under ``bench/`` in the store with the layout (or the plan's
 layout per file), prefilled (not timed) so reads hit written data, and deleted after
-the run unless ``keep``.
+the run unless ``keep``.  A plan with replicas (CEDA seed 000 §4, hybrid) has them copied
+by the store's replicator after the prefill, also untimed, so that the timed requests are
+redirected by the RMT as a served program's are (``BenchResult.replica_bytes``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class BenchResult:
     server_names: list[str]
     mapped_bytes: np.ndarray  # per server, from the layout mapping
     device_bytes: np.ndarray | None  # per server, from the testbed cgroup (None off-testbed)
+    replica_bytes: int = 0           # copied into the plan's replicas before the timed replay
     rank_time_s: dict[int, float] = field(default_factory=dict)
     direct: bool = True
 
@@ -61,7 +64,7 @@ class BenchResult:
                 "bandwidth_MiBps": self.bandwidth_MiBps, "servers": self.server_names,
                 "mapped_bytes": self.mapped_bytes.tolist(),
                 "device_bytes": None if self.device_bytes is None else self.device_bytes.tolist(),
-                "direct": self.direct}
+                "direct": self.direct, "replica_bytes": self.replica_bytes}
 
 
 def _device_bytes(tb: Testbed, names: list[str]) -> np.ndarray | None:
@@ -202,6 +205,7 @@ def replay(trace, store_root, *, procs: int, layout=None, plan=None, prefill: bo
                     n = min(chunk, int(ends[k]) - off)
                     f.write(off, memoryview(buf)[:n])
                 f.fsync()
+        replica_bytes = _place_replicas(store, plan, trace, progress) if plan is not None else 0
         os.sync()
         # per-worker request lists, in trace order per rank
         t = trace.sorted() if hasattr(trace, "sorted") else trace
@@ -279,9 +283,32 @@ def replay(trace, store_root, *, procs: int, layout=None, plan=None, prefill: bo
         buf.close()
         return BenchResult(wall_s=wall, requests=len(trace), bytes=int(trace.length.sum()), procs=procs,
                            server_names=list(system.names), mapped_bytes=mapped, device_bytes=dev,
-                           rank_time_s={r: v - t0 for r, v in rank_done.items()}, direct=direct)
+                           rank_time_s={r: v - t0 for r, v in rank_done.items()}, direct=direct,
+                           replica_bytes=replica_bytes)
     finally:
         store.close()
+
+
+def _place_replicas(store, plan, trace, progress=None) -> int:
+    """Copy the plan's replicas of the trace's files (renamed to their ``bench/`` names) with
+    the store's replicator; the bytes copied."""
+    import dataclasses
+
+    from ..store.replicator import Replicator, specs_from_plan
+
+    names = {f: _bench_name(f) for f in trace.files if plan.replicas.get(f)}
+    if not names:
+        return 0
+    renamed = dataclasses.replace(
+        plan, replicas={names[f]: r for f, r in plan.replicas.items() if f in names},
+        routing=[{**rule, "file": names.get(rule.get("file"), rule.get("file"))} for rule in plan.routing])
+    if progress:
+        progress(f"replicating {len(names)} file(s) as the plan says")
+    rep = Replicator(store, specs_from_plan(renamed, store)).run()
+    if rep.skipped:
+        s, why = rep.skipped[0]
+        raise ParioError(f"replica {s.name} of {s.original} not placed: {why}")
+    return int(rep.done)
 
 
 # ---------------------------------------------------------------------------- collective replay
