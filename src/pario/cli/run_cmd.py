@@ -50,7 +50,8 @@ def register(sub) -> None:
     p.add_argument("--procs", "-n", required=True, metavar="N", help="number of MPI processes")
     p.add_argument("--store", required=True, metavar="DIR", help="pario store (created for --system if missing)")
     p.add_argument("--system", default=None, metavar="P",
-                   help="system profile (name or TOML); with --testbed default DIR/nominal.toml")
+                   help="system profile (name or TOML); default: an existing --store's profile, else with "
+                        "--testbed DIR/nominal.toml")
     p.add_argument("--space", type=size_arg, default=None, metavar="SIZE", help="replica space budget")
     p.add_argument("--schemes", default="ceda", metavar="LIST", help="schemes for pario advise (default ceda)")
     p.add_argument("--out", default=None, metavar="DIR", help="traces, plan and logs (default: ./pario-run)")

@@ -59,6 +59,19 @@ from .launch import find_mpiexec, launch, mpi_command, parse_procs
 OWN_ENV = ("PARIO_STORE", "PARIO_PLAN", "PARIO_TRACE", "PARIO_SYSTEM", "PARIO_DIRECT", "PARIO_HINTS")
 
 
+def _store_profile(store: Path, outdir: Path) -> Path:
+    """The profile an existing store was made for, as ``OUT/store-profile.toml`` (the loop's
+    ``advise --system`` and the ranks' ``PARIO_SYSTEM`` load it)."""
+    from ..store.root import read_config
+    from ..system import System
+
+    cfg = read_config(store)
+    outdir.mkdir(parents=True, exist_ok=True)
+    p = outdir / "store-profile.toml"
+    p.write_text(System.from_dict(cfg["profile"], origin=str(store)).to_toml())
+    return p
+
+
 def system_env(spec: str) -> str:
     """The profile for the ranks' ``PARIO_SYSTEM`` (absolute when it is a file), so that a
     plan made for a TOML profile loads in the ranks (the plan records only the profile's name)."""
@@ -129,9 +142,12 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         raise ParioError(f"--repeat {repeat}: give 1 to 100 runs")
     mpiexec = find_mpiexec(mpiexec)
     tb = devices.open_testbed(testbed) if testbed else None
+    if system is None and tb is None and (Path(store) / "store.json").is_file():
+        system = str(_store_profile(Path(store), Path(out or "pario-run").resolve()))
     if system is None:
         if tb is None:
-            raise ParioError("--system is required (or --testbed DIR, whose nominal.toml is the default profile)")
+            raise ParioError("--system is required (or --testbed DIR, whose nominal.toml is the default profile, "
+                             "or an existing --store, whose profile is)")
         system = str(Path(tb.dir) / "nominal.toml")
     prof = load_system(system)
     direct = bool(direct or tb is not None)
@@ -189,8 +205,11 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     dropped = drop_replicas(store)
     if dropped:
         say("info", f"dropped {len(dropped)} replica(s) left in the store by an earlier run (run 1 uses the originals)")
+    backend = json.loads((store / "store.json").read_text()).get("backend", "local")
     where = f" on testbed {tb.dir} (O_DIRECT, ranks in cgroup {os.path.basename(tb.cgroup)})" if tb is not None \
         else (" (O_DIRECT)" if direct else "")
+    if backend == "rados":   # no client page cache: every request reaches the OSDs, as O_DIRECT's do
+        where = " (store on RADOS)"
     shown = " ".join(cmd)
     wall0 = None
     tracer = _tracer()
@@ -297,7 +316,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     pred["ratio"] = (pred["ORIG"] / pred["plan"]) if pred["ORIG"] and pred["plan"] else None
     load1 = os.getloadavg()
     summary = {"procs": n, "command": cmd, "store": str(store), "out": str(outdir),
-               "testbed": tb.dir if tb is not None else None, "direct": direct,
+               "testbed": tb.dir if tb is not None else None, "direct": direct or backend == "rados",
+               "backend": backend,
                "prepare_s": wall0,
                "run1_s": wall1, "run2_s": wall2, "speedup": wall1 / wall2 if wall2 > 0 else None,
                "io_s": {"run1": io1, "run2": io2, "ratio": (io1 / io2) if io1 and io2 else None},
