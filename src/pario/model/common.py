@@ -60,7 +60,16 @@ def kind_params(system, servers) -> tuple[np.ndarray, np.ndarray]:
 
 def per_server_busy(trace, layout, system, seq: np.ndarray) -> np.ndarray:
     """Per-server storage busy time: every sub-request costs α_j(op, seq) + length·β_j(op).
-    (How the closed-form models attribute time to servers; exact mapping.)"""
+    (How the closed-form models attribute time to servers; exact mapping: in the compiled
+    kernel of :mod:`pario.model.engine` for striped / 2-D / region layouts.)"""
+    from .distribution import reference_mode
+
+    if not reference_mode() and len(trace):
+        from . import engine
+
+        out = engine.busy(trace, layout, system, seq)
+        if out is not None:
+            return out
     sub = map_trace(trace, layout)
     if len(sub) == 0:
         return np.zeros(system.n)

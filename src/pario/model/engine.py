@@ -313,8 +313,8 @@ def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_
             lid = lid_of_file[f]
             r0 = lay_r0[lid]
             r1 = lay_r1[lid]
-            if r1 - r0 == 1 and reg_g1[r0] - reg_g0[r0] == 1 and L < reg_width[r0]:
-                # striped, request shorter than a round: walk the stripe units it covers (at most
+            if r1 - r0 == 1 and reg_g1[r0] - reg_g0[r0] == 1 and L <= reg_width[r0]:
+                # striped, request of at most a round: walk the stripe units it covers (at most
                 # one per server plus a wrap back to the first server, which continues its piece)
                 g = reg_g0[r0]
                 s0 = grp_s0[g]
