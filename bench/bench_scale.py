@@ -65,6 +65,7 @@ def main(argv=None) -> int:
     ap.add_argument("--per-scheme", action="store_true", help="also time each scheme alone")
     args = ap.parse_args(argv)
     from bench_advise import make_trace
+
     from pario.trace.io import save
 
     out = Path(args.dir)
@@ -91,7 +92,7 @@ def main(argv=None) -> int:
         res: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
         for r in range(args.repeat):
             for k, c in cmds.items():
-                wall, peak, rc = run(c)
+                wall, peak, _ = run(c)
                 res[k].append((wall, peak))
                 print(f"  {n:>10,} {k:<16} run {r + 1}: {wall:6.2f} s {peak:7.0f} MiB", file=sys.stderr)
         show = [w for w, _ in res["trace show"]]

@@ -21,8 +21,8 @@ from pario.model import DistributionModel, HybridModel
 from pario.model.batches import batch_ids
 from pario.model.common import per_server_busy
 from pario.model.distribution import reference_pricing
-from pario.plan.schemes import make_planner
 from pario.plan.layout_select import LayoutSelectPlanner
+from pario.plan.schemes import make_planner
 from pario.system import load_system
 from pario.trace import Trace
 from pario.workload.ior import ior

@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 
 from .. import ParioError
-from ..layout import ExtentMap, Grouped, Regions, Striped, layout_for_files, map_trace
+from ..layout import Grouped, Regions, Striped, layout_for_files, map_trace
 
 BIG = np.iinfo(np.int64).max
 
@@ -113,7 +113,7 @@ def layout_tables(leaves) -> Tables | None:
         lay_srv.extend(seen)
         lay_v1.append(len(lay_srv))
     t = Tables()
-    i64 = lambda v: np.asarray(v, dtype=np.int64)  # noqa: E731
+    i64 = lambda v: np.asarray(v, dtype=np.int64)
     for k, v in (("lay_r0", lay_r0), ("lay_r1", lay_r1), ("reg_start", reg_start), ("reg_end", reg_end),
                  ("reg_width", reg_width), ("reg_g0", reg_g0), ("reg_g1", reg_g1), ("grp_block", grp_block),
                  ("grp_prefix", grp_prefix), ("grp_s0", grp_s0), ("grp_s1", grp_s1), ("grp_fixed", grp_fixed),
