@@ -50,6 +50,50 @@ def batch_context(trace, system, by: str = "auto", batches=None):
     return bid, p, c, nb
 
 
+class RequestClasses:
+    """Per (trace, batching, pattern): batch ids, p_b and c per request, the sequential mask,
+    and the distinct request classes (op, size, p, c, sequential) with each request's class
+    id ``cls`` — a closed-form model's T_i depends on nothing else but the layout, so it is
+    computed per class and gathered (issue 18: no per-request temporaries per candidate)."""
+
+    def __init__(self, trace, system, by, batches, pattern):
+        self.bid, self.p, self.c, self.nb = batch_context(trace, system, by, batches)
+        self.seq = pattern_mask(trace, pattern)
+        cols = [trace.op.astype(np.int64), trace.length.astype(np.int64), self.p.astype(np.int64),
+                self.c.astype(np.int64), self.seq.astype(np.int64)]
+        n = len(trace)
+        if n:
+            o = np.lexsort(cols[::-1])
+            new = np.zeros(n, dtype=bool)
+            new[0] = True
+            for col in cols:
+                cs = col[o]
+                new[1:] |= cs[1:] != cs[:-1]
+            self.cls = np.empty(n, dtype=np.int64)
+            self.cls[o] = np.cumsum(new) - 1
+            first = o[new]
+        else:
+            self.cls = np.zeros(0, dtype=np.int64)
+            first = np.zeros(0, dtype=np.int64)
+        self.first = first  # a representative row of every class
+        self.op, self.r, self.cp, self.cc, self.cseq = (col[first] for col in cols)
+
+
+_CLASS_CACHE: list = []
+
+
+def request_classes(trace, system, by="auto", batches=None, pattern="auto") -> RequestClasses:
+    """:class:`RequestClasses`, cached by identity of (trace, system, batches) and by/pattern."""
+    key = (by, pattern)
+    for i, (t, s, b, k, rc) in enumerate(_CLASS_CACHE):
+        if t is trace and s is system and b is batches and k == key:
+            return rc
+    rc = RequestClasses(trace, system, by, batches, pattern)
+    _CLASS_CACHE.append((trace, system, batches, key, rc))
+    del _CLASS_CACHE[:-4]
+    return rc
+
+
 def kind_params(system, servers) -> tuple[np.ndarray, np.ndarray]:
     """α[op, seq] and β[op] of the slowest of ``servers`` (max over them, per entry)."""
     if len(servers) == 0:
@@ -60,7 +104,16 @@ def kind_params(system, servers) -> tuple[np.ndarray, np.ndarray]:
 
 def per_server_busy(trace, layout, system, seq: np.ndarray) -> np.ndarray:
     """Per-server storage busy time: every sub-request costs α_j(op, seq) + length·β_j(op).
-    (How the closed-form models attribute time to servers; exact mapping.)"""
+    (How the closed-form models attribute time to servers; exact mapping: in the compiled
+    kernel of :mod:`pario.model.engine` for striped / 2-D / region layouts.)"""
+    from .distribution import reference_mode
+
+    if not reference_mode() and len(trace):
+        from . import engine
+
+        out = engine.busy(trace, layout, system, seq)
+        if out is not None:
+            return out
     sub = map_trace(trace, layout)
     if len(sub) == 0:
         return np.zeros(system.n)

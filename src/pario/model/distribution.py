@@ -30,9 +30,18 @@ sequential startup, CI-LAYOUT Table 4), else 0 — ``contiguous_alpha`` = ``prof
 ``network=True`` adds (an extension, not in CEDA §3) per server and batch
 (number of ranks)·e + bytes·t.  Fully vectorised over sub-requests (bincount / lexsort
 over batch × server).
+
+Two implementations of the same equations: :meth:`DistributionModel.server_batch_times`
+(the reference: map every request, sort the sub-requests into service order, bincount) and
+the compiled one of :mod:`pario.model.engine` (service order of the *requests* computed once
+per trace and batching, layouts mapped inside a numba kernel, no per-sub-request arrays),
+which :meth:`~DistributionModel.trace_cost` and :meth:`~DistributionModel.request_costs`
+use.  ``with reference_pricing():`` makes them use the reference (the tests compare both).
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -43,6 +52,25 @@ from .base import Cost, CostModel, resolve_layout
 from .batches import batch_ids
 
 CONTIGUOUS_ALPHA = ("profile", "zero", "seq")
+
+_REFERENCE = [False]
+
+
+@contextmanager
+def reference_pricing(on: bool = True):
+    """Inside the block, the distribution model prices by the reference implementation
+    (:meth:`DistributionModel.server_batch_times`) instead of :mod:`pario.model.engine`, and
+    the planners take their pre-issue-18 exhaustive paths (the tests' oracle)."""
+    old = _REFERENCE[0]
+    _REFERENCE[0] = bool(on)
+    try:
+        yield
+    finally:
+        _REFERENCE[0] = old
+
+
+def reference_mode() -> bool:
+    return _REFERENCE[0]
 
 
 def _seq_alpha_table(system, mode: str) -> np.ndarray:
@@ -128,9 +156,26 @@ class DistributionModel(CostModel):
                  "T_s": Ts.reshape(nb, n), "T_t": Tt.reshape(nb, n), "T_n": Tn.reshape(nb, n)}
         return T, bid, sub, terms
 
+    def price(self, trace, layout, system, *, batches=None, by="auto", limit: float = np.inf):
+        """(per_batch T_sys, per-server Σ_b T_ser, terms, stopped) by the compiled engine
+        (:func:`pario.model.engine.price`); ``limit``: stop once Σ_b T_sys exceeds it."""
+        from . import engine
+
+        layout = resolve_layout(layout, system)
+        bid = batch_ids(trace, by) if batches is None else np.asarray(batches, dtype=np.int64)
+        return engine.price(trace, layout, system, bid,
+                            contiguous_alpha_table=_seq_alpha_table(system, self.params["contiguous_alpha"]),
+                            network=self.params["network"], limit=limit)
+
     def trace_cost(self, trace, layout, system, *, batches=None, by="auto") -> Cost:
         if len(trace) == 0:
             return Cost.zero(system.n)
+        if not _REFERENCE[0]:
+            per_batch, servers, terms, _ = self.price(trace, layout, system, batches=batches, by=by)
+            details = {"T_s": terms["T_s"], "T_t": terms["T_t"], "subrequests": terms["subrequests"]}
+            if self.params["network"]:
+                details["T_n"] = terms["T_n"]
+            return Cost(float(per_batch.sum()), servers, len(per_batch), per_batch, details)
         T, bid, sub, terms = self.server_batch_times(trace, layout, system, batches=batches, by=by)
         per_batch = T.max(axis=1) if T.size else np.zeros(T.shape[0])
         details = {"T_s": float(terms["T_s"].sum()) if terms else 0.0,
@@ -148,8 +193,12 @@ class DistributionModel(CostModel):
         (Σ request costs = predicted time)."""
         if len(trace) == 0:
             return np.zeros(0)
-        T, bid, _, _ = self.server_batch_times(trace, layout, system, batches=batches, by=by)
-        tsys = T.max(axis=1)
+        if not _REFERENCE[0]:
+            bid = batch_ids(trace, by) if batches is None else np.asarray(batches, dtype=np.int64)
+            tsys, _, _, _ = self.price(trace, layout, system, batches=bid)
+        else:
+            T, bid, _, _ = self.server_batch_times(trace, layout, system, batches=batches, by=by)
+            tsys = T.max(axis=1)
         L = trace.length.astype(float)
         tot = np.bincount(bid, weights=L, minlength=len(tsys))
         cnt = np.bincount(bid, minlength=len(tsys))

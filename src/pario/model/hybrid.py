@@ -32,7 +32,9 @@ import numpy as np
 from .. import ParioError
 from ..layout import Grouped
 from .base import resolve_layout
-from .common import ClosedFormModel, batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts
+from ..arrays import unique
+from .common import (ClosedFormModel, batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts,
+                     request_classes)
 
 
 def hybrid_request_cost(p, c, m, n, h, s, r, e, t, alpha_h, beta_h, alpha_s, beta_s, *, three_term=True):
@@ -97,6 +99,10 @@ class HybridModel(ClosedFormModel):
         super().__init__(pattern=pattern, three_term=three_term)
 
     def request_terms(self, trace, layout, system, *, batches=None, by="auto"):
+        from .distribution import reference_mode
+
+        if not reference_mode():
+            return self._class_terms(trace, layout, system, batches=batches, by=by)
         layout = resolve_layout(layout, system)
         bid, p, c, nb = batch_context(trace, system, by, batches)
         seq = pattern_mask(trace, self.params["pattern"]).astype(np.int64)
@@ -121,3 +127,35 @@ class HybridModel(ClosedFormModel):
                 T[key][rows] = out[key]
         return bid, p, nb, T, seq
 
+
+    def _class_terms(self, trace, layout, system, *, batches=None, by="auto"):
+        """:meth:`request_terms` computed once per request class (op, size, p, c, sequential)
+        and leaf layout, then gathered per request (same formula, same inputs: same values)."""
+        layout = resolve_layout(layout, system)
+        rc = request_classes(trace, system, by, batches, self.params["pattern"])
+        leaves, which = per_request_layouts(trace, layout)
+        n_req = len(trace)
+        T = {k: np.zeros(n_req) for k in ("T_e", "T_x", "T_st", "T")}
+        for k, leaf in enumerate(leaves):
+            if len(leaves) == 1:
+                rows, cls = None, rc.cls
+                used = np.arange(len(rc.first))
+            else:
+                rows = np.flatnonzero(which == k)
+                used, cls = unique(rc.cls[rows], return_inverse=True)
+            kk = layout_kinds(leaf, system)
+            if kk["W"] == 0:
+                raise ParioError("layout has no server with a stripe > 0")
+            ah, bh = kind_params(system, kk["hservers"])
+            as_, bs = kind_params(system, kk["sservers"])
+            o, sq, r = rc.op[used], rc.cseq[used], rc.r[used].astype(float)
+            scale = r / kk["W"]
+            out = hybrid_request_cost(rc.cp[used], rc.cc[used], kk["m"], kk["n"], kk["h"] * scale, kk["s"] * scale, r,
+                                      system.network.e, system.network.t, ah[o, sq], bh[o], as_[o, sq], bs[o],
+                                      three_term=self.params["three_term"])
+            for key in T:
+                if rows is None:
+                    T[key] = out[key][cls]
+                else:
+                    T[key][rows] = out[key][cls]
+        return rc.bid, rc.p, rc.nb, T, rc.seq.astype(np.int64)

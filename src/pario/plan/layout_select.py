@@ -15,11 +15,25 @@ region (the file's extent cut into ``regions`` equal byte ranges, each picking i
 best candidate; a :class:`~pario.layout.Regions` layout results).  The report gives the
 gain of the best searched layout over the best classic one.
 
-Speed (beyond the paper): on traces with more than ``screen`` requests the grid is first
-priced on a sample — 8 evenly spaced windows of consecutive batches, ``screen`` requests in
-all (whole batches, so concurrency and contiguity inside a window are kept) — and only the
-``keep`` best candidates are priced on the whole trace.  ``screen=0`` prices every
-candidate on the whole trace.
+Speed (beyond the paper, issue 18 "planning at scale"): with the distribution model and
+``prune=True`` (default) the search is *exact* — the chosen candidate is the least-cost one
+of the whole grid priced on the whole trace, as ``screen=0`` finds it — but cheap:
+
+- every candidate is priced by the compiled engine (:mod:`pario.model.engine`): the trace's
+  service order is computed once and shared by all candidates, layouts are mapped in the
+  kernel;
+- branch and bound: candidates are priced in the order of their cost on a sample (8 evenly
+  spaced windows of consecutive batches, ``screen`` requests in all, whole batches), and
+  pricing a candidate stops as soon as its running Σ_b T_sys exceeds the best total found so
+  far (times 1 + 1e-7, a margin over the floating-point summation order): a pruned
+  candidate is provably not better (``details.files[f].pruned`` lists them with the partial
+  sum, a lower bound of their cost);
+- ties are broken as the exhaustive search breaks them (grid order).
+
+``prune=False`` (or another model, or inside :func:`pario.model.distribution.reference_pricing`)
+is the pre-issue-18 path: with more than ``screen`` requests the grid is priced on the
+sample and only the ``keep`` best candidates on the whole trace; ``screen=0`` prices every
+candidate on the whole trace (the tests' oracle).
 
 The pricing model is a parameter (``model`` = ``ci-layout`` | ``distribution`` |
 ``hybrid``); the default ``distribution`` uses the exact sub-requests and so handles any
@@ -32,7 +46,8 @@ import numpy as np
 
 from .. import ParioError
 from ..layout import Region, Regions, Striped, describe
-from ..model import get_model
+from ..model import DistributionModel, get_model
+from ..model.distribution import reference_mode
 from ..model.batches import batch_ids
 from ..model.ci_layout import classic_layouts
 from .base import Plan, Planner
@@ -84,7 +99,7 @@ class LayoutSelectPlanner(Planner):
 
     name = "layout-select"
     defaults = {"model": "distribution", "groups": None, "search": True, "min_stripe": 4096,
-                "max_stripe": 16 << 20, "regions": 1, "by": "auto", "screen": 20000, "keep": 3}
+                "max_stripe": 16 << 20, "regions": 1, "by": "auto", "screen": 20000, "keep": 3, "prune": True}
 
     def plan(self, trace, system, budget=None) -> Plan:
         if len(trace) == 0:
@@ -109,14 +124,22 @@ class LayoutSelectPlanner(Planner):
                 cands = {(w, k): Striped.fixed(w, range(k)) for w in stripe_grid(prm["min_stripe"], prm["max_stripe"])
                          for k in count_grid(system.n)}
                 rows_s = screening_sample(sb, prm["screen"])
-                if rows_s is not None:
+                exact = prm["prune"] and isinstance(model, DistributionModel) and not reference_mode()
+                if exact:
+                    scost, pruned = self._exact_search(sub, sb, system, model, cands, rows_s)
+                    if rows_s is not None:
+                        info["screened_on"] = int(len(rows_s))
+                    info["pruned"] = [{"stripe": a, "count": b, "lower_bound_s": v} for (a, b), v in pruned.items()]
+                    short = list(scost)
+                elif rows_s is not None:
                     part, pb = sub.take(rows_s), sb[rows_s]
                     pre = {key: model.trace_cost(part, lay, system, batches=pb).predicted_s for key, lay in cands.items()}
                     short = sorted(pre, key=pre.get)[: max(1, prm["keep"])]
                     info["screened_on"] = int(len(rows_s))
                 else:
                     short = list(cands)
-                scost = {key: model.trace_cost(sub, cands[key], system, batches=sb).predicted_s for key in short}
+                if not exact:
+                    scost = {key: model.trace_cost(sub, cands[key], system, batches=sb).predicted_s for key in short}
                 (w, k) = min(scost, key=scost.get)
                 info["search_best"] = {"stripe": w, "count": k, "cost_s": scost[(w, k)]}
                 info["search"] = [{"stripe": a, "count": b, "cost_s": v} for (a, b), v in scost.items()]
@@ -135,6 +158,15 @@ class LayoutSelectPlanner(Planner):
             info["gain_over_classic"] = ccost[best_c] / chosen_cost - 1 if chosen_cost > 0 else 0.0
             layouts[fname] = chosen
             per_file[fname] = info
+        if len(per_file) == 1 and len(trace.files) == 1 and not reference_mode():
+            # one file: the whole trace is that file's requests, priced above with the same batches
+            info = next(iter(per_file.values()))
+            predicted = info["cost_s"]
+            baselines = {name: info["classic"][name] for name in ("1-DH", "1-DV", "2-D")}
+            baselines["classic-best"] = info["classic"][info["classic_choice"]]
+            return Plan(scheme=self.name, layouts=layouts, predicted_s=predicted, baselines=baselines,
+                        details={"model": model.name, "files": per_file}, params=self.get_params(),
+                        system_name=system.name)
         predicted = model.trace_cost(trace, layouts, system, batches=bid).predicted_s
         baselines = {}
         for name in ("1-DH", "1-DV", "2-D"):
@@ -148,6 +180,29 @@ class LayoutSelectPlanner(Planner):
         return Plan(scheme=self.name, layouts=layouts, predicted_s=predicted, baselines=baselines,
                     details={"model": model.name, "files": per_file}, params=self.get_params(),
                     system_name=system.name)
+
+    @staticmethod
+    def _exact_search(sub, sb, system, model, cands, rows_s, margin: float = 1e-7):
+        """Exact least-cost candidate by branch and bound (module docstring): (costs of the
+        candidates priced to the end, in grid order; pruned candidate → partial sum)."""
+        keys = list(cands)
+        pos = {key: i for i, key in enumerate(keys)}
+        order = keys
+        if rows_s is not None:
+            part, pb = sub.take(rows_s), sb[rows_s]
+            pre = {key: model.trace_cost(part, cands[key], system, batches=pb).predicted_s for key in keys}
+            order = sorted(keys, key=lambda key: (pre[key], pos[key]))
+        best, exact, pruned = np.inf, {}, {}
+        for key in order:
+            per_batch, _, _, stopped = model.price(sub, cands[key], system, batches=sb,
+                                                   limit=best * (1 + margin) if np.isfinite(best) else np.inf)
+            if stopped:
+                pruned[key] = float(per_batch.sum())
+                continue
+            cost = float(per_batch.sum())
+            exact[key] = cost
+            best = min(best, cost)
+        return {key: exact[key] for key in keys if key in exact}, pruned
 
     @staticmethod
     def _regions(sub, sb, system, model, cands, nreg):

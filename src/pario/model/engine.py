@@ -1,0 +1,516 @@
+"""Compiled pricing of a whole trace under a layout (numba): the hot loop of every planner.
+
+:class:`~pario.model.distribution.DistributionModel` (CEDA seed 000 §3 eq. 1–4) and the
+per-server busy time of the closed-form models price a trace under many candidate layouts.
+The reference code maps every request to its sub-requests (:func:`pario.layout.map_trace`),
+sorts the sub-requests by five keys into service order and reduces them with bincounts — a
+fresh mapping and a fresh sort for every candidate.  Here instead:
+
+- the *service order of requests* — batch, the rank's request order, row — is computed once
+  per (trace, batching) and shared by every candidate (:func:`prepared`, a small cache);
+- a layout whose byte-count functions are known (striped, 2-D, regions of those: every
+  layout of the planners' search spaces) is flattened into a few small tables
+  (:func:`layout_tables`) and mapped *inside* the kernel, one request at a time: request
+  ``[x, x+L)`` has on server ``j`` the one sub-request ``local = C_j(x)``,
+  ``length = C_j(x+L) − C_j(x)`` (:mod:`pario.layout.types`); nothing per sub-request is
+  stored;
+- other layouts (replica extent maps) are mapped by :func:`pario.layout.map_trace` and fed to
+  the same kernel as per-request runs of sub-requests;
+- the kernel walks the requests in service order, so the sub-requests reach every server in
+  the reference's service order (server, batch, rank order, row, local): contiguity is a
+  comparison with the server's previous sub-request, q, p (distinct ranks, a per-server
+  marker), k and the α/β sums are running sums per server, and a batch is closed — T_ser^j
+  per server (eq. 3), T_sys = max_j (eq. 4) — when the next batch starts.  Memory is O(n
+  servers + batches), not O(sub-requests);
+- ``limit``: the running Σ_b T_sys(b) only grows, so pricing stops as soon as it exceeds
+  ``limit`` — exact pruning (branch and bound) of candidates that cannot beat the best one
+  found so far (:mod:`pario.plan.layout_select`).
+
+Results equal the reference (:meth:`DistributionModel.server_batch_times`) up to floating-point
+summation order (relative 1e-12; the tests compare both on random traces).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .. import ParioError
+from ..layout import Grouped, Regions, Striped, layout_for_files, map_trace
+
+BIG = np.iinfo(np.int64).max
+
+# ---------------------------------------------------------------------------- layout tables
+
+
+class Tables:
+    """Flattened monotone layouts (one per leaf id).  Index chains: layout → regions
+    [lay_r0, lay_r1) → groups [reg_g0, reg_g1) → slots [grp_s0, grp_s1); ``lay_srv``
+    [lay_v0, lay_v1): the distinct servers of the layout."""
+
+    __slots__ = ("lay_r0", "lay_r1", "reg_start", "reg_end", "reg_width", "reg_g0", "reg_g1",
+                 "grp_block", "grp_prefix", "grp_s0", "grp_s1", "grp_fixed", "slot_server", "slot_w", "slot_prefix",
+                 "lay_v0", "lay_v1", "lay_srv", "max_server")
+
+    def arrays(self):
+        return tuple(getattr(self, k) for k in self.__slots__[:-1])
+
+
+def _leaf_groups(leaf):
+    """[(block width, [(server, stripe)...])...] of a striped or 2-D leaf (stripes > 0 only)."""
+    if isinstance(leaf, Striped):
+        slots = [(s, w) for s, w in zip(leaf.servers, leaf.stripes) if w > 0]
+        return [(sum(w for _, w in slots), slots)]
+    if isinstance(leaf, Grouped):
+        return [(leaf.stripe * len(g), [(s, leaf.stripe) for s in g]) for g in leaf.groups]
+    return None
+
+
+def layout_tables(leaves) -> Tables | None:
+    """Tables of ``leaves`` (a list of layouts), or None when one has no byte-count function
+    (an extent map) and must be mapped by :func:`pario.layout.map_trace`."""
+    lay_r0, lay_r1, reg_start, reg_end, reg_width, reg_g0, reg_g1 = [], [], [], [], [], [], []
+    grp_block, grp_prefix, grp_s0, grp_s1, slot_server, slot_w, slot_prefix = [], [], [], [], [], [], []
+    grp_fixed = []
+    lay_v0, lay_v1, lay_srv = [], [], []
+    for lay in leaves:
+        if isinstance(lay, Regions):
+            regs = [(r.start, BIG if r.end is None else r.end, r.layout) for r in lay.regions]
+        elif isinstance(lay, (Striped, Grouped)):
+            regs = [(0, BIG, lay)]
+        else:
+            return None
+        lay_r0.append(len(reg_start))
+        seen = []
+        for a, b, leaf in regs:
+            groups = _leaf_groups(leaf)
+            if groups is None:
+                return None
+            reg_start.append(a)
+            reg_end.append(b)
+            reg_width.append(sum(g for g, _ in groups))
+            reg_g0.append(len(grp_block))
+            pre = 0
+            for block, slots in groups:
+                grp_block.append(block)
+                grp_prefix.append(pre)
+                pre += block
+                grp_s0.append(len(slot_server))
+                ws = {w for _, w in slots}
+                grp_fixed.append(ws.pop() if len(ws) == 1 else 0)
+                sp = 0
+                for s, w in slots:
+                    slot_server.append(s)
+                    slot_w.append(w)
+                    slot_prefix.append(sp)
+                    sp += w
+                    if s not in seen:
+                        seen.append(s)
+                grp_s1.append(len(slot_server))
+            reg_g1.append(len(grp_block))
+        lay_r1.append(len(reg_start))
+        lay_v0.append(len(lay_srv))
+        lay_srv.extend(seen)
+        lay_v1.append(len(lay_srv))
+    t = Tables()
+    i64 = lambda v: np.asarray(v, dtype=np.int64)
+    for k, v in (("lay_r0", lay_r0), ("lay_r1", lay_r1), ("reg_start", reg_start), ("reg_end", reg_end),
+                 ("reg_width", reg_width), ("reg_g0", reg_g0), ("reg_g1", reg_g1), ("grp_block", grp_block),
+                 ("grp_prefix", grp_prefix), ("grp_s0", grp_s0), ("grp_s1", grp_s1), ("grp_fixed", grp_fixed),
+                 ("slot_server", slot_server), ("slot_w", slot_w), ("slot_prefix", slot_prefix),
+                 ("lay_v0", lay_v0), ("lay_v1", lay_v1), ("lay_srv", lay_srv)):
+        setattr(t, k, i64(v))
+    t.max_server = int(max(lay_srv)) if lay_srv else -1
+    return t
+
+
+def file_leaves(trace, layout):
+    """(distinct layouts, leaf id per file) of a layout or dict file → layout."""
+    per_file = layout_for_files(layout, trace.files)
+    leaves, ids, lid = [], {}, np.zeros(max(1, len(per_file)), dtype=np.int64)
+    for fi, lay in enumerate(per_file):
+        if id(lay) not in ids:
+            ids[id(lay)] = len(leaves)
+            leaves.append(lay)
+        lid[fi] = ids[id(lay)]
+    return leaves, lid
+
+
+# ---------------------------------------------------------------------------- prepared trace
+
+
+class Prepared:
+    """Per (trace, batches): the requests' columns gathered once into service order (batch,
+    the rank's request order, row — the leading keys of the reference's five-key sort), in
+    compact dtypes, so that every candidate layout streams through them."""
+
+    __slots__ = ("bid", "nb", "rank", "op", "file", "offset", "length", "nranks", "perm")
+
+    def __init__(self, trace, bid):
+        n = len(trace)
+        bid = np.asarray(bid, dtype=np.int64)
+        self.nb = int(bid.max()) + 1 if n else 0
+        perm = np.lexsort((trace.order, bid)) if n else np.zeros(0, np.int64)  # stable: ties by row
+        self.perm = perm
+        self.bid = bid[perm]
+        self.rank = trace.rank[perm]
+        self.nranks = int(self.rank.max()) + 1 if n else 1
+        self.op = trace.op[perm]
+        self.file = trace.file[perm]
+        self.offset = trace.offset[perm].astype(np.int64, copy=False)
+        self.length = trace.length[perm].astype(np.int64, copy=False)
+
+
+_CACHE: list = []  # [(trace, bid, Prepared)], most recent last
+_CACHE_SIZE = 4
+
+
+def prepared(trace, bid) -> Prepared:
+    """The :class:`Prepared` of (trace, bid), cached by identity (the last few pairs)."""
+    for i, (t, b, p) in enumerate(_CACHE):
+        if t is trace and b is bid:
+            if i != len(_CACHE) - 1:
+                _CACHE.append(_CACHE.pop(i))
+            return p
+    p = Prepared(trace, bid)
+    _CACHE.append((trace, bid, p))
+    del _CACHE[:-_CACHE_SIZE]
+    return p
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+# ---------------------------------------------------------------------------- kernels
+# One kernel, written out by hand: numba passes every array argument of a helper function as
+# a struct, and the per-sub-request helper calls cost 3-6x the work they do (measured), so
+# the loop body is not split into helpers.
+
+
+@njit(cache=True, inline="always")
+def _divmod(x, W):
+    """(x div W, x mod W) for x >= 0, W > 0."""
+    r = x // W
+    return r, x - r * W
+
+
+@njit(cache=True)
+def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_of_file,
+                 lay_r0, lay_r1, reg_start, reg_end, reg_width, reg_g0, reg_g1, grp_block, grp_prefix,
+                 grp_s0, grp_s1, grp_fixed, slot_server, slot_w, slot_prefix, lay_v0, lay_v1, lay_srv,
+                 ptr, s_server, s_local, s_length, s_df,
+                 nserv, a_rand, a_seq, beta, alpha3, network, e_net, t_net, limit):
+    """CEDA seed 000 §3 eq. 1–4 of the whole trace, requests in service order (module
+    docstring).  ``mode`` 0: monotone layouts mapped here (tables); 1: sub-requests given
+    per request (request i: rows ``ptr[i]:ptr[i+1]`` of ``s_*``, a request's sub-requests on
+    one server served by ascending local offset, stable); 2: as 0 but only the closed-form
+    models' per-server busy time Σ α_j(op, seq) + length·β_j(op) (``alpha3``, ``seq``).
+
+    Returns (per_batch, servers, [T_s, T_t, T_n, sub-requests], stopped)."""
+    per_batch = np.zeros(nb)
+    servers = np.zeros(nserv)
+    tot = np.zeros(4)
+    q = np.zeros(nserv)
+    pc = np.zeros(nserv)
+    Ar = np.zeros(nserv)
+    As = np.zeros(nserv)
+    S1r = np.zeros(nserv)
+    S1s = np.zeros(nserv)
+    Tt = np.zeros(nserv)
+    nbytes = np.zeros(nserv)
+    inb = np.zeros(nserv, dtype=np.bool_)
+    touched = np.zeros(nserv, dtype=np.int64)
+    last_file = np.full(nserv, -1, dtype=np.int64)
+    last_df = np.full(nserv, -1, dtype=np.int64)
+    last_end = np.full(nserv, -1, dtype=np.int64)
+    mark = np.full(nserv * nranks, -1, dtype=np.int64)
+    c0 = np.zeros(nserv, dtype=np.int64)
+    c1 = np.zeros(nserv, dtype=np.int64)
+    maxk = nserv
+    if mode == 1:
+        for i in range(len(ptr) - 1):
+            maxk = max(maxk, ptr[i + 1] - ptr[i])
+    pj = np.zeros(maxk, dtype=np.int64)
+    pa = np.zeros(maxk, dtype=np.int64)
+    pd = np.zeros(maxk, dtype=np.int64)
+    pf = np.zeros(maxk, dtype=np.int64)
+    idx = np.zeros(maxk, dtype=np.int64)
+    ntouch = 0
+    cur = -1
+    running = 0.0
+    nsub = 0
+    n = len(bid)
+    for i in range(n + 1):
+        if i == n or bid[i] != cur:
+            if cur >= 0 and mode != 2:
+                # close batch cur: T_ser^j (eq. 3) of the servers it touched, T_sys = max_j (eq. 4)
+                mx = 0.0
+                for ti in range(ntouch):
+                    j = touched[ti]
+                    if pc[j] > 1:
+                        fr = (pc[j] + q[j]) / (2.0 * q[j])
+                        Ts = fr * Ar[j] + (1.0 - fr) * As[j]
+                    else:
+                        Ts = S1r[j] + S1s[j]
+                    Tn = 0.0
+                    if network:
+                        Tn = pc[j] * e_net + nbytes[j] * t_net
+                    T = Ts + Tt[j] + Tn
+                    if T > mx:
+                        mx = T
+                    servers[j] += T
+                    tot[0] += Ts
+                    tot[1] += Tt[j]
+                    tot[2] += Tn
+                    q[j] = 0.0
+                    pc[j] = 0.0
+                    Ar[j] = 0.0
+                    As[j] = 0.0
+                    S1r[j] = 0.0
+                    S1s[j] = 0.0
+                    Tt[j] = 0.0
+                    nbytes[j] = 0.0
+                    inb[j] = False
+                per_batch[cur] = mx
+                ntouch = 0
+                running += mx
+                if running > limit:
+                    tot[3] = nsub
+                    return per_batch, servers, tot, True
+            if i == n:
+                break
+            cur = bid[i]
+        # ---- the request's sub-requests into (pj, pa, pd, pf)
+        k = 0
+        f = fil[i]
+        if mode == 1:
+            a0 = ptr[i]
+            z0 = ptr[i + 1]
+            k = z0 - a0
+            for u in range(k):
+                idx[u] = a0 + u
+            if k > 1:  # stable insertion sort by (server, local)
+                for u in range(1, k):
+                    t = idx[u]
+                    w = u - 1
+                    while w >= 0 and (s_server[idx[w]] > s_server[t] or
+                                      (s_server[idx[w]] == s_server[t] and s_local[idx[w]] > s_local[t])):
+                        idx[w + 1] = idx[w]
+                        w -= 1
+                    idx[w + 1] = t
+            for u in range(k):
+                sx = idx[u]
+                pj[u] = s_server[sx]
+                pa[u] = s_local[sx]
+                pd[u] = s_length[sx]
+                pf[u] = s_df[sx]
+        else:
+            L = length[i]
+            if L <= 0:
+                continue
+            x = offset[i]
+            lid = lid_of_file[f]
+            r0 = lay_r0[lid]
+            r1 = lay_r1[lid]
+            if r1 - r0 == 1 and reg_g1[r0] - reg_g0[r0] == 1 and L <= reg_width[r0]:
+                # striped, request of at most a round: walk the stripe units it covers (at most
+                # one per server plus a wrap back to the first server, which continues its piece)
+                g = reg_g0[r0]
+                s0 = grp_s0[g]
+                K = grp_s1[g] - s0
+                W = reg_width[r0]
+                rnd, qq = _divmod(x, W)
+                wf = grp_fixed[g]
+                if wf > 0:
+                    sl = qq // wf
+                else:
+                    sl = 0
+                    while slot_prefix[s0 + sl] + slot_w[s0 + sl] <= qq:
+                        sl += 1
+                rem = L
+                while rem > 0:
+                    w = slot_w[s0 + sl]
+                    inside = qq - slot_prefix[s0 + sl]
+                    d = min(w - inside, rem)
+                    if d > 0:
+                        if k > 0 and pj[0] == slot_server[s0 + sl]:
+                            pd[0] += d  # wrapped to the first server: same local run
+                        else:
+                            pj[k] = slot_server[s0 + sl]
+                            pa[k] = rnd * w + inside
+                            pd[k] = d
+                            pf[k] = 0
+                            k += 1
+                        rem -= d
+                    qq += d if d > 0 else 0
+                    sl += 1
+                    if sl == K:
+                        sl = 0
+                        rnd += 1
+                        qq = 0
+                    else:
+                        qq = slot_prefix[s0 + sl]
+            elif r1 - r0 == 1:
+                # one region from offset 0 (striped or 2-D): C_j(x) = inner(outer(x)), pario.layout.types
+                rx, qx = _divmod(x, reg_width[r0])
+                re, qe = _divmod(x + L, reg_width[r0])
+                for g in range(reg_g0[r0], reg_g1[r0]):
+                    B = grp_block[g]
+                    P = grp_prefix[g]
+                    u0 = min(max(qx - P, 0), B)
+                    u1 = min(max(qe - P, 0), B)
+                    rv0, qv0 = (rx, u0) if u0 < B else (rx + 1, 0)
+                    rv1, qv1 = (re, u1) if u1 < B else (re + 1, 0)
+                    for sl in range(grp_s0[g], grp_s1[g]):
+                        w = slot_w[sl]
+                        p0 = slot_prefix[sl]
+                        lo = rv0 * w + min(max(qv0 - p0, 0), w)
+                        d = rv1 * w + min(max(qv1 - p0, 0), w) - lo
+                        if d > 0:
+                            pj[k] = slot_server[sl]
+                            pa[k] = lo
+                            pd[k] = d
+                            pf[k] = 0
+                            k += 1
+            else:
+                # regions: C_j(x) = Σ_regions C_region,j(clip(x, start, end) − start)
+                for side in range(2):
+                    acc = c0 if side == 0 else c1
+                    xs = x if side == 0 else x + L
+                    for r in range(r0, r1):
+                        xr = min(max(xs, reg_start[r]), reg_end[r]) - reg_start[r]
+                        rnd, qq = _divmod(xr, reg_width[r])
+                        for g in range(reg_g0[r], reg_g1[r]):
+                            B = grp_block[g]
+                            u = min(max(qq - grp_prefix[g], 0), B)
+                            rv, qv = (rnd, u) if u < B else (rnd + 1, 0)
+                            for sl in range(grp_s0[g], grp_s1[g]):
+                                w = slot_w[sl]
+                                acc[slot_server[sl]] += rv * w + min(max(qv - slot_prefix[sl], 0), w)
+                for v in range(lay_v0[lid], lay_v1[lid]):
+                    j = lay_srv[v]
+                    d = c1[j] - c0[j]
+                    if d > 0:
+                        pj[k] = j
+                        pa[k] = c0[j]
+                        pd[k] = d
+                        pf[k] = 0
+                        k += 1
+                    c0[j] = 0
+                    c1[j] = 0
+        # ---- serve them
+        rk = rank[i]
+        o = op[i]
+        if mode == 2:
+            sq = seq[i]
+            for u in range(k):
+                j = pj[u]
+                servers[j] += alpha3[j, o, sq] + pd[u] * beta[j, o]
+            continue
+        for u in range(k):
+            j = pj[u]
+            loc = pa[u]
+            ln = pd[u]
+            df = pf[u]
+            nsub += 1
+            # contiguous: continues the server's previous sub-request (file, data file, local end)
+            contig = (last_file[j] == f) & (last_df[j] == df) & (last_end[j] == loc)
+            last_file[j] = f
+            last_df[j] = df
+            last_end[j] = loc + ln
+            if not inb[j]:
+                inb[j] = True
+                touched[ntouch] = j
+                ntouch += 1
+            q[j] += 1.0
+            mk = j * nranks + rk
+            if mark[mk] != cur:  # p: distinct ranks of the batch on server j
+                mark[mk] = cur
+                pc[j] += 1.0
+            ar = a_rand[j, o]
+            asq = a_seq[j, o]
+            Ar[j] += ar
+            As[j] += asq
+            if contig:
+                S1s[j] += asq
+            else:
+                S1r[j] += ar
+            Tt[j] += ln * beta[j, o]
+            nbytes[j] += ln
+    tot[3] = nsub
+    return per_batch, servers, tot, False
+
+
+# ---------------------------------------------------------------------------- front ends
+
+
+_Z8 = np.zeros(0, dtype=np.int8)
+_Z64 = np.zeros(0, dtype=np.int64)
+_Z64P = np.zeros(1, dtype=np.int64)
+_A3 = np.zeros((1, 2, 2))
+_EMPTY_TABLES = layout_tables([])
+
+
+def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool = False, limit: float = np.inf):
+    """Distribution-model pricing (CEDA seed 000 §3 eq. 1–4) of ``trace`` under ``layout``
+    (a Layout or dict file → layout) with batch ids ``bid``.
+
+    Returns (per_batch [nb], servers [n], {"T_s", "T_t", "T_n", "subrequests"}, stopped):
+    ``stopped`` = the running Σ_b T_sys exceeded ``limit`` before the end (per_batch then
+    holds the batches priced so far)."""
+    n = system.n
+    prep = prepared(trace, bid)
+    at = system.alpha_table()
+    a_rand = np.ascontiguousarray(at[:, :, 0])
+    a_seq = np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64)
+    beta = np.ascontiguousarray(system.beta_table(), dtype=np.float64)
+    e_net, t_net = (float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)
+    leaves, lid = file_leaves(trace, layout)
+    tabs = layout_tables(leaves)
+    lim = float(limit)
+    if tabs is not None:
+        if tabs.max_server >= n:
+            raise ParioError(f"layout uses server index {tabs.max_server} but system {system.name!r} has {n} servers")
+        per_batch, servers, tot, stopped = price_kernel(
+            0, prep.bid, prep.nb, prep.rank, prep.op, prep.file, prep.offset, prep.length, _Z8, prep.nranks,
+            lid, *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, n, a_rand, a_seq, beta, _A3, bool(network),
+            e_net, t_net, lim)
+    else:
+        sub = map_trace(trace, layout)
+        if len(sub) and int(sub.server.max()) >= n:
+            raise ParioError(f"layout uses server index {int(sub.server.max())} but system {system.name!r} has {n} servers")
+        # per request (service order) its run of sub-requests: map_trace's rows are grouped by request
+        cnt = np.bincount(sub.req, minlength=len(trace))
+        first = np.zeros(len(trace), dtype=np.int64)
+        np.cumsum(cnt[:-1], out=first[1:])
+        ptr = np.zeros(len(trace) + 1, dtype=np.int64)
+        np.cumsum(cnt[prep.perm], out=ptr[1:])
+        srow = np.repeat(first[prep.perm] - ptr[:-1], cnt[prep.perm]) + np.arange(len(sub))  # gather index
+        per_batch, servers, tot, stopped = price_kernel(
+            1, prep.bid, prep.nb, prep.rank, prep.op, prep.file, prep.offset, prep.length, _Z8, prep.nranks,
+            lid, *_EMPTY_TABLES.arrays(), ptr, sub.server[srow].astype(np.int64),
+            sub.local[srow].astype(np.int64, copy=False), sub.length[srow].astype(np.int64, copy=False),
+            sub.datafile[srow].astype(np.int64), n, a_rand, a_seq, beta, _A3, bool(network), e_net, t_net, lim)
+    terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3])}
+    return per_batch, servers, terms, bool(stopped)
+
+
+def busy(trace, layout, system, seq) -> np.ndarray | None:
+    """Per-server Σ α_j(op, seq) + length·β_j(op) of the sub-requests, or None when the
+    layout is not monotone (the caller maps it)."""
+    leaves, lid = file_leaves(trace, layout)
+    tabs = layout_tables(leaves)
+    if tabs is None:
+        return None
+    n = system.n
+    if tabs.max_server >= n:
+        raise ParioError(f"layout uses server index {tabs.max_server} but system {system.name!r} has {n} servers")
+    _, out, _, _ = price_kernel(
+        2, np.zeros(len(trace), dtype=np.int64), 1, np.ascontiguousarray(trace.rank), np.ascontiguousarray(trace.op),
+        np.ascontiguousarray(trace.file), np.ascontiguousarray(trace.offset, dtype=np.int64),
+        np.ascontiguousarray(trace.length, dtype=np.int64), np.ascontiguousarray(seq, dtype=np.int8), 1, lid,
+        *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, n, np.zeros((n, 2)), np.zeros((n, 2)),
+        np.ascontiguousarray(system.beta_table()), np.ascontiguousarray(system.alpha_table()), False, 0.0, 0.0,
+        np.inf)
+    return out
