@@ -171,9 +171,10 @@ static int runs(const pxs_dseg *sg, size_t n, char *buf, int write, char *err, s
         }
         ssize_t r;
         do {
-            if (k == 1)
-                r = write ? pwrite(fd, iov[0].iov_base, iov[0].iov_len, pos) : pread(fd, iov[0].iov_base, iov[0].iov_len,
-                                                                                     pos);
+            if (k == 1 && write)
+                r = pwrite(fd, iov[0].iov_base, iov[0].iov_len, pos);
+            else if (k == 1)
+                r = pread(fd, iov[0].iov_base, iov[0].iov_len, pos);
             else
                 r = write ? pwritev(fd, iov, k, pos) : preadv(fd, iov, k, pos);
         } while (r < 0 && errno == EINTR);

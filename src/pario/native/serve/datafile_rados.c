@@ -555,7 +555,6 @@ static int add_piece(runs *rs, const pxs_datafile *df, int64_t k, int64_t off, i
             rs->capr = c;
         }
         last = &rs->r[rs->nr++];
-        memset(last, 0, sizeof *last);
         *last = (run){.df = df, .k = k, .off = off, .len = len, .p0 = rs->np};
     }
     if (rs->np == rs->capp) {
