@@ -35,9 +35,12 @@ TRACER_LIB = NATIVE / "libpario_trace.so"
 # pario's store data path in C (docs/serve.md: store.json and meta.db, layouts, data files,
 # CEDA redirection and hybrid routing with the RMT core), linked into TRACER_LIB with the
 # RMT core (RMT_CORE_SOURCES) so that the ranks of an MPI program serve store files without
-# Python; no MPI (tests/c/serve_driver.c links them with the system compiler).
+# Python; no MPI (tests/c/serve_driver.c links them with the system compiler).  The data files
+# are behind serve/datafile.h: datafile_local.c (server directories), datafile_rados.c (RADOS
+# objects; librados loaded with dlopen when a rados store is opened: no link dependency).
 SERVE = NATIVE / "serve"
-SERVE_SOURCES = ["json.c", "meta.c", "layout.c", "storefile.c", "redirect.c", "lazysync.c"]
+SERVE_SOURCES = ["json.c", "meta.c", "layout.c", "datafile_local.c", "datafile_rados.c", "storefile.c", "redirect.c",
+                 "lazysync.c"]
 # pario's two-phase collective I/O and request orders in C (docs/serve-twophase.md): MPI,
 # linked into TRACER_LIB only (tracer/serve.c calls them for collective calls on served files)
 SERVE_MPI_SOURCES = ["twophase.c", "order.c"]

@@ -11,6 +11,7 @@
  *   write H OFF LEN DATA POS           read H OFF LEN OUT POS   -> got
  *   writev H DATA POS N OFF LEN ...    readv H OUT POS N OFF LEN ...
  *   flush H    fsync H    sync_step H CHUNK -> more    stats H    cost H OFF LEN
+ *   reserve H END                      (pxs_sfile_reserve: the data file of byte END - 1 holds it)
  *   names N1,N2,...                    (server names for the layout commands)
  *   map LAYOUT.json N X L ...  -> subs [[req, server, local, len, datafile]]
  *   pieces LAYOUT.json N X L ... -> pieces [[server, datafile, local, len, off]]
@@ -310,6 +311,8 @@ int main(void)
             }
         } else if (!strcmp(cmd, "trunc") && nt == 3) {
             rc = pxs_truncate(f, num(tok[2]));
+        } else if (!strcmp(cmd, "reserve") && nt == 3) {
+            rc = pxs_sfile_reserve(f->h, num(tok[2]));
         } else if (!strcmp(cmd, "flush")) {
             rc = pxs_flush(f);
         } else if (!strcmp(cmd, "fsync")) {

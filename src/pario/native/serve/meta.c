@@ -136,11 +136,13 @@ void pxs_config_free(pxs_config *cfg)
     for (int i = 0; i < cfg->nservers; i++) {
         free(cfg->servers[i].name);
         free(cfg->servers[i].dir);
+        free(cfg->servers[i].pool);
     }
     free(cfg->servers);
     free(cfg->root);
     free(cfg->id);
     free(cfg->system);
+    free(cfg->cluster);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -177,17 +179,46 @@ int pxs_config_read(const char *root, pxs_config *cfg, char *err, size_t errlen)
         goto out;
     }
     const pxs_json *be = pxs_json_get(j, "backend");
-    if (be && !pxs_json_streq(be, "local")) {
+    if (be && pxs_json_streq(be, "rados"))
+        cfg->backend = PXS_BACKEND_RADOS;
+    else if (be && !pxs_json_streq(be, "local")) {
         snprintf(err, errlen, "store backend %s is not available", be->type == PXS_JSTR ? be->s : "(not a string)");
         rc = PXS_ENOSYS;
         goto out;
     }
     const pxs_json *prof = pxs_json_get(j, "profile");
     const pxs_json *srv = prof ? pxs_json_get(prof, "server") : NULL;
-    const pxs_json *dirs = pxs_json_get(j, "servers");
+    const pxs_json *dirs = pxs_json_get(j, cfg->backend == PXS_BACKEND_RADOS ? "pools" : "servers");
     if (!srv || srv->type != PXS_JARR || srv->n == 0 || !dirs || dirs->type != PXS_JOBJ) {
-        snprintf(err, errlen, "%s: not a pario store configuration (no profile servers or server directories)", path);
+        if (cfg->backend == PXS_BACKEND_RADOS)
+            snprintf(err, errlen, "%s: a rados store needs \"cluster\" and \"pools\"", path);
+        else
+            snprintf(err, errlen, "%s: not a pario store configuration (no profile servers or server directories)",
+                     path);
         goto out;
+    }
+    if (cfg->backend == PXS_BACKEND_RADOS) {     /* pario.store.root.Store, pario.store.rados */
+        const pxs_json *cl = pxs_json_get(j, "cluster"), *osz = pxs_json_get(j, "object_size");
+        if (!cl || cl->type != PXS_JSTR || cl->slen == 0 || strlen(cl->s) != cl->slen) {
+            snprintf(err, errlen, "%s: a rados store needs \"cluster\" and \"pools\"", path);
+            goto out;
+        }
+        cfg->object_size = PXS_OBJECT_SIZE;
+        if (osz && osz->type != PXS_JNULL) {
+            if (osz->type != PXS_JNUM || !osz->is_int || osz->i <= 0 || osz->i > ((int64_t)1 << 40)) {
+                if (osz->type == PXS_JNUM)
+                    snprintf(err, errlen, "%s: object size must be an integer > 0 (store.json has %g)", path, osz->d);
+                else
+                    snprintf(err, errlen, "%s: object size must be an integer > 0", path);
+                goto out;
+            }
+            cfg->object_size = osz->i;
+        }
+        cfg->cluster = cl->s[0] == '/' ? strdup(cl->s) : join(root, cl->s);
+        if (!cfg->cluster) {
+            rc = PXS_ENOMEM;
+            goto out;
+        }
     }
     cfg->root = strdup(root);
     const pxs_json *id = pxs_json_get(j, "id");
@@ -234,7 +265,18 @@ int pxs_config_read(const char *root, pxs_config *cfg, char *err, size_t errlen)
             rc = PXS_EINVAL;
         }
     }
-    for (int i = 0; i < cfg->nservers; i++) {
+    for (int i = 0; i < cfg->nservers && cfg->backend == PXS_BACKEND_RADOS; i++) {
+        const pxs_json *p = pxs_json_get(dirs, cfg->servers[i].name);
+        if (!p || p->type != PXS_JSTR || p->slen == 0 || strlen(p->s) != p->slen) {
+            snprintf(err, errlen, "store.json names no pool for server %s", cfg->servers[i].name);
+            goto out;
+        }
+        if (!(cfg->servers[i].pool = strdup(p->s))) {
+            rc = PXS_ENOMEM;
+            goto out;
+        }
+    }
+    for (int i = 0; i < cfg->nservers && cfg->backend == PXS_BACKEND_LOCAL; i++) {
         const pxs_json *d = pxs_json_get(dirs, cfg->servers[i].name);
         if (!d || d->type != PXS_JSTR || d->slen == 0 || strlen(d->s) != d->slen) {
             snprintf(err, errlen, "store.json has no directory for server %s", cfg->servers[i].name);

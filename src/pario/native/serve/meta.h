@@ -35,18 +35,27 @@ enum {
  * cost uses (pario.store.hybrid.profile_cost: reads, random access) */
 typedef struct {
     char *name;
-    char *dir;          /* absolute or relative to the current directory */
+    char *dir;          /* local backend: absolute or relative to the current directory */
+    char *pool;         /* rados backend: the server's pool (store.json "pools") */
     double alpha;       /* alpha_read_rand, else alpha */
     double beta;        /* beta_read, else beta */
 } pxs_server;
 
+/* the data plane of a store (store.json "backend", serve/datafile.h) */
+enum { PXS_BACKEND_LOCAL = 0, PXS_BACKEND_RADOS = 1 };
+
 typedef struct {
     char *root;
-    char *id;           /* the store id (store.json "id") */
+    char *id;           /* the store id (store.json "id"; the RADOS namespace of a rados store) */
     char *system;       /* the profile's name */
+    int backend;        /* PXS_BACKEND_* */
+    char *cluster;      /* rados: the cluster directory (its ceph.conf) */
+    int64_t object_size;/* rados: bytes per object (store.json "object_size", default 4 MiB) */
     int nservers;
     pxs_server *servers;
 } pxs_config;
+
+#define PXS_OBJECT_SIZE ((int64_t)4 << 20)   /* pario.store.rados.OBJECT_SIZE */
 
 int pxs_config_read(const char *root, pxs_config *cfg, char *err, size_t errlen);
 void pxs_config_free(pxs_config *cfg);

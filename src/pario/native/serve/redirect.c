@@ -1214,6 +1214,8 @@ static void store_free(pxs_store *st)
     st->have_rmt = 0;
     if (st->meta.db)
         pxs_meta_close(&st->meta);
+    pxs_dplane_close(st->dp);
+    st->dp = NULL;
     if (st->lock_fd >= 0)
         close(st->lock_fd);
     st->lock_fd = -1;
@@ -1250,20 +1252,8 @@ int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size
         for (int i = 0; !rc && i < st->cfg.nservers; i++)
             st->names[i] = st->cfg.servers[i].name;
     }
-    if (!rc && st->direct) {      /* as local.probe_direct: a file system refusing O_DIRECT is one line */
-        for (int i = 0; !rc && i < st->cfg.nservers; i++) {
-            snprintf(path, sizeof path, "%s/.pario-direct-probe", st->cfg.servers[i].dir);
-            int fd = open(path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
-            if (fd < 0)
-                rc = pxs_fail(st, PXS_EINVAL, errno == EINVAL ? "%s: the file system refuses O_DIRECT (older tmpfs "
-                              "does); open the store without direct I/O" : "%s: cannot probe O_DIRECT",
-                              st->cfg.servers[i].dir);
-            else {
-                close(fd);
-                unlink(path);
-            }
-        }
-    }
+    if (!rc)     /* the data plane (datafile.h): local probes O_DIRECT, rados connects */
+        rc = pxs_dplane_open(&st->cfg, st->direct, &st->dp, st->err, sizeof st->err);
     if (!rc) {
         snprintf(path, sizeof path, "%s/.lock", root);
         st->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);

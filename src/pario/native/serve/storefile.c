@@ -1,22 +1,14 @@
 /* pario serve: store files' data through their layouts (storefile.h), as
- * pario.store.local.LocalBackend. */
+ * pario.store.local.LocalBackend; every data-file operation goes through the store's data
+ * plane (datafile.h). */
 #define _GNU_SOURCE
 #include "storefile.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
-#define ALIGN 4096
-#define MAX_IOV 1024
 #define RANGE_CHUNK ((int64_t)64 << 20)   /* logical bytes cut into pieces at a time */
 #define COPY_BUF ((int64_t)16 << 20)
 #define KEEP_SEGS 4096                    /* pieces and segments a handle keeps between calls */
@@ -30,45 +22,51 @@ int pxs_fail(pxs_store *st, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* ------------------------------------------------------------------ handles */
-static int open_datafile(pxs_sfile *h, int server, int df, int *fd)
+/* ------------------------------------------------------------------ the data plane */
+int pxs_dplane_open(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen)
 {
-    if (df == 0 && h->fd0 && server >= 0 && server < h->st->cfg.nservers && h->fd0[server] >= 0) {
-        *fd = h->fd0[server];
+    const pxs_dfops *ops = cfg->backend == PXS_BACKEND_RADOS ? &pxs_df_rados : &pxs_df_local;
+    return ops->open_plane(cfg, direct, out, err, errlen);
+}
+
+void pxs_dplane_close(pxs_dplane *dp)
+{
+    if (dp)
+        dp->ops->close_plane(dp);
+}
+
+/* ------------------------------------------------------------------ handles */
+static int open_datafile(pxs_sfile *h, int server, int df, pxs_datafile **out)
+{
+    if (df == 0 && h->fd0 && server >= 0 && server < h->st->cfg.nservers && h->fd0[server]) {
+        *out = h->fd0[server];
         return PXS_OK;
     }
     for (int i = 0; i < h->nfd; i++)
         if (h->fds[i].server == server && h->fds[i].datafile == df) {
-            *fd = h->fds[i].fd;
+            *out = h->fds[i].df;
             return PXS_OK;
         }
     pxs_store *st = h->st;
     if (server < 0 || server >= st->cfg.nservers)
         return pxs_fail(st, PXS_EINVAL, "layout uses server index %d but the store has %d servers", server,
                         st->cfg.nservers);
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%08lld.%d", st->cfg.servers[server].dir, (long long)h->id, df);
-    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC | (st->direct ? O_DIRECT : 0), 0644);
-    if (f < 0) {
-        if (st->direct && errno == EINVAL)
-            return pxs_fail(st, PXS_EIO, "%s: the file system refuses O_DIRECT (tmpfs does); open the store without "
-                            "direct I/O", st->cfg.servers[server].dir);
-        return pxs_fail(st, PXS_EIO, "cannot open data file %s: %s", path, strerror(errno));
-    }
     if (h->nfd == h->capfd) {
         int nc = h->capfd ? h->capfd * 2 : 8;
         pxs_fd *n = realloc(h->fds, (size_t)nc * sizeof *n);
-        if (!n) {
-            close(f);
+        if (!n)
             return PXS_ENOMEM;
-        }
         h->fds = n;
         h->capfd = nc;
     }
+    pxs_datafile *f = NULL;
+    int rc = st->dp->ops->open(st->dp, server, h->id, df, h->name, &f, st->err, sizeof st->err);
+    if (rc)
+        return rc;
     h->fds[h->nfd++] = (pxs_fd){server, df, f};
     if (df == 0 && h->fd0)
         h->fd0[server] = f;
-    *fd = f;
+    *out = f;
     return PXS_OK;
 }
 
@@ -90,11 +88,13 @@ static int recover_size(pxs_sfile *h, int64_t committed, int64_t *out)
     int64_t *target = calloc((size_t)n + 1, 8), *lo = calloc((size_t)n + 1, 8), *hi = calloc((size_t)n + 1, 8),
             *c = calloc((size_t)n + 1, 8);
     int rc = (!target || !lo || !hi || !c) ? PXS_ENOMEM : PXS_OK;
+    pxs_store *st = h->st;
     for (int i = 0; !rc && i < n; i++) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%08lld.0", h->st->cfg.servers[l->srv[i]].dir, (long long)h->id);
-        struct stat sb;
-        target[i] = stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+        if (l->srv[i] < 0 || l->srv[i] >= st->cfg.nservers)
+            rc = pxs_fail(st, PXS_EINVAL, "layout uses server index %d but the store has %d servers", l->srv[i],
+                          st->cfg.nservers);
+        else
+            rc = st->dp->ops->size(st->dp, l->srv[i], h->id, 0, &target[i], st->err, sizeof st->err);
         lo[i] = 0;
         hi[i] = (int64_t)1 << 61;
     }
@@ -144,9 +144,7 @@ int pxs_sfile_open(pxs_store *st, const char *name, pxs_sfile **out)
     h->id = rec.id;
     h->size = rec.size;
     h->refs = 1;
-    h->fd0 = malloc((size_t)(st->cfg.nservers > 0 ? st->cfg.nservers : 1) * sizeof *h->fd0);
-    for (int j = 0; h->fd0 && j < st->cfg.nservers; j++)
-        h->fd0[j] = -1;
+    h->fd0 = calloc((size_t)(st->cfg.nservers > 0 ? st->cfg.nservers : 1), sizeof *h->fd0);
     char lerr[400];
     rc = h->name && h->fd0 ? pxs_layout_parse_text(rec.layout, st->names, st->cfg.nservers, &h->lay, lerr, sizeof lerr)
                  : PXS_ENOMEM;
@@ -179,9 +177,12 @@ int pxs_sfile_open(pxs_store *st, const char *name, pxs_sfile **out)
 
 static int sync_fds(pxs_sfile *h)
 {
-    for (int i = 0; i < h->nfd; i++)
-        if (fsync(h->fds[i].fd) != 0)
-            return pxs_fail(h->st, PXS_EIO, "fsync of a data file of '%s': %s", h->name, strerror(errno));
+    pxs_store *st = h->st;
+    for (int i = 0; i < h->nfd; i++) {
+        int rc = st->dp->ops->sync(h->fds[i].df, st->err, sizeof st->err);
+        if (rc)
+            return rc;
+    }
     return PXS_OK;
 }
 
@@ -205,9 +206,9 @@ int pxs_sfile_close(pxs_sfile *h)
         if (!rc)
             rc = commit_size(h);
     }
-    for (int i = 0; i < h->nfd; i++)
-        close(h->fds[i].fd);
     pxs_store *st = h->st;
+    for (int i = 0; i < h->nfd; i++)
+        st->dp->ops->close(h->fds[i].df);
     for (pxs_sfile **p = &st->sfiles; *p; p = &(*p)->next)
         if (*p == h) {
             *p = h->next;
@@ -271,10 +272,11 @@ int pxs_sfile_extend(pxs_sfile *h, int64_t end)
     return extend(h, end);
 }
 
-/* As pxs_sfile_extend, and the data file of byte end - 1 is made to hold it: fallocate(2)
- * allocates, never overwrites a byte and never shrinks (a concurrent writer's bytes past it
- * stay), aligned or not, O_DIRECT too; so the size recovered from the data files after a
- * crash, or read by another process, includes end (LocalBackend.reserve) */
+/* As pxs_sfile_extend, and the data file of byte end - 1 is made to hold it: the plane's
+ * reserve never overwrites a byte and never shrinks (a concurrent writer's bytes past it
+ * stay; local: fallocate(2), aligned or not, O_DIRECT too; rados: the object grown, guarded
+ * by its version); so the size recovered from the data files after a crash, or read by
+ * another process, includes end (LocalBackend.reserve) */
 int pxs_sfile_reserve(pxs_sfile *h, int64_t end)
 {
     if (end <= h->size || is_extents(h))
@@ -289,11 +291,11 @@ int pxs_sfile_reserve(pxs_sfile *h, int64_t end)
         rc = pxs_fail(st, PXS_EINVAL, "'%s': byte %lld maps to %zu pieces", h->name, (long long)(end - 1), s.n);
     if (!rc)
         rc = mark_extending(h);
-    int fd = -1;
+    pxs_datafile *df = NULL;
     if (!rc)
-        rc = open_datafile(h, s.s[0].server, s.s[0].datafile, &fd);
-    if (!rc && fallocate(fd, 0, (off_t)s.s[0].local, 1) != 0)
-        rc = pxs_fail(st, PXS_EIO, "fallocate of '%s': %s", h->name, strerror(errno));
+        rc = open_datafile(h, s.s[0].server, s.s[0].datafile, &df);
+    if (!rc)
+        rc = st->dp->ops->reserve(df, s.s[0].local + 1, st->err, sizeof st->err);
     free(s.s);
     if (!rc)
         h->size = end;
@@ -403,12 +405,10 @@ int pxs_sfile_truncate(pxs_sfile *h, int64_t size)
      * committed size mean lost metadata), a growth needs no fsync */
     int shrink = size < h->size;
     for (int i = 0; !rc && i < h->lay->nsrv; i++) {
-        int fd;
-        rc = open_datafile(h, h->lay->srv[i], 0, &fd);
-        if (!rc && ftruncate(fd, c[i]) != 0)
-            rc = pxs_fail(st, PXS_EIO, "truncate of '%s': %s", h->name, strerror(errno));
-        if (!rc && shrink && fsync(fd) != 0)
-            rc = pxs_fail(st, PXS_EIO, "fsync of '%s': %s", h->name, strerror(errno));
+        pxs_datafile *df = NULL;
+        rc = open_datafile(h, h->lay->srv[i], 0, &df);
+        if (!rc)
+            rc = st->dp->ops->truncate(df, c[i], shrink, st->err, sizeof st->err);
     }
     if (rc)
         return rc;
@@ -422,28 +422,18 @@ int pxs_sfile_truncate(pxs_sfile *h, int64_t size)
 int pxs_sfile_fsync(pxs_sfile *h, int everything)
 {
     pxs_store *st = h->st;
-    if (everything) {
-        char prefix[32];
-        int np = snprintf(prefix, sizeof prefix, "%08lld.", (long long)h->id);
+    if (everything) {        /* every data file of the file, whoever wrote it */
         for (int j = 0; j < st->cfg.nservers; j++) {
-            DIR *d = opendir(st->cfg.servers[j].dir);
-            if (!d)
-                continue;
-            struct dirent *e;
-            while ((e = readdir(d))) {
-                if (strncmp(e->d_name, prefix, (size_t)np) != 0)
-                    continue;
-                char *end;
-                long df = strtol(e->d_name + np, &end, 10);
-                if (*end || end == e->d_name + np || df < 0 || df > INT_MAX)
-                    continue;
-                int fd, rc = open_datafile(h, j, (int)df, &fd);
-                if (rc) {
-                    closedir(d);
-                    return rc;
-                }
+            int *ds = NULL;
+            size_t nd = 0;
+            int rc = st->dp->ops->list(st->dp, j, h->id, &ds, &nd, st->err, sizeof st->err);
+            for (size_t k = 0; !rc && k < nd; k++) {
+                pxs_datafile *df;
+                rc = open_datafile(h, j, ds[k], &df);
             }
-            closedir(d);
+            free(ds);
+            if (rc)
+                return rc;
         }
     }
     int rc = sync_fds(h);
@@ -453,11 +443,7 @@ int pxs_sfile_fsync(pxs_sfile *h, int everything)
 }
 
 /* ------------------------------------------------------------------ I/O */
-typedef struct pxs_ioseg {
-    int fd;
-    int server, datafile;
-    int64_t local, len, bo;
-} ioseg;
+typedef pxs_dseg ioseg;
 
 /* order: data file (server, data file number), then server-local offset, then buffer offset */
 static inline int seg_before(const ioseg *x, const ioseg *y)
@@ -494,83 +480,6 @@ static void sort_segs(ioseg *sg, size_t n)
             sg[j] = sg[j - 1];
         sg[j] = t;
     }
-}
-
-/* complete a short transfer of iov (want bytes at pos, done so far): piece by piece; a read
- * that reaches the end of the data file fills zeros (a hole) */
-static int finish(int fd, struct iovec *iov, int n, int64_t pos, int64_t done, int write)
-{
-    for (int i = 0; i < n; i++) {
-        int64_t len = (int64_t)iov[i].iov_len;
-        if (done >= len) {
-            done -= len;
-            pos += len;
-            continue;
-        }
-        char *b = (char *)iov[i].iov_base + done;
-        int64_t left = len - done, p = pos + done;
-        while (left > 0) {
-            ssize_t r = write ? pwrite(fd, b, (size_t)left, p) : pread(fd, b, (size_t)left, p);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r < 0)
-                return -1;
-            if (r == 0) {
-                if (write) {
-                    errno = EIO;
-                    return -1;
-                }
-                memset(b, 0, (size_t)left);
-                break;
-            }
-            b += r;
-            p += r;
-            left -= r;
-        }
-        pos += len;
-        done = 0;
-    }
-    return 0;
-}
-
-/* move one sorted set of segments: a run contiguous on a data file is one system call
- * (buffers adjacent in memory joined; one buffer: pread/pwrite, several: preadv/pwritev) */
-static int transfer(pxs_sfile *h, const ioseg *sg, size_t n, char *buf, int write)
-{
-    struct iovec iov[MAX_IOV];
-    size_t i = 0;
-    while (i < n) {
-        int k = 0;
-        int64_t pos = sg[i].local, want = 0;
-        size_t j = i;
-        while (j < n && sg[j].fd == sg[i].fd && sg[j].local == pos + want) {
-            char *b = buf + sg[j].bo;
-            if (k > 0 && (char *)iov[k - 1].iov_base + iov[k - 1].iov_len == b) {
-                iov[k - 1].iov_len += (size_t)sg[j].len;
-            } else {
-                if (k == MAX_IOV)
-                    break;
-                iov[k].iov_base = b;
-                iov[k].iov_len = (size_t)sg[j].len;
-                k++;
-            }
-            want += sg[j].len;
-            j++;
-        }
-        ssize_t r;
-        do {
-            if (k == 1)
-                r = write ? pwrite(sg[i].fd, iov[0].iov_base, iov[0].iov_len, pos)
-                          : pread(sg[i].fd, iov[0].iov_base, iov[0].iov_len, pos);
-            else
-                r = write ? pwritev(sg[i].fd, iov, k, pos) : preadv(sg[i].fd, iov, k, pos);
-        } while (r < 0 && errno == EINTR);
-        if (r < 0 || (r < want && finish(sg[i].fd, iov, k, pos, r, write)))
-            return pxs_fail(h->st, PXS_EIO, "%s of '%s' (server %s): %s", write ? "write" : "read", h->name,
-                            h->st->cfg.servers[sg[i].server].name, strerror(errno));
-        i = j;
-    }
-    return PXS_OK;
 }
 
 /* the segments of n ranges, in the handle's scratch (h->seg, *nout of them), in order */
@@ -611,7 +520,7 @@ static int segments(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *
                 s->local = p->local;
                 s->len = p->len;
                 s->bo = bo[k] + (p->off - off[k]);
-                rc = open_datafile(h, p->server, p->datafile, &s->fd);
+                rc = open_datafile(h, p->server, p->datafile, &s->df);
             }
         }
     }
@@ -643,29 +552,8 @@ static int move(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len,
     int rc = segments(h, n, off, len, bo, &ns);
     if (rc || ns == 0)
         return rc;
-    const ioseg *sg = h->seg;
-    if (!h->st->direct)
-        return transfer(h, sg, ns, buf, write);
-    /* O_DIRECT (local.py direct mode): through a page-aligned buffer; pieces 4 KiB aligned */
-    int64_t top = 0;
-    for (size_t i = 0; i < ns; i++) {
-        if ((sg[i].local | sg[i].len | sg[i].bo) % ALIGN)
-            return pxs_fail(h->st, PXS_EINVAL, "O_DIRECT needs %d-byte aligned offsets, lengths and stripes", ALIGN);
-        if (sg[i].bo + sg[i].len > top)
-            top = sg[i].bo + sg[i].len;
-    }
-    void *tmp = NULL;
-    if (posix_memalign(&tmp, ALIGN, (size_t)top))
-        return PXS_ENOMEM;
-    if (write)
-        for (size_t i = 0; i < ns; i++)
-            memcpy((char *)tmp + sg[i].bo, buf + sg[i].bo, (size_t)sg[i].len);
-    rc = transfer(h, sg, ns, tmp, write);
-    if (!rc && !write)
-        for (size_t i = 0; i < ns; i++)
-            memcpy(buf + sg[i].bo, (char *)tmp + sg[i].bo, (size_t)sg[i].len);
-    free(tmp);
-    return rc;
+    pxs_store *st = h->st;
+    return st->dp->ops->transfer(st->dp, h->seg, ns, buf, write, st->err, sizeof st->err);
 }
 
 static int do_io(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, char *buf, const int64_t *bo,

@@ -1,16 +1,17 @@
-/* pario serve: an open pario store and its files' data in C — the `local` backend of
- * pario.store.local (docs/serve.md).
+/* pario serve: an open pario store and its files' data in C — pario.store.local's logic
+ * over the store's data plane (datafile.h: the `local` backend's files, the `rados`
+ * backend's objects; docs/serve.md).
  *
- * A logical file with metadata id i keeps the bytes its layout puts on server j in
- * `<server j dir>/<i:08d>.<d>` (d = 0 its own data, d >= 1 an extent map's replica data
+ * A logical file with metadata id i keeps the bytes its layout puts on server j in the
+ * server's data file (i, d) (d = 0 its own data, d >= 1 an extent map's replica data
  * files) at the server-local offsets of pario.layout.map_requests (layout.h).  Data files
- * are opened lazily (O_CREAT, O_DIRECT in direct mode); a request is cut into single-server
- * pieces in logical order, the pieces of one data file that are contiguous on the server
- * become one system call (pread/pwrite for one buffer, preadv/pwritev for several: at most
- * IOV_MAX buffers, buffers adjacent in memory joined); bytes a data file does not have read
- * as 0 (holes stay holes).  The mapping reuses per-handle arrays: a served read or write
- * allocates nothing once they have grown to its number of pieces (arrays of more than 4096
- * pieces, for large requests, are freed after the call).
+ * are opened lazily; a request is cut into single-server pieces in logical order, sorted by
+ * data file and server-local offset, and handed to the plane in one call (the local plane
+ * makes the pieces contiguous on a data file one system call, the rados plane one object
+ * operation each, all in flight at once); bytes a data file does not have read as 0 (holes
+ * stay holes).  The mapping reuses per-handle arrays: a served read or write allocates
+ * nothing in this file once they have grown to its number of pieces (arrays of more than
+ * 4096 pieces, for large requests, are freed after the call).
  *
  * Sizes are local.py's: kept in memory while a file is open; the first write past the
  * committed size marks the file `dirty` in the metadata before its first byte; close and
@@ -27,6 +28,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "datafile.h"
 #include "layout.h"
 #include "meta.h"
 #include "rmt.h"
@@ -38,6 +40,7 @@ typedef struct pxs_lazy pxs_lazy;
 typedef struct pxs_store {
     pxs_config cfg;
     pxs_meta meta;
+    pxs_dplane *dp;             /* the data plane (datafile.h) */
     const char **names;         /* server names, for layout parsing */
     int direct, shared, first;
     int flush_at_end;           /* PXS_FLUSH_AT_END: DIRTY bytes flushed at the store's close */
@@ -54,10 +57,9 @@ typedef struct pxs_store {
 } pxs_store;
 
 typedef struct {
-    int server, datafile, fd;
+    int server, datafile;
+    pxs_datafile *df;
 } pxs_fd;
-
-struct pxs_ioseg;
 
 struct pxs_sfile {
     pxs_store *st;
@@ -70,11 +72,11 @@ struct pxs_sfile {
     int refs;
     pxs_fd *fds;
     int nfd, capfd;
-    int *fd0;                   /* nservers: server j's own data file (datafile 0), or -1 */
+    pxs_datafile **fd0;         /* nservers: server j's own data file (datafile 0), or NULL */
     /* the request mapping's scratch, kept between calls (no allocation per call once grown;
      * every call on a handle holds the store's mutex) */
     pxs_pieces pcs;
-    struct pxs_ioseg *seg;
+    pxs_dseg *seg;
     size_t capseg;
     pxs_sfile *next;
 };
