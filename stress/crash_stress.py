@@ -101,7 +101,9 @@ SIZE = 2 << 20                 # initial file size
 EXT = 256 << 10                # writes reach up to SIZE + EXT (extending the file)
 END = SIZE + EXT
 STRIPE = 64 << 10              # layout fixed:64k ...
-NSERV = 8                      # ... over the 8 servers of ceda-hdd8
+NSERV = 8                      # ... over the 8 servers of ceda-hdd8 (--cluster: the cluster's servers)
+CLUSTER: str | None = None     # --cluster DIR: every trial's store on RADOS (backend rados, 64 KiB objects)
+OBJECT_SIZE = 64 << 10
 MAXW = 150_000                 # largest write
 MAXR = 65_536                  # largest read of the reader
 READ_BUDGET = 16 << 20         # bytes a reader logs per trial at most
@@ -142,11 +144,14 @@ def make_specs(names):
     for nm in names:
         if nm in EXTENTS:
             o, n, s, loc = (np.array(v) for v in EXTENTS[nm])
+            s = s % NSERV
             out.append(ReplicaSpec("f", nm, ExtentMap(o, n, s, loc, np.ones(len(o), dtype=np.int64))))
         elif nm == "h1":
             out.append(ReplicaSpec("f", nm, Striped.fixed(1 << 20, range(NSERV)), "cheapest"))
         elif nm == "h2":
-            out.append(ReplicaSpec("f", nm, Grouped(((0, 1, 2, 3), (4, 5, 6, 7)), 32 << 10), "cheapest"))
+            half = NSERV // 2
+            out.append(ReplicaSpec("f", nm, Grouped((tuple(range(half)), tuple(range(half, NSERV))), 32 << 10),
+                                   "cheapest"))
         else:
             raise ValueError(nm)
     return out
@@ -287,7 +292,10 @@ def setup(root: Path, cfg: dict) -> bytes:
 
     if root.exists():
         shutil.rmtree(root)
-    init_store(root, "ceda-hdd8")
+    if CLUSTER:
+        init_store(root, None, backend="rados", cluster=CLUSTER, object_size=OBJECT_SIZE)
+    else:
+        init_store(root, "ceda-hdd8")
     init = data_for(cfg["tseed"], SIZE)
     with Store(root) as st:
         st.create("f", "fixed:64k")
@@ -787,29 +795,94 @@ def read_meta(root: Path, name: str = "f") -> tuple[int, dict, int, int]:
 
 def read_original_raw(root: Path, name: str = "f") -> np.ndarray:
     """The original's bytes straight from the servers' data files: stripe ``x // 64k`` on
-    server ``stripe % 8`` at ``(stripe // 8) * 64k + x % 64k`` of ``<dir>/<id:08d>.0``
+    server ``stripe % NSERV`` at ``(stripe // NSERV) * 64k + x % 64k`` of its data file 0
     (bytes past a data file's end read as 0)."""
     fid, layout, size, dirty = read_meta(root, name)
     assert layout.get("type") == "striped" and layout.get("stripes") == [STRIPE] * NSERV \
-        and layout.get("servers") == [f"H{j}" for j in range(NSERV)], f"unexpected layout {layout}"
+        and layout.get("servers") == server_names(root), f"unexpected layout {layout}"
     assert not dirty, "the file's size is not final after the last close"
     return striped_bytes(root, fid, size)
 
 
-def server_dirs(root: Path) -> list[Path]:
-    """The data directories of servers H0..H7, from store.json (relative ones under root)."""
+def server_names(root: Path) -> list[str]:
+    """The profile's server names, in order (store.json)."""
+    from pario.system import System
+
     cfg = json.loads((root / "store.json").read_text())
-    dirs = [Path(cfg["servers"][f"H{j}"]) for j in range(NSERV)]
+    return list(System.from_dict(cfg["profile"]).names)
+
+
+def server_dirs(root: Path) -> list[Path]:
+    """The data directories of the servers, from store.json (relative ones under root)."""
+    cfg = json.loads((root / "store.json").read_text())
+    dirs = [Path(cfg["servers"][n]) for n in server_names(root)]
     return [d if d.is_absolute() else root / d for d in dirs]
 
 
+def datafile_blobs(root: Path, fid: int, df: int = 0) -> list[bytes]:
+    """Every server's data file ``df`` of file id ``fid``, as bytes: the local backend's
+    ``<dir>/<id:08d>.<df>``, or a rados store's objects ``<id:08d>.<df>.<k:08x>`` in the
+    server's pool and the store's namespace, read with the ``rados`` module (not pario's
+    backend) and laid end to end (absent objects: zeros; the length ends at the last object)."""
+    cfg = json.loads((root / "store.json").read_text())
+    if cfg.get("backend", "local") != "rados":
+        out = []
+        for d in server_dirs(root):
+            p = d / f"{fid:08d}.{df}"
+            out.append(p.read_bytes() if p.exists() else b"")
+        return out
+    import rados
+
+    osz = int(cfg["object_size"])
+    r = rados.Rados(conffile=str(Path(cfg["cluster"]) / "ceph.conf"))
+    r.connect(timeout=30)
+    try:
+        out = []
+        for n in server_names(root):
+            io = r.open_ioctx(cfg["pools"][n])
+            try:
+                io.set_namespace(cfg["id"])
+                pre = f"{fid:08d}.{df}."
+                ks = sorted(int(o.key[len(pre):], 16) for o in io.list_objects() if o.key.startswith(pre))
+                buf = bytearray()
+                for k in ks:
+                    data = io.read(f"{pre}{k:08x}", osz, 0)
+                    buf.extend(bytes(k * osz - len(buf)))
+                    buf.extend(data)
+                out.append(bytes(buf))
+            finally:
+                io.close()
+        return out
+    finally:
+        r.shutdown()
+
+
+def drop_namespace(root: Path) -> None:
+    """A rados store's objects removed from every pool (a passed trial leaves nothing)."""
+    cfg = json.loads((root / "store.json").read_text())
+    if cfg.get("backend", "local") != "rados":
+        return
+    import rados
+
+    r = rados.Rados(conffile=str(Path(cfg["cluster"]) / "ceph.conf"))
+    r.connect(timeout=30)
+    try:
+        for pool in cfg["pools"].values():
+            io = r.open_ioctx(pool)
+            try:
+                io.set_namespace(cfg["id"])
+                for o in list(io.list_objects()):
+                    io.remove_object(o.key)
+            finally:
+                io.close()
+    finally:
+        r.shutdown()
+
+
 def striped_bytes(root: Path, fid: int, size: int) -> np.ndarray:
-    """``size`` bytes of file id ``fid`` under fixed:64k over H0..H7, read by an own mapping
-    of the data files (bytes past a data file's end read as 0)."""
-    blobs = []
-    for d in server_dirs(root):
-        p = d / f"{fid:08d}.0"
-        blobs.append(p.read_bytes() if p.exists() else b"")
+    """``size`` bytes of file id ``fid`` under fixed:64k over the servers, read by an own
+    mapping of the data files (bytes past a data file's end read as 0)."""
+    blobs = datafile_blobs(root, fid)
     out = np.zeros(size, np.uint8)
     for s in range((size + STRIPE - 1) // STRIPE):
         x, e = s * STRIPE, min(size, (s + 1) * STRIPE)
@@ -1051,6 +1124,40 @@ def check(root: Path, tdir: Path, cfg: dict, init: bytes) -> dict:
 
 
 # ---------------------------------------------------------------------- trials
+def isolated(fn, *args):
+    """``fn(*args)``; with ``--cluster`` in a forked child whose result comes back pickled.
+
+    librados is not fork-safe: a child forked from a process that has used it (even after
+    ``shutdown``) can hang in its first operations (seen here: ops that never reach an OSD).
+    So the harness's parent never uses librados itself; only the processes it forks do —
+    the workers, and these one-off children for setup and checks."""
+    if not CLUSTER:
+        return fn(*args)
+    import pickle
+
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        os.close(rfd)
+        try:
+            out = ("ok", fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the parent
+            out = ("err", f"{type(exc).__name__}: {exc} {traceback.format_exc(limit=-3).strip().splitlines()[-3:]}")
+        with os.fdopen(wfd, "wb") as w:
+            pickle.dump(out, w)
+        os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as r:
+        data = r.read()
+    os.waitpid(pid, 0)
+    if not data:
+        raise RuntimeError(f"{fn.__name__}: the child died without a result")
+    kind, val = pickle.loads(data)
+    if kind == "err":
+        raise RuntimeError(f"{fn.__name__}: {val}")
+    return val
+
+
 def run_trial(base: Path, mode: str, tseed: int, keep: bool = False, **overrides) -> dict:
     """One trial; returns its metrics with ``problems`` (empty: passed).  The trial's
     directory is removed when it passed (unless ``keep``).  ``overrides`` replace entries of
@@ -1065,11 +1172,11 @@ def run_trial(base: Path, mode: str, tseed: int, keep: bool = False, **overrides
     t0 = time.monotonic()
     res = {"mode": mode, "seed": tseed, "problems": [], "cfg": cfg}
     try:
-        init = setup(root, cfg)
+        init = isolated(setup, root, cfg)
         run = _run_shared(cfg, root, tdir) if cfg["shared"] else _run_exclusive(cfg, root, tdir)
         res.update(run)
         res["problems"] += run.pop("harness_problems", [])
-        out = check(root, tdir, cfg, init)
+        out = isolated(check, root, tdir, cfg, init)
         res["problems"] += out.pop("problems")
         res.update(out)
     except Exception as exc:        # the harness or the store raised: a failed trial, kept for analysis
@@ -1077,6 +1184,10 @@ def run_trial(base: Path, mode: str, tseed: int, keep: bool = False, **overrides
         res["problems"].append(f"{type(exc).__name__}: {exc} {where}")
     res["seconds"] = time.monotonic() - t0
     if not res["problems"] and not keep:
+        try:
+            isolated(drop_namespace, root)
+        except Exception as exc:  # noqa: BLE001 - the trial passed; say what was left
+            print(f"warning: {root}: objects left on the cluster ({exc})", flush=True)
         shutil.rmtree(tdir, ignore_errors=True)
     return res
 
@@ -1164,7 +1275,15 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", default=None, help="work directory (default: a new temporary one)")
     ap.add_argument("--trial-seed", type=int, default=None, help="run the one trial of this seed (with --mode MODE)")
     ap.add_argument("--keep", action="store_true", help="keep every trial's directory")
+    ap.add_argument("--cluster", default=None, metavar="DIR",
+                    help="every trial's store on this 'pario cluster' (backend rados, 64 KiB objects)")
     a = ap.parse_args(argv)
+    if a.cluster:
+        global CLUSTER, NSERV
+        from pario.cluster.state import load_state
+
+        CLUSTER = str(load_state(a.cluster).dir)
+        NSERV = len(load_state(a.cluster).servers)
     modes = {"all": MODES, "exclusive": EXCLUSIVE, "shared": SHARED}.get(a.mode, (a.mode,))
     if any(m not in MODES for m in modes):
         ap.error(f"--mode {a.mode}: unknown (all, exclusive, shared, {', '.join(MODES)})")

@@ -321,3 +321,23 @@ def test_pario_mpi_file_on_rados(ceph_cluster, tmp_path):
     assert np.array_equal(_raw_original(root), content(1))
     n, bad = _replicas_match_original(root)
     assert n > 0 and bad == 0
+
+
+def test_read_past_an_objects_end_is_zeros(ceph_cluster, tmp_path):
+    """A request whose piece starts inside an existing object but past its end (a hole at the
+    end of a data file) reads zeros.  The ``rados`` binding's aio_read hands over its whole,
+    uninitialised buffer when 0 bytes were read; found by stress/crash_stress.py --cluster
+    (replicas synchronised with those bytes).  Here with 4 KiB stripes over 4 servers and
+    64 KiB objects: after writes at 0, 199 999 and 299 999, server 0's object 0 ends at local
+    byte 52 544, and [200 000, 299 999) reads it from local byte 53 248 on."""
+    root = _store(tmp_path, ceph_cluster)
+    with Store(root) as st:
+        st.create("g", Striped.fixed(4096, range(4)))
+        with st.open("g") as f:
+            f.write(0, b"\x01" * 1000)
+            f.write(199_999, b"\x02")
+            f.write(299_999, b"\x03")
+            for _ in range(3):
+                assert f.read(200_000, 99_999) == bytes(99_999)
+            want = b"\x01" * 1000 + bytes(198_999) + b"\x02" + bytes(99_999) + b"\x03"
+            assert f.read(0, 300_000) == want

@@ -347,8 +347,11 @@ class RadosBackend(LocalBackend):
         results: dict[int, bytes | None] = {}
 
         def done(i):
-            def cb(_c, data):
-                results[i] = data
+            def cb(c, data):
+                # the binding hands over its whole buffer, uninitialised, when a read returns
+                # 0 bytes (an offset at or past the object's end): keep only what was read
+                rv = c.get_return_value()
+                results[i] = data[:rv] if data is not None and rv > 0 else b""
             return cb
 
         comps = []
