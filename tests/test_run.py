@@ -747,3 +747,20 @@ def test_run_rank_exception_aborts_instead_of_hanging(tmp_path):
     lines = cp.stderr.strip().splitlines()
     assert len(lines) == 1 and "run 1 failed" in lines[0] and "rank 1 fails in the middle" in lines[0], cp.stderr
     assert "timed out" not in lines[0]
+
+
+def test_original_layout_is_the_stores(tmp_path):
+    """advise's ORIG is the layout the traced files have in the store (a file created with
+    striping hints over 2 of 8 servers is not 'fixed:64K' over all 8): written for advise
+    as a JSON layout that parses back to the same layout; none when files differ or are absent."""
+    from pario.layout import parse_layout
+    from pario.run.loop import _original_arg
+    from pario.system import load_system
+
+    prof = load_system("ceda-hdd8")
+    two = parse_layout("fixed:64K@H0,H1", prof)
+    p = _original_arg({"/a": two, "/b": two}, prof, tmp_path)
+    assert p is not None and parse_layout(str(p), prof) == two
+    assert parse_layout(str(p), prof) != parse_layout("fixed:64K", prof)
+    assert _original_arg({"/a": two, "/b": parse_layout("fixed:1m", prof)}, prof, tmp_path) is None
+    assert _original_arg({"/a": None}, prof, tmp_path) is None

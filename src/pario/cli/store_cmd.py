@@ -27,7 +27,7 @@ def register(sub) -> None:
     i = s.add_parser("init", help="create a store for a system profile")
     i.add_argument("dir", metavar="DIR", help="a new or empty directory for the store")
     i.add_argument("--system", metavar="P",
-                   help="built-in profile name or TOML file (rados: default the cluster's nominal.toml)")
+                   help="built-in profile name or TOML file (rados: default the cluster's calibrated.toml, else its nominal.toml)")
     i.add_argument("--server", action="append", default=[], metavar="NAME=PATH",
                    help="put server NAME's directory at PATH (another mount); repeatable")
     i.add_argument("--backend", choices=("local", "rados"), default="local",

@@ -259,6 +259,10 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     # (a trace of the MPI-IO tracer names ROMIO's aggregators itself: advise takes them from it)
     adv = ["advise", str(t1), "--system", system, "--schemes", schemes, "-o", str(plan),
            *(() if native else ("--cb-nodes", "1")), *(("--paper-benefit",) if paper_benefit else ())]
+    orig_layouts = _store_layouts(store, trace1.files)
+    original = _original_arg(orig_layouts, prof, outdir)
+    if original:
+        adv += ["--original", str(original)]     # the ORIG of CEDA and hybrid: the files' layout now
     rep = ["replicate", str(plan), "--store", str(store)]
     if space is not None:
         adv += ["--space", str(space)]
@@ -267,7 +271,6 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     _tool(adv, "pario advise", tool_stdout)
     plan_d = json.loads(plan.read_text())
     n_rep = sum(len(v) for v in (plan_d.get("replicas") or {}).values())
-    orig_layouts = _store_layouts(store, trace1.files)
     say("step", "pario " + " ".join(rep))
     _tool(rep, "pario replicate", tool_stdout)
     relaid = sorted(f for f, lay in _store_layouts(store, trace1.files).items()
@@ -407,6 +410,20 @@ def _plain_reference(cmd, prep_cmd, environ, outdir: Path, timeout, names, say) 
 def _median(xs):
     xs = [x for x in xs if x is not None]
     return float(np.median(xs)) if xs else None
+
+
+def _original_arg(layouts: dict, prof, outdir: Path) -> Path | None:
+    """``OUT/original-layout.json``: the layout the traced files have in the store (what CEDA
+    and hybrid replication compare against as ORIG, seed 000 §4.4), when they share one;
+    None when the store holds none of them or they differ (advise then assumes its default)."""
+    from ..layout import layout_to_dict
+
+    dicts = {json.dumps(layout_to_dict(lay, prof), sort_keys=True) for lay in layouts.values() if lay is not None}
+    if len(dicts) != 1:
+        return None
+    p = outdir / "original-layout.json"
+    p.write_text(dicts.pop() + "\n")
+    return p
 
 
 def _store_layouts(store: Path, names) -> dict:
