@@ -53,6 +53,25 @@ def ranking(vals: dict[str, float], tie: float = 0.02) -> str:
     return out
 
 
+def verdict(rows: dict[str, dict], tie: float = 0.02) -> str:
+    """'holds': every pair the prediction orders is ordered the same way by the measurement;
+    'partly': none inverted, but some predicted difference measured as a tie (within ``tie``);
+    '**differs**': some pair inverted."""
+    names = list(rows)
+    tied = inverted = False
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            pa, pb = rows[a]["pred"], rows[b]["pred"]
+            ma, mb = rows[a]["meas"], rows[b]["meas"]
+            if abs(pa - pb) <= tie * min(pa, pb):
+                continue
+            if abs(ma - mb) <= tie * min(ma, mb):
+                tied = True
+            elif (pa < pb) != (ma < mb):
+                inverted = True
+    return "**differs**" if inverted else "partly (a predicted difference measured as a tie)" if tied else "holds"
+
+
 def with_ssd_capacity(system, cap):
     servers = tuple(dataclasses.replace(s, capacity=float(cap)) if s.kind == "ssd" else s for s in system.servers)
     return dataclasses.replace(system, servers=servers)
@@ -97,9 +116,7 @@ def table(title: str, rows: dict[str, dict], describe) -> str:
                    f"[{_fmt(r['min'])}–{_fmt(r['max'])}] | {100 * err:+.1f} % |")
     pred = ranking({k: v["pred"] for k, v in rows.items()})
     meas = ranking({k: v["meas"] for k, v in rows.items()})
-    holds = [k for k, _ in sorted(rows.items(), key=lambda kv: kv[1]["pred"])] == \
-            [k for k, _ in sorted(rows.items(), key=lambda kv: kv[1]["meas"])]
-    out += ["", f"predicted: {pred}; measured: {meas} — ranking {'holds' if holds else '**differs**'}", ""]
+    out += ["", f"predicted: {pred}; measured: {meas} — ranking {verdict(rows)}", ""]
     return "\n".join(out)
 
 
