@@ -19,7 +19,7 @@ from ..layout import describe, parse_layout
 from ..plan.collective import ORDERS
 from ..system import load_system
 from ..units import format_size
-from .common import console, load_trace_arg, print_json, size_arg
+from .common import console, print_json, size_arg
 
 MAX_CYCLE_ROWS = 24
 
@@ -68,10 +68,15 @@ def _run(args) -> int:
         raise ParioError("--aggregators must be >= 1")
     if args.jitter < 0:
         raise ParioError("--jitter must be >= 0")
-    trace = load_trace_arg(args.trace)
-    res = simulate(trace, system, layout, plan=plan, collective=args.collective, aggregators=args.aggregators,
-                   cb_buffer=args.cb_buffer, order=args.order, align=args.align, timing=args.timing,
-                   elevator=args.elevator, jitter=args.jitter, seed=args.seed)
+    from ..trace import load
+    from ..trace.io import progress_bar
+
+    with progress_bar("reading trace") as bar:
+        trace = load(args.trace, progress=bar.update).require_requests(str(args.trace))
+        bar.stage("mapping requests to sub-requests")
+        res = simulate(trace, system, layout, plan=plan, collective=args.collective, aggregators=args.aggregators,
+                       cb_buffer=args.cb_buffer, order=args.order, align=args.align, timing=args.timing,
+                       elevator=args.elevator, jitter=args.jitter, seed=args.seed, progress=bar)
     if args.json:
         d = res.to_dict()
         d["system"] = system.name

@@ -90,11 +90,16 @@ def _cmd_import(args) -> int:
     from ..trace.darshan import read_darshan
     from ..trace.io import _fmt
 
+    from ..trace.io import progress_bar
+
     _fmt(Path(args.output), write=True)  # fail on a bad output name before reading the log
-    with _warnings_as_lines():
-        res = read_darshan(args.log, module=args.module, counters=args.counters)
-    tr = res.trace
-    out = save(tr, args.output)
+    with progress_bar(f"importing {Path(args.log).name}") as bar:
+        with _warnings_as_lines():
+            res = read_darshan(args.log, module=args.module, counters=args.counters)
+        tr = res.trace
+        bar.stage(f"writing {Path(args.output).name}")
+        bar.tick()
+        out = save(tr, args.output)
     nfiles = len(tr.files)
     nio = len(set(tr.rank.tolist())) if len(tr) else 0
     procs = f" of {tr.meta.nprocs} processes" if tr.meta.nprocs else ""
@@ -106,24 +111,40 @@ def _cmd_import(args) -> int:
 
 
 def _cmd_show(args) -> int:
-    from ..trace.summary import summarize
+    from ..trace.io import progress_bar
+    from ..trace.summary import summarize, summarize_file
     from .common import print_json
 
-    with _warnings_as_lines():
-        trace = _load_any(args.trace, args.module)
+    s = None
+    if args.module is None and Path(args.trace).suffix.lower() in (".parquet", ".pq") and Path(args.trace).is_file():
+        # Parquet: stream the row groups (bounded memory); the same summary as the whole trace's
+        with progress_bar(f"reading {Path(args.trace).name}") as bar:
+            got = summarize_file(args.trace, where=str(args.trace), progress=bar.update)
+        if got is not None:
+            s, meta_nprocs = got
+    if s is None:
+        with _warnings_as_lines():
+            trace = _load_any(args.trace, args.module)
+        s, meta_nprocs = summarize(trace), trace.meta.nprocs
     if args.json:
-        print_json(summarize(trace))
+        print_json(s)
         return 0
-    show_summary(trace, str(args.trace))
+    print_summary(s, str(args.trace), meta_nprocs)
     return 0
 
 
 def show_summary(trace, title: str = "trace") -> None:
     """Print the summary tables of a trace (totals, files, request sizes, patterns)."""
-    from ..trace.summary import rank_ranges, summarize
-    from .common import console
+    from ..trace.summary import summarize
 
-    s = summarize(trace)
+    print_summary(summarize(trace), title, trace.meta.nprocs)
+
+
+def print_summary(s: dict, title: str = "trace", meta_nprocs: int | None = None) -> None:
+    """Print the summary tables of :func:`pario.trace.summary.summarize`'s dictionary ``s``;
+    ``meta_nprocs``: the process count the trace's metadata records (or None)."""
+    from ..trace.summary import rank_ranges
+    from .common import console
     from rich.markup import escape
     from rich.table import Table
 
@@ -136,7 +157,7 @@ def show_summary(trace, title: str = "trace") -> None:
         tot.add_row("[bold red]APPROXIMATE[/]", escape(approx))
     if s["source"]:
         tot.add_row("source", escape(s["source"]))
-    if trace.meta.nprocs:
+    if meta_nprocs:
         tot.add_row("ranks", f"{s['ranks_with_io']} with I/O of {s['nprocs']} processes")
     else:
         tot.add_row("ranks", f"{s['ranks']} ({s['ranks_with_io']} with I/O)")

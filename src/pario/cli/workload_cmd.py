@@ -7,6 +7,9 @@ Offset formulas: :mod:`pario.workload` and ``docs/workloads.md``.
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+
 from ..units import format_size
 from ..workload import GENERATORS
 from .common import console, size_arg
@@ -88,12 +91,44 @@ def _common(p) -> None:
 def _run(args) -> int:
     from ..trace import save
 
+    if args.workload == "ior" and Path(args.output).suffix.lower() in (".parquet", ".pq"):
+        return _run_ior_streaming(args)
     trace = GENERATORS[args.workload](**args.build(args))
     path = save(trace, args.output)
+    _report(args.workload, len(trace), trace.nranks, len(trace.files), trace.bytes_written, trace.bytes_read, path)
+    return 0
+
+
+def _report(name, n, nranks, nfiles, written, read, path) -> None:
     console.print(
-        f"{args.workload}: {len(trace)} requests, {trace.nranks} ranks, {len(trace.files)} "
-        f"file{'s' if len(trace.files) != 1 else ''}, {format_size(trace.bytes_written)} written, "
-        f"{format_size(trace.bytes_read)} read -> {path}",
+        f"{name}: {n} requests, {nranks} ranks, {nfiles} "
+        f"file{'s' if nfiles != 1 else ''}, {format_size(written)} written, "
+        f"{format_size(read)} read -> {path}",
         soft_wrap=True,
     )
+
+
+def _run_ior_streaming(args) -> int:
+    """IOR to Parquet in chunks (:func:`pario.workload.ior.ior_chunks`): the same file as
+    generating the whole trace and saving it, in bounded memory (10^8 requests and more)."""
+    from ..trace import READ, WRITE
+    from ..trace.io import ParquetTraceWriter, progress_bar
+    from ..workload.ior import ior_chunks
+
+    gen = ior_chunks(**args.build(args))
+    total = next(gen)
+    first = next(gen, None)
+    files = first.files if first is not None else ()
+    n = nranks = written = read = 0
+    with progress_bar(f"writing {Path(args.output).name}", total) as bar, \
+            ParquetTraceWriter(args.output, files) as w:
+        for t in (itertools.chain([first], gen) if first is not None else ()):
+            w.write(t)
+            n += len(t)
+            nranks = max(nranks, t.nranks)
+            op, ln = t.op, t.length
+            written += int(ln[op == WRITE].sum())
+            read += int(ln[op == READ].sum())
+            bar.update(n, total)
+    _report("ior", n, nranks, len(files), written, read, w.path)
     return 0

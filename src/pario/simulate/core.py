@@ -10,7 +10,7 @@ See ``docs/simulator.md`` for the model and :mod:`pario.simulate.engine` for the
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -106,7 +106,7 @@ def _as_routing(system, layout, plan, routing) -> Routing:
 def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=None, routing: Routing | None = None,
              collective: bool = False, aggregators: int | None = None, cb_buffer: int | str | None = None,
              order: str | None = None, align: int | str | None = None, timing: str = "blocking",
-             elevator: bool = False, jitter: float = 0.0, seed: int = 0) -> SimResult:
+             elevator: bool = False, jitter: float = 0.0, seed: int = 0, progress=None) -> SimResult:
     """Simulate ``trace`` on ``system`` under a layout (or a plan / a :class:`Routing`).
 
     Independent I/O (default): every rank issues its requests in ``order``, one at a time
@@ -121,7 +121,12 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
     ``cb_buffer_size`` hint of the job that was traced), else ROMIO's defaults (one
     aggregator per client node, 16 MiB): :func:`pario.plan.collective.two_phase`.
     ``seed`` only breaks ties between simultaneous events and draws the jitter (see
-    ``docs/simulator.md``).
+    ``docs/simulator.md``).  ``progress``: a :class:`pario.trace.io.progress_bar` to move.
+
+    Memory: independent runs map the requests to sub-requests :data:`CHUNK` requests at a
+    time straight into compact arrays (int32 indices, no whole-trace temporaries), and the
+    event heap holds the events that can be pending at once (:func:`heap_bound`) rather
+    than one slot per sub-request.
     """
     t0 = time.perf_counter()
     if timing not in TIMINGS:
@@ -146,16 +151,24 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
             n_nodes = max(n_nodes, max(tp.ranks) // ppn + 1)
         arrays, meta = _build_collective(trace, system, rt, n_nodes, tp, cb, order, al)
     else:
-        arrays, meta = _build_independent(trace, system, rt, n_nodes, timing)
+        arrays, meta = _build_independent(trace, system, rt, n_nodes, timing, progress)
     n_links = n_nodes + system.n
     n_req = len(arrays[1])
     if jitter < 0:
         raise ParioError("jitter must be >= 0")
-    think = np.random.default_rng(seed).uniform(0.0, jitter, n_req) if jitter > 0 else np.zeros(n_req)
-    arrays = arrays[:3] + (think,) + arrays[3:]
-    out = simulate_core(*arrays, system.alpha_table(), system.beta_table(), system.cost_table(), float(system.network.e),
-                        float(system.network.t), n_links, bool(elevator), int(seed))
-    req_issue, req_done, busy, nbytes, nsub, nseq, link_busy, phase_end, phase_busy, n_events = out
+    think = np.random.default_rng(seed).uniform(0.0, jitter, n_req) if jitter > 0 else np.zeros(0)
+    arrays = _compact(arrays[:3] + (think,) + arrays[3:])
+    cap = heap_bound(arrays[0], arrays[4], arrays[6], system.n)
+    tables = (system.alpha_table(), system.beta_table(), system.cost_table(), float(system.network.e),
+              float(system.network.t), n_links, bool(elevator), int(seed))
+    if progress is not None:
+        progress.stage(f"simulating {n_req:,} requests, {len(arrays[8]):,} sub-requests")
+        progress.tick()
+    out = simulate_core(*arrays, *tables, cap)
+    if out[-1]:  # the bound was too small (it never should be): the worst case, same result
+        out = simulate_core(*arrays, *tables, 0)
+    req_issue, req_done, busy, nbytes, nsub, nseq, link_busy, phase_end, phase_busy, n_events, _ = out
+    del arrays
     makespan = float(np.nanmax(req_done)) if len(req_done) else 0.0
     if collective:
         makespan = max(makespan, float(phase_end.max()) if len(phase_end) else 0.0)
@@ -164,7 +177,7 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
         cr, ct = meta["client_ranks"], meta["client_time_fn"](phase_end)
     else:
         rr = meta["req_rank"]
-        cr = unique(rr)
+        cr = unique(rr).astype(np.int64)
         ct = np.zeros(len(cr))
         np.maximum.at(ct, np.searchsorted(cr, rr), np.nan_to_num(req_done))
     res = SimResult(
@@ -188,8 +201,142 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
     return res
 
 
+# --------------------------------------------------------------------------- memory
+CHUNK = 1 << 18  # requests mapped to sub-requests at a time
+_I32 = np.iinfo(np.int32).max
+
+
+def _compact(arrays: tuple) -> tuple:
+    """The event core's arrays in their compact dtypes: request indices (pred, succ, the
+    sub-requests' request) and phases as int32 when they fit (int64 beyond 2^31 requests),
+    links and servers int32, offsets, lengths and objects int64."""
+    (ptr, op, release, think, pred, succ, phase, phase_ptr, sreq, la, lb, srv, local, ln, obj) = arrays
+    idx = np.int32 if len(op) < _I32 and len(phase_ptr) < _I32 else np.int64
+    c = np.ascontiguousarray
+    return (c(ptr, np.int64), c(op, np.int8), c(release, np.float64), c(think, np.float64), c(pred, idx),
+            c(succ, idx), c(phase, idx), c(phase_ptr, np.int64), c(sreq, idx), c(la, np.int32), c(lb, np.int32),
+            c(srv, np.int32), c(local, np.int64), c(ln, np.int64), c(obj, np.int64))
+
+
+def _consecutive(pred: np.ndarray) -> bool:
+    """Every linked request's predecessor is the request just before it (pario's streams)."""
+    for a in range(1, len(pred), CHUNK):  # in pieces: no whole-length temporaries
+        p = pred[a:a + CHUNK]
+        if not np.all((p < 0) | (p == np.arange(a - 1, a - 1 + len(p)))):
+            return False
+    return True
+
+
+def heap_bound(sub_ptr: np.ndarray, pred: np.ndarray, phase: np.ndarray, n_srv: int) -> int:
+    """An upper bound on the events pending at once in the event core.
+
+    Only the open phase has events; in it, a stream (requests linked by ``pred``) has at most
+    one request issued or waiting to be, and each of its sub-requests has at most one event
+    pending (a request without sub-requests: its issue event); every server at most one
+    elevator event.  So the bound is the largest, over phases, of the sum over the phase's
+    streams of the most sub-requests (at least 1) of one of their requests, plus the
+    servers and a margin."""
+    n = len(pred)
+    if n == 0:
+        return n_srv + 16
+    w = np.maximum(np.diff(sub_ptr), 1)
+    one_phase = len(phase) == 0 or not phase.any()
+    if not (pred >= 0).any():  # no streams (collective): the largest phase
+        if one_phase:
+            return int(w.sum()) + n_srv + 16
+        return int(np.bincount(phase, weights=w).max()) + n_srv + 16
+    starts = np.flatnonzero(pred < 0)
+    if one_phase and starts[0] == 0 and _consecutive(pred):  # one stream per rank (independent I/O)
+        return int(np.maximum.reduceat(w, starts).sum()) + n_srv + 16
+    if len(phase) == 0:
+        phase = np.zeros(n, dtype=np.int64)
+    # stream of each request: the first request of its pred chain (pred < own index here)
+    head = np.arange(n, dtype=np.int64)
+    linked = np.flatnonzero(pred >= 0)
+    if len(linked):
+        if np.all(pred[linked] == linked - 1):  # chains of consecutive requests (by rank)
+            start = np.r_[True, pred[1:] < 0] if n > 1 else np.ones(1, dtype=bool)
+            head = np.maximum.accumulate(np.where(start, np.arange(n), 0))
+        else:
+            for i in linked.tolist():  # general chains (not built by pario): rare
+                head[i] = head[pred[i]]
+    key = phase.astype(np.int64) * n + head
+    order = np.lexsort((w, key))
+    k = key[order]
+    last = np.r_[k[1:] != k[:-1], True]
+    per_stream = w[order][last]  # the largest w of each (phase, stream)
+    per_phase = np.bincount(phase[order][last].astype(np.int64), weights=per_stream)
+    return int(per_phase.max()) + n_srv + 16
+
+
 # --------------------------------------------------------------------------- independent I/O
-def _build_independent(trace, system, rt, n_nodes, timing):
+def _build_independent(trace, system, rt, n_nodes, timing, progress=None):
+    """The event core's arrays of independent I/O: requests in (rank, order) order, their
+    sub-requests mapped :data:`CHUNK` requests at a time (see :func:`_build_independent_whole`
+    for the one-pass form, which a per-request choice callable still needs)."""
+    if callable(rt.choice):
+        return _build_independent_whole(trace, system, rt, n_nodes, timing)
+    n_req = len(trace)
+    perm = np.lexsort((np.arange(n_req), trace.order, trace.rank))
+    rank = trace.rank[perm].astype(np.int64)
+    same = np.r_[False, rank[1:] == rank[:-1]]
+    idx = np.int32 if n_req < _I32 else np.int64
+    pred = np.where(same, np.arange(n_req, dtype=idx) - 1, -1).astype(idx)
+    succ = np.r_[np.where(same[1:], np.arange(1, n_req, dtype=idx), -1), -1].astype(idx)
+    del same
+    if timing == "trace":
+        st = trace.start[perm]
+        if np.isnan(st).all():
+            raise ParioError("--timing trace needs time stamps; this trace has none")
+        release = np.nan_to_num(st - np.nanmin(st), nan=0.0)
+        del st
+    else:
+        release = np.zeros(0)  # all zero (the core's convention for an empty array)
+    node = (rank // system.procs_per_node).astype(np.int32)
+    rank = rank.astype(np.int32) if n_req and rank[-1] <= _I32 else rank
+    op = trace.op[perm].astype(np.int8)
+    choice = rt.choice
+    counts = np.zeros(n_req, dtype=np.int64)
+    parts: dict[str, list] = {k: [] for k in ("req", "server", "local", "length", "obj")}
+    n_sub = 0
+    for a in range(0, n_req, CHUNK):
+        b = min(n_req, a + CHUNK)
+        rows = perm[a:b]
+        part = trace.take(rows)
+        r = rt if choice is None or isinstance(choice, str) else replace(rt, choice=np.asarray(choice)[rows])
+        sub, obj = route(part, system, r)  # sub.req: row of `part` = position - a, sorted
+        counts[a:b] = np.bincount(sub.req, minlength=b - a)
+        parts["req"].append((sub.req + a).astype(idx))
+        parts["server"].append(sub.server.astype(np.int32))
+        parts["local"].append(sub.local.astype(np.int64))
+        parts["length"].append(sub.length.astype(np.int64))
+        parts["obj"].append(obj.astype(np.int64))
+        n_sub += len(sub)
+        del part, sub, obj
+        if progress is not None:
+            progress.update(b, n_req)
+    del perm
+
+    def cat(name, dt):
+        lst = parts.pop(name)
+        out = np.concatenate(lst).astype(dt, copy=False) if lst else np.zeros(0, dtype=dt)
+        lst.clear()
+        return out
+
+    sreq = cat("req", idx)
+    server = cat("server", np.int32)
+    sub_ptr = np.zeros(n_req + 1, dtype=np.int64)
+    np.cumsum(counts, out=sub_ptr[1:])
+    del counts
+    arrays = (
+        sub_ptr, op, release, pred, succ, np.zeros(0, dtype=idx), np.array([0, n_req], dtype=np.int64),
+        sreq, node[sreq], np.add(server, n_nodes, dtype=np.int32), server,
+        cat("local", np.int64), cat("length", np.int64), cat("obj", np.int64),
+    )
+    return arrays, {"req_rank": rank, "n_sub": n_sub}
+
+
+def _build_independent_whole(trace, system, rt, n_nodes, timing):
     perm = np.lexsort((np.arange(len(trace)), trace.order, trace.rank))
     inv = np.empty_like(perm)
     inv[perm] = np.arange(len(perm))
@@ -210,8 +357,9 @@ def _build_independent(trace, system, rt, n_nodes, timing):
             raise ParioError("--timing trace needs time stamps; this trace has none")
         release = np.nan_to_num(st - np.nanmin(st), nan=0.0)
     else:
-        release = np.zeros(n_req)
+        release = np.zeros(0)  # all zero (the core's convention for an empty array)
     node = (rank // system.procs_per_node).astype(np.int32)
+    rank = rank.astype(np.int32) if n_req and rank[-1] <= _I32 else rank
     server = sub.server[so].astype(np.int32)
     arrays = (
         sub_ptr, trace.op[perm].astype(np.int8), release, pred, succ, np.zeros(n_req, dtype=np.int64),

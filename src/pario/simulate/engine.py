@@ -37,7 +37,13 @@ order among simultaneous arrivals is a random interleaving.
 
 Events: one per request (issue) and two per sub-request (receiver link and device for a
 write; sender link and receiver link for a read), one more per sub-request with the
-elevator.  The heap is a binary heap over three parallel arrays, sized for the worst case.
+elevator.  The heap is a binary heap over three parallel arrays of ``cap`` entries: the
+caller's bound on the events pending at once (every sub-request has at most one pending
+event, every request stream at most one active request, every server one elevator event;
+see :func:`pario.simulate.core.heap_bound`), or the worst case ``n_sub + n_req + n_srv + 1``
+(``cap`` ≤ 0).  ``req_release``, ``req_think`` and ``req_phase`` may be empty: all zero.
+A push beyond ``cap`` stops the run and says so (the last value returned),
+and the caller runs again with the worst case: the result never depends on ``cap``.
 """
 
 from __future__ import annotations
@@ -53,13 +59,28 @@ K_RCV = 4  # a transfer's data starts arriving: the receiver's link
 
 
 @njit(cache=True, inline="always")
+def _at(a, r):
+    """``a[r]``, or 0 for an empty array (release and think times all zero: not stored)."""
+    return a[r] if a.shape[0] > 0 else 0.0
+
+
+@njit(cache=True, inline="always")
+def _ph(a, r):
+    """``a[r]``, or phase 0 for an empty array (one phase: not stored)."""
+    return a[r] if a.shape[0] > 0 else 0
+
+
+@njit(cache=True, inline="always")
 def _less(ta, ka, tb, kb):
     return ta < tb or (ta == tb and ka < kb)
 
 
 @njit(cache=True)
 def _push(H, HK, HP, st, t, p):
-    """Push (t, random key, payload); st[0] = heap size, st[1] = rng state."""
+    """Push (t, random key, payload); st[0] = heap size, st[1] = rng state, st[2] = overflow."""
+    if st[0] >= H.shape[0]:
+        st[2] = 1
+        return
     x = np.uint64(st[1])
     x ^= x >> np.uint64(12)
     x ^= x << np.uint64(25)
@@ -110,10 +131,10 @@ def _pop(H, HK, HP, st):
     HP[i] = p
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_succ, req_phase, phase_ptr,
                   sub_req, sub_link_a, sub_link_b, sub_server, sub_local, sub_len, sub_obj,
-                  alpha, beta, shape, e, t, n_links, elevator, seed):
+                  alpha, beta, shape, e, t, n_links, elevator, seed, cap):
     n_req = req_op.shape[0]
     n_sub = sub_req.shape[0]
     n_srv = alpha.shape[0]
@@ -146,11 +167,13 @@ def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_suc
     q_head = np.full(n_srv, -1, dtype=np.int64)
     q_next = np.full(n_sub if elevator else 1, -1, dtype=np.int64)
 
-    cap = n_sub + n_req + n_srv + 1
+    worst = n_sub + n_req + n_srv + 1
+    if cap <= 0 or cap > worst:
+        cap = worst
     H = np.empty(cap)
     HK = np.empty(cap, dtype=np.int64)
     HP = np.empty(cap, dtype=np.int64)
-    st = np.zeros(2, dtype=np.int64)  # heap size, rng state
+    st = np.zeros(3, dtype=np.int64)  # heap size, rng state, overflow
     x = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019)
     if x == np.uint64(0):
         x = np.uint64(1)
@@ -162,14 +185,14 @@ def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_suc
     while n_phase > 0:
         for r in range(phase_ptr[cur], phase_ptr[cur + 1]):
             if req_pred[r] < 0:
-                _push(H, HK, HP, st, max(phase_end[cur] + req_think[r], req_release[r]), r * 8 + K_ISSUE)
+                _push(H, HK, HP, st, max(phase_end[cur] + _at(req_think, r), _at(req_release, r)), r * 8 + K_ISSUE)
         if outstanding[cur] == 0 and cur < n_phase - 1:
             phase_end[cur + 1] = phase_end[cur]
             cur += 1
         else:
             break
 
-    while st[0] > 0:
+    while st[0] > 0 and st[2] == 0:
         now = H[0]
         payload = HP[0]
         _pop(H, HK, HP, st)
@@ -206,13 +229,13 @@ def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_suc
                     else:
                         end = _arrive(i, now, srv, op, elevator, dev_free, dev_busy, q_head, q_next, head_obj,
                                       head_pos, sub_obj, sub_local, sub_len, alpha, beta, shape, srv_busy, srv_bytes,
-                                      srv_nsub, srv_nseq, phase_busy, req_phase[r], H, HK, HP, st)
+                                      srv_nsub, srv_nseq, phase_busy, _ph(req_phase, r), H, HK, HP, st)
                         if end >= 0.0:
                             _finish(i, end, sub_req, req_left, req_max)
                 else:  # read: the device first, arrival now
                     end = _arrive(i, now, srv, op, elevator, dev_free, dev_busy, q_head, q_next, head_obj, head_pos,
                                   sub_obj, sub_local, sub_len, alpha, beta, shape, srv_busy, srv_bytes, srv_nsub, srv_nseq,
-                                  phase_busy, req_phase[r], H, HK, HP, st)
+                                  phase_busy, _ph(req_phase, r), H, HK, HP, st)
                     if end >= 0.0:
                         _push(H, HK, HP, st, end, i * 8 + K_SND)
             if req_left[r] == 0:
@@ -239,7 +262,7 @@ def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_suc
             r = sub_req[i]
             end = _arrive(i, now, sub_server[i], 1, elevator, dev_free, dev_busy, q_head, q_next, head_obj,
                           head_pos, sub_obj, sub_local, sub_len, alpha, beta, shape, srv_busy, srv_bytes, srv_nsub,
-                          srv_nseq, phase_busy, req_phase[r], H, HK, HP, st)
+                          srv_nseq, phase_busy, _ph(req_phase, r), H, HK, HP, st)
             if end >= 0.0:
                 fin_i = i
                 fin_t = end
@@ -264,7 +287,7 @@ def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_suc
             r = sub_req[i]
             op = req_op[r]
             end = _serve(i, now, srv, op, head_obj, head_pos, sub_obj, sub_local, sub_len, alpha, beta, shape,
-                         srv_busy, srv_bytes, srv_nsub, srv_nseq, phase_busy, req_phase[r])
+                         srv_busy, srv_bytes, srv_nsub, srv_nseq, phase_busy, _ph(req_phase, r))
             dev_free[srv] = end
             _push(H, HK, HP, st, end, srv * 8 + K_FREE)
             if op == 0:
@@ -283,7 +306,7 @@ def simulate_core(req_sub_ptr, req_op, req_release, req_think, req_pred, req_suc
         if phase_end[p] < phase_end[p - 1] and outstanding[p] == 0 and p > cur:
             phase_end[p] = phase_end[p - 1]
     return (req_issue, req_done, srv_busy, srv_bytes, srv_nsub, srv_nseq, link_busy, phase_end[:n_phase],
-            phase_busy[:n_phase], n_events)
+            phase_busy[:n_phase], n_events, st[2] != 0)
 
 
 @njit(cache=True, inline="always")
@@ -381,13 +404,13 @@ def _complete(r, done, req_state, req_done, req_phase, req_succ, req_pred, req_r
     """Request r completes at `done`: issue its stream successor, close phases; returns the open phase."""
     req_state[r] = 2
     req_done[r] = done
-    p = req_phase[r]
+    p = _ph(req_phase, r)
     outstanding[p] -= 1
     if done > phase_end[p]:
         phase_end[p] = done
     s = req_succ[r]
-    if s >= 0 and req_phase[s] <= cur:
-        _push(H, HK, HP, st, max(done + req_think[s], req_release[s]), s * 8 + K_ISSUE)
+    if s >= 0 and _ph(req_phase, s) <= cur:
+        _push(H, HK, HP, st, max(done + _at(req_think, s), _at(req_release, s)), s * 8 + K_ISSUE)
     while cur < n_phase - 1 and outstanding[cur] == 0:
         tend = phase_end[cur]
         cur += 1
@@ -395,5 +418,5 @@ def _complete(r, done, req_state, req_done, req_phase, req_succ, req_pred, req_r
         for q in range(phase_ptr[cur], phase_ptr[cur + 1]):
             pr = req_pred[q]
             if pr < 0 or req_state[pr] == 2:
-                _push(H, HK, HP, st, max(tend + req_think[q], req_release[q]), q * 8 + K_ISSUE)
+                _push(H, HK, HP, st, max(tend + _at(req_think, q), _at(req_release, q)), q * 8 + K_ISSUE)
     return cur

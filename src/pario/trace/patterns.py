@@ -47,10 +47,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .core import OP_NAMES, Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
+# pandas is imported where data frames are built: the streaming summary does without it
 
 KINDS = ("contiguous", "strided", "repeated", "mixed", "random")
 RUN_KINDS = ("contiguous", "strided", "repeated", "random")
@@ -101,6 +106,8 @@ def segment(trace: Trace, *, by_op: bool = True) -> Segmentation:
     See the module docstring for the definitions.  Fully vectorised: one sort, then
     ``diff``/``cumsum``/``bincount`` over the whole trace.
     """
+    import pandas as pd
+
     c = trace.cols
     n = len(trace)
     keys = [c["order"], c["op"], c["file"], c["rank"]] if by_op else [c["order"], c["file"], c["rank"]]
@@ -279,6 +286,8 @@ def pattern_map(trace: Trace, *, by_op: bool = True) -> dict[int, dict[str, dict
     With ``by_op=True`` the read and write streams of a (rank, file) are classified
     separately and combined: the common kind (and stride) when they agree, else ``mixed``.
     """
+    import pandas as pd
+
     st = identify(trace, by_op=by_op)
     out: dict[int, dict[str, dict]] = {}
     if st.empty:
@@ -306,3 +315,153 @@ def pattern_map(trace: Trace, *, by_op: bool = True) -> dict[int, dict[str, dict
 def op_name(op: int) -> str:
     """``read``/``write`` for an op code, ``any`` for -1 (streams with ``by_op=False``)."""
     return OP_NAMES[op] if op >= 0 else "any"
+
+
+# --------------------------------------------------------------------------- streaming
+# The stream classification of :func:`pattern_map` computed in one pass over the requests in
+# file order, with O(1) state per stream, for traces too large to sort whole.  It needs
+# every stream's requests in chronological order (``order`` non-decreasing within each
+# stream, ties in row order, as :func:`segment`'s stable sort takes them); :meth:`add`
+# reports a stream that goes back in time, and the caller then classifies rank by rank.
+#
+# State per stream (one row of an int64 table): count, last offset, last length, last order,
+# bytes, number of blocks, first block's template (contiguous flag, distance), the current
+# block's template and length (transitions), whether the previous block was regular, and
+# the number of requests in regular blocks so far.  A regular block of L ≥ 2 transitions
+# covers L + 1 requests, one of them shared with the previous block when that was regular
+# too (the union is what :func:`segment` labels regular).
+_S_CNT, _S_OFF, _S_LEN, _S_ORD, _S_BYTES, _S_NB, _S_B0C, _S_B0D, _S_CC, _S_CD, _S_CL, _S_PREG, _S_REG = range(13)
+_S_FIELDS = 13
+
+
+def _stream_kernel_py(sid, off, ln, order, S):
+    for i in range(sid.shape[0]):
+        s = sid[i]
+        if S[s, _S_CNT] > 0:
+            if order[i] < S[s, _S_ORD]:
+                return i
+            contig = 1 if off[i] - (S[s, _S_OFF] + S[s, _S_LEN]) == 0 else 0
+            tdist = 0 if contig else off[i] - S[s, _S_OFF]
+            if S[s, _S_CL] > 0 and S[s, _S_CC] == contig and S[s, _S_CD] == tdist:
+                S[s, _S_CL] += 1
+            else:
+                L = S[s, _S_CL]
+                if L > 0:
+                    reg = 1 if L >= MIN_RUN_TRANSITIONS else 0
+                    if reg:
+                        S[s, _S_REG] += L + 1 - S[s, _S_PREG]
+                    S[s, _S_PREG] = reg
+                S[s, _S_NB] += 1
+                if S[s, _S_NB] == 1:
+                    S[s, _S_B0C] = contig
+                    S[s, _S_B0D] = tdist
+                S[s, _S_CC] = contig
+                S[s, _S_CD] = tdist
+                S[s, _S_CL] = 1
+        S[s, _S_CNT] += 1
+        S[s, _S_OFF] = off[i]
+        S[s, _S_LEN] = ln[i]
+        S[s, _S_ORD] = order[i]
+        S[s, _S_BYTES] += ln[i]
+    return -1
+
+
+_stream_kernel = None
+
+
+def _kernel():
+    global _stream_kernel
+    if _stream_kernel is None:
+        from numba import njit
+
+        _stream_kernel = njit(cache=True, nogil=True)(_stream_kernel_py)
+    return _stream_kernel
+
+
+class PatternStream:
+    """:func:`pattern_map` (``by_op=True``) over batches of requests given in file order.
+
+    >>> ps = PatternStream()
+    >>> for b in batches: ok = ps.add(b["rank"], b["file"], b["op"], b["offset"], b["length"], b["order"])
+    >>> ps.result(files)      # None if some stream went back in time (``ok`` was False)
+    """
+
+    def __init__(self):
+        self.keys = np.zeros(0, dtype=np.int64)   # sorted stream keys
+        self.ids = np.zeros(0, dtype=np.int64)    # their stream ids
+        self.S = np.zeros((0, _S_FIELDS), dtype=np.int64)
+        self.monotone = True
+
+    def _stream_ids(self, rank, file, op) -> np.ndarray:
+        n = len(rank)
+        k = (rank.astype(np.int64) << 32) | (file.astype(np.int64) << 1) | op.astype(np.int64)
+        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if n else np.zeros(0, dtype=np.int64)
+        u, inv = np.unique(k[starts], return_inverse=True)
+        pos = np.searchsorted(self.keys, u)
+        found = pos < len(self.keys)
+        found[found] = self.keys[pos[found]] == u[found]
+        gid = np.empty(len(u), dtype=np.int64)
+        gid[found] = self.ids[pos[found]]
+        new = np.flatnonzero(~found)
+        if len(new):
+            base = len(self.S)
+            gid[new] = base + np.arange(len(new))
+            keys = np.concatenate([self.keys, u[new]])
+            ids = np.concatenate([self.ids, gid[new]])
+            o = np.argsort(keys, kind="stable")
+            self.keys, self.ids = keys[o], ids[o]
+            grow = np.zeros((base + len(new), _S_FIELDS), dtype=np.int64)
+            grow[:base] = self.S
+            self.S = grow
+        return np.repeat(gid[inv.reshape(-1)], np.diff(np.r_[starts, n]))
+
+    def add(self, rank, file, op, offset, length, order) -> bool:
+        """Feed the next requests (file order); False once a stream went back in time."""
+        if not self.monotone or len(rank) == 0:
+            return self.monotone
+        sid = self._stream_ids(rank, file, op)
+        bad = _kernel()(sid, np.ascontiguousarray(offset, dtype=np.int64),
+                        np.ascontiguousarray(length, dtype=np.int64), np.ascontiguousarray(order, dtype=np.int64),
+                        self.S)
+        if bad >= 0:
+            self.monotone = False
+        return self.monotone
+
+    def result(self, files) -> dict[int, dict[str, dict]] | None:
+        """rank → file name → ``{kind, stride, requests, bytes}``, exactly as :func:`pattern_map`."""
+        if not self.monotone:
+            return None
+        S = self.S[self.ids]  # streams in key order: rank, file, op (read before write)
+        keys = self.keys
+        cnt, nb = S[:, _S_CNT], S[:, _S_NB]
+        L, reg_req = S[:, _S_CL], S[:, _S_REG].copy()
+        last_reg = L >= MIN_RUN_TRANSITIONS
+        reg_req[last_reg] += L[last_reg] + 1 - S[last_reg, _S_PREG]
+        frac = reg_req / np.maximum(cnt, 1)
+        kind = np.where(frac >= MIXED_MIN_REGULAR, _MIXED, _RANDOM)
+        one = nb == 1
+        b0c, b0d = S[:, _S_B0C], S[:, _S_B0D]
+        bkind = np.where(b0c == 1, _CONTIG, np.where(b0d == 0, _REPEATED, _STRIDED))
+        kind = np.where(one, bkind, kind)
+        kind = np.where(cnt == 1, _CONTIG, kind)
+        stride = np.where(kind == _STRIDED, b0d, 0)
+        rank = (keys >> 32).tolist()
+        file = ((keys >> 1) & 0x7FFFFFFF).tolist()
+        kind, stride = kind.tolist(), stride.tolist()
+        req, nbytes = cnt.tolist(), S[:, _S_BYTES].tolist()
+        out: dict[int, dict[str, dict]] = {}
+        i, n = 0, len(rank)
+        while i < n:  # one iteration per (rank, file): its read stream, then its write stream
+            j = i + 1
+            if j < n and rank[j] == rank[i] and file[j] == file[i]:
+                j += 1
+            ks = {kind[x] for x in range(i, j)}
+            ss = {stride[x] for x in range(i, j)}
+            k = KINDS[kind[i]] if len(ks) == 1 and len(ss) == 1 else "mixed"
+            sd = stride[i] if k == "strided" else None
+            out.setdefault(rank[i], {})[files[file[i]]] = {
+                "kind": k, "stride": int(sd) if k == "strided" else None,
+                "requests": int(sum(req[i:j])), "bytes": int(sum(nbytes[i:j])),
+            }
+            i = j
+        return out

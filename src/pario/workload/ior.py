@@ -132,10 +132,7 @@ def random_offsets(procs: int, block: int, xfer: int, seed: int = 0,
     return out
 
 
-def ior(procs: int, xfer: int, block: int, segments: int = 1, pattern: str = "sequential",
-        op: str = "write", file_per_proc: bool = False, seed: int = 0, collective: bool = False,
-        file: str = "ior.dat") -> Trace:
-    """IOR requests (see the module docstring for the offset formulas)."""
+def _check(procs, xfer, block, segments, pattern, op):
     procs = check_int("procs", procs)
     xfer = check_int("xfer (transfer size)", xfer)
     block = check_int("block size", block)
@@ -150,6 +147,58 @@ def ior(procs: int, xfer: int, block: int, segments: int = 1, pattern: str = "se
         raise ParioError(f"IOR transfer size {xfer} must divide the block size {block}")
     if pattern == "random" and block == xfer:
         raise ParioError("IOR random (-z) shuffles transfers within a block: choose block > xfer")
+    return procs, xfer, block, segments, pattern
+
+
+def ior_chunks(procs: int, xfer: int, block: int, segments: int = 1, pattern: str = "sequential",
+               op: str = "write", file_per_proc: bool = False, seed: int = 0, collective: bool = False,
+               file: str = "ior.dat", chunk: int = 1 << 22):
+    """The rows of :func:`ior`, in the same order, as traces of at most ``chunk`` requests
+    (every one with the whole file list): a trace of any size in bounded memory, for
+    :class:`pario.trace.io.ParquetTraceWriter`.  The first value yielded is the total
+    number of requests; then the chunks."""
+    procs, xfer, block, segments, pattern = _check(procs, xfer, block, segments, pattern, op)
+    phases = op_phases(op)
+    n = block // xfer
+    files = tuple(f"{file}.{r:08d}" for r in range(procs)) if file_per_proc else (str(file),)
+    if pattern == "random":
+        lists = random_offsets(procs, block, xfer, seed=int(seed), file_per_proc=file_per_proc)
+        per_seg = np.array([len(a) for a in lists], dtype=np.int64)
+        seg_stride = block if file_per_proc else procs * block
+    else:
+        lists = None
+        per_seg = np.full(procs, n, dtype=np.int64)
+    count = per_seg * segments  # requests of each rank in one phase
+    yield int(count.sum()) * len(phases)
+    chunk = max(1, int(chunk))
+    for k, code in enumerate(phases):
+        for r in range(procs):
+            m = int(per_seg[r])
+            for p0 in range(0, int(count[r]), chunk):
+                p = np.arange(p0, min(int(count[r]), p0 + chunk), dtype=np.int64)
+                seg, j = p // max(m, 1), p % max(m, 1)
+                if lists is not None:
+                    offset = lists[r][j] + seg * seg_stride
+                elif file_per_proc:
+                    offset = seg * block + j * xfer
+                elif pattern == "strided":
+                    offset = seg * procs * block + r * block + j * xfer
+                else:  # sequential
+                    offset = r * segments * block + seg * block + j * xfer
+                rows = len(p)
+                yield Trace.from_arrays(
+                    np.full(rows, r, dtype=np.int64),
+                    np.full(rows, r if file_per_proc else 0, dtype=np.int32),
+                    np.full(rows, code, dtype=np.int8), offset, np.full(rows, xfer, dtype=np.int64),
+                    files=files, collective=bool(collective), order=p + k * count[r],
+                )
+
+
+def ior(procs: int, xfer: int, block: int, segments: int = 1, pattern: str = "sequential",
+        op: str = "write", file_per_proc: bool = False, seed: int = 0, collective: bool = False,
+        file: str = "ior.dat") -> Trace:
+    """IOR requests (see the module docstring for the offset formulas)."""
+    procs, xfer, block, segments, pattern = _check(procs, xfer, block, segments, pattern, op)
     n = block // xfer
 
     if file_per_proc:
