@@ -1,8 +1,9 @@
 """The ``rados`` store backend on a real Ceph cluster (one cluster for the module).
 
 Bytes are compared with an independent reference (a bytearray written alongside); placement
-is checked with Ceph's own ``ceph osd map`` (the acting set of an object of a server's pool
-must be that server's OSD id from cluster.json), never with pario's mapping alone; a CEDA
+is checked with Ceph's own tools: ``rados ls`` of each server's pool must list exactly the
+objects every stripe unit of the file maps to, and ``ceph osd map`` of each of them must give
+that server's OSD id from cluster.json alone, never with pario's mapping alone; a CEDA
 plan is replicated with ``pario replicate`` and reads are redirected; a ``pario replicate``
 killed with SIGKILL leaves a store that recovers and fscks clean with its bytes intact.
 """
@@ -67,6 +68,7 @@ def test_put_get_every_layout_and_placement(ceph_cluster, tmp_path, kind):
         st.create("f", LAYOUTS[kind])
         f = st.open("f")
         ref = random_io(f, rng, 25, 300_000, 90_000, 120_000)
+        f.write(0, bytes(ref))  # the same bytes again: every stripe unit written (no hole)
         f.close()
         fid = st.backend.meta.get("f")[0]
         ns = st.id
@@ -75,11 +77,26 @@ def test_put_get_every_layout_and_placement(ceph_cluster, tmp_path, kind):
     with Store(root) as st, st.open("f") as f:
         assert f.size == len(ref)
         assert f.read(0, len(ref)) == bytes(ref)
-    # placement, checked with Ceph's mapping: a sample of pieces → their objects
+    # every stripe unit's object: the objects every byte of the file maps to, server by
+    # server, are exactly the file's objects Ceph lists in that server's pool, and Ceph's
+    # own mapping puts each of them on that server's OSD alone
     lay = LAYOUTS[kind]
+    names = [s.name for s in load_servers(cl)]
+    every = map_requests(lay, np.arange(len(ref), dtype=np.int64), np.ones(len(ref), dtype=np.int64))
+    want: dict[int, set[str]] = {}
+    for s, df, k in set(zip(every.server.tolist(), every.datafile.tolist(), (every.local // OBJ).tolist())):
+        want.setdefault(s, set()).add(f"{fid:08d}.{df}.{k:08x}")
+    for s in range(len(names)):
+        server = cl.server(names[s])
+        listed = subprocess.run(["rados", "-c", cl.conf, "-p", server.pool, "-N", ns, "ls"], capture_output=True,
+                                text=True, timeout=60, check=True).stdout.split()
+        mine = {o for o in listed if o.startswith(f"{fid:08d}.")}
+        assert mine == want.get(s, set()), (names[s], sorted(mine ^ want.get(s, set())))
+        for obj in sorted(mine):
+            assert _osd_map(cl, server.pool, obj, ns) == [server.osd], (names[s], obj)
+    # a sample of bytes read back from the objects Ceph holds, where pario's mapping says
     xs = rng.integers(0, len(ref), 12)
     sub = map_requests(lay, xs, np.ones(len(xs), dtype=np.int64))
-    names = [s.name for s in load_servers(cl)]
     with Store(root) as st:
         for x, s, df, loc in zip(xs.tolist(), sub.server.tolist(), sub.datafile.tolist(), sub.local.tolist()):
             obj = f"{fid:08d}.{df}.{loc // OBJ:08x}"
