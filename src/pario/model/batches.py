@@ -40,11 +40,32 @@ from .. import ParioError
 BATCHINGS = ("auto", "time", "order", "all", "request")
 
 
+_CACHE: list = []  # [(trace, by, ids)], most recent last: the same trace is priced many times
+_CACHE_SIZE = 4
+
+
 def batch_ids(trace, by: str = "auto") -> np.ndarray:
-    """One batch id (int64, dense from 0) per trace row; see the module docstring."""
-    n = len(trace)
+    """One batch id (int64, dense from 0) per trace row; see the module docstring.
+
+    The array is read-only and cached by the trace's identity (the last few traces): a
+    planner prices one trace under many layouts, and the compiled pricing shares its
+    service order between calls that pass the same ids (:func:`pario.model.engine.prepared`)."""
     if by not in BATCHINGS:
         raise ParioError(f"unknown batching {by!r} (expected one of {', '.join(BATCHINGS)})")
+    for i, (t, b, ids) in enumerate(_CACHE):
+        if t is trace and b == by:
+            if i != len(_CACHE) - 1:
+                _CACHE.append(_CACHE.pop(i))
+            return ids
+    ids = _batch_ids(trace, by)
+    ids.setflags(write=False)
+    _CACHE.append((trace, by, ids))
+    del _CACHE[:-_CACHE_SIZE]
+    return ids
+
+
+def _batch_ids(trace, by: str) -> np.ndarray:
+    n = len(trace)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     if by == "auto":
