@@ -120,6 +120,13 @@ class CostModel:
         total.per_batch = np.array(per)
         return total
 
+    def trace_costs(self, trace, layouts: dict, system, *, batches: np.ndarray | None = None,
+                    by: str = "auto") -> dict:
+        """:meth:`trace_cost` of one trace under each of several candidate layouts (key →
+        layout): key → Cost.  Models with a compiled pricing spread the candidates over
+        threads; the results are the same as one call per candidate."""
+        return {k: self.trace_cost(trace, lay, system, batches=batches, by=by) for k, lay in layouts.items()}
+
     def request_costs(self, trace, layout, system, *, batches: np.ndarray | None = None,
                       by: str = "auto") -> np.ndarray:
         """Per-request cost (seconds, one per trace row), in the context of its batch.

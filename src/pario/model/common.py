@@ -8,14 +8,16 @@ import numpy as np
 from .. import ParioError
 from ..layout import ExtentMap, Grouped, Layout, Regions, Striped, layout_for_files, map_trace
 from .base import Cost, CostModel, resolve_layout
+from ..memo import by_identity
 from .batches import batch_ids, ranks_per_batch
 
 PATTERNS = ("auto", "random", "sequential")
 
 
+@by_identity()
 def sequential_mask(trace) -> np.ndarray:
     """True where a request starts exactly where the same rank's previous request on the
-    same file ended (rank-level sequential access)."""
+    same file ended (rank-level sequential access).  Read-only, cached per trace."""
     n = len(trace)
     if n == 0:
         return np.zeros(0, dtype=bool)
@@ -41,8 +43,15 @@ def pattern_mask(trace, pattern: str) -> np.ndarray:
 
 
 def batch_context(trace, system, by: str = "auto", batches=None):
-    """(batch id, p_b per request, c per request = min(procs_per_node, p_b), number of batches)."""
+    """(batch id, p_b per request, c per request = min(procs_per_node, p_b), number of batches);
+    read-only arrays, cached by the identity of the trace, the system and the batch ids
+    (:func:`batch_ids` returns the same array for the same trace and rule)."""
     bid = batch_ids(trace, by) if batches is None else np.asarray(batches, dtype=np.int64)
+    return _batch_context(trace, system, bid)
+
+
+@by_identity()
+def _batch_context(trace, system, bid):
     nb = int(bid.max()) + 1 if len(bid) else 0
     p_b = ranks_per_batch(trace.rank, bid, nb)
     p = p_b[bid] if len(bid) else np.zeros(0, dtype=np.int64)
@@ -85,6 +94,8 @@ _CLASS_CACHE: list = []
 def request_classes(trace, system, by="auto", batches=None, pattern="auto") -> RequestClasses:
     """:class:`RequestClasses`, cached by identity of (trace, system, batches) and by/pattern."""
     key = (by, pattern)
+    if batches is None:
+        batches = batch_ids(trace, by)  # cached: the same array for the same trace and rule
     for i, (t, s, b, k, rc) in enumerate(_CLASS_CACHE):
         if t is trace and s is system and b is batches and k == key:
             return rc

@@ -185,6 +185,19 @@ class DistributionModel(CostModel):
             details["T_n"] = float(terms["T_n"].sum())
         return Cost(float(per_batch.sum()), T.sum(axis=0), T.shape[0], per_batch, details)
 
+    def trace_costs(self, trace, layouts: dict, system, *, batches=None, by="auto") -> dict:
+        """Several candidate layouts at once: the trace's service order is prepared once, then
+        the candidates are priced on :func:`pario.model.engine.workers` threads."""
+        if _REFERENCE[0] or len(trace) == 0 or len(layouts) <= 1:
+            return super().trace_costs(trace, layouts, system, batches=batches, by=by)
+        from . import engine
+
+        bid = batch_ids(trace, by) if batches is None else np.asarray(batches, dtype=np.int64)
+        engine.prepared(trace, bid)  # built once here, not by two threads at once
+        keys = list(layouts)
+        got = engine.map_threads(lambda k: self.trace_cost(trace, layouts[k], system, batches=bid), keys)
+        return dict(zip(keys, got))
+
     def batch_cost(self, batch, layout, system) -> Cost:
         return self.trace_cost(batch, layout, system, batches=np.zeros(len(batch), dtype=np.int64))
 

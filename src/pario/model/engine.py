@@ -48,9 +48,9 @@ class Tables:
     [lay_r0, lay_r1) → groups [reg_g0, reg_g1) → slots [grp_s0, grp_s1); ``lay_srv``
     [lay_v0, lay_v1): the distinct servers of the layout."""
 
-    __slots__ = ("lay_r0", "lay_r1", "reg_start", "reg_end", "reg_width", "reg_g0", "reg_g1",
-                 "grp_block", "grp_prefix", "grp_s0", "grp_s1", "grp_fixed", "slot_server", "slot_w", "slot_prefix",
-                 "lay_v0", "lay_v1", "lay_srv", "max_server")
+    __slots__ = ("lay_r0", "lay_r1", "reg_start", "reg_end", "reg_width", "reg_shift", "reg_g0", "reg_g1",
+                 "grp_block", "grp_prefix", "grp_s0", "grp_s1", "grp_fixed", "grp_shift", "slot_server", "slot_w",
+                 "slot_prefix", "lay_v0", "lay_v1", "lay_srv", "max_server")
 
     def arrays(self):
         return tuple(getattr(self, k) for k in self.__slots__[:-1])
@@ -121,7 +121,18 @@ def layout_tables(leaves) -> Tables | None:
                  ("lay_v0", lay_v0), ("lay_v1", lay_v1), ("lay_srv", lay_srv)):
         setattr(t, k, i64(v))
     t.max_server = int(max(lay_srv)) if lay_srv else -1
+    t.reg_shift = _shifts(t.reg_width)
+    t.grp_shift = _shifts(t.grp_fixed)
     return t
+
+
+def _shifts(widths: np.ndarray) -> np.ndarray:
+    """log2 of each width that is a power of two (x // w = x >> shift), else -1."""
+    out = np.full(len(widths), -1, dtype=np.int64)
+    for i, w in enumerate(widths.tolist()):
+        if w > 0 and w & (w - 1) == 0:
+            out[i] = w.bit_length() - 1
+    return out
 
 
 def file_leaves(trace, layout):
@@ -195,10 +206,10 @@ def _divmod(x, W):
     return r, x - r * W
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_of_file,
-                 lay_r0, lay_r1, reg_start, reg_end, reg_width, reg_g0, reg_g1, grp_block, grp_prefix,
-                 grp_s0, grp_s1, grp_fixed, slot_server, slot_w, slot_prefix, lay_v0, lay_v1, lay_srv,
+                 lay_r0, lay_r1, reg_start, reg_end, reg_width, reg_shift, reg_g0, reg_g1, grp_block, grp_prefix,
+                 grp_s0, grp_s1, grp_fixed, grp_shift, slot_server, slot_w, slot_prefix, lay_v0, lay_v1, lay_srv,
                  ptr, s_server, s_local, s_length, s_df,
                  nserv, a_rand, a_seq, beta, alpha3, network, e_net, t_net, limit):
     """CEDA seed 000 §3 eq. 1–4 of the whole trace, requests in service order (module
@@ -320,9 +331,16 @@ def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_
                 s0 = grp_s0[g]
                 K = grp_s1[g] - s0
                 W = reg_width[r0]
-                rnd, qq = _divmod(x, W)
+                sh = reg_shift[r0]
+                if sh >= 0:  # power-of-two round: no division
+                    rnd = x >> sh
+                    qq = x & (W - 1)
+                else:
+                    rnd, qq = _divmod(x, W)
                 wf = grp_fixed[g]
-                if wf > 0:
+                if grp_shift[g] >= 0:
+                    sl = qq >> grp_shift[g]
+                elif wf > 0:
                     sl = qq // wf
                 else:
                     sl = 0
@@ -440,6 +458,43 @@ def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_
             nbytes[j] += ln
     tot[3] = nsub
     return per_batch, servers, tot, False
+
+
+# ---------------------------------------------------------------------------- threads
+
+
+def workers() -> int:
+    """Threads for concurrent pricing: the CPUs this process may run on (``PARIO_THREADS``
+    overrides; 1 = no threads)."""
+    import os
+
+    env = os.environ.get("PARIO_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+_POOL: list = []
+
+
+def map_threads(fn, items) -> list:
+    """``[fn(x) for x in items]``, the calls spread over :func:`workers` threads (the kernel
+    releases the GIL), results in the order of ``items``.  Deterministic: each call's result
+    depends only on its arguments."""
+    items = list(items)
+    n = workers()
+    if n <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    if not _POOL or _POOL[0][0] != n:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if _POOL:
+            _POOL.pop()[1].shutdown(wait=False)
+        _POOL.append((n, ThreadPoolExecutor(max_workers=n, thread_name_prefix="pario-price")))
+    return list(_POOL[0][1].map(fn, items))
 
 
 # ---------------------------------------------------------------------------- front ends

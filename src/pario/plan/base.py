@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 
 from .. import ParioError
 from ..jsonutil import plain
@@ -162,6 +163,16 @@ def _plain(obj):
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
     return plain(obj)
+
+
+def file_rows(trace, fi: int, *per_row):
+    """(rows of file ``fi``, its sub-trace, each per-row array restricted to those rows).
+    When the file holds every row the trace and the arrays themselves are returned (no
+    copy; what is cached for them — batch ids, service order, request classes — serves)."""
+    rows = np.flatnonzero(trace.file == fi)
+    if len(rows) == len(trace):
+        return (rows, trace, *per_row)
+    return (rows, trace.take(rows), *(a[rows] for a in per_row))
 
 
 class Planner:

@@ -46,11 +46,11 @@ import numpy as np
 
 from .. import ParioError
 from ..layout import Region, Regions, Striped, describe
-from ..model import DistributionModel, get_model
+from ..model import DistributionModel, engine, get_model
 from ..model.distribution import reference_mode
 from ..model.batches import batch_ids
 from ..model.ci_layout import classic_layouts
-from .base import Plan, Planner
+from .base import Plan, Planner, file_rows
 from ..arrays import unique
 
 
@@ -109,13 +109,12 @@ class LayoutSelectPlanner(Planner):
         bid = batch_ids(trace, prm["by"])
         layouts, classic_pick, per_file = {}, {}, {}
         for fi, fname in enumerate(trace.files):
-            rows = np.flatnonzero(trace.file == fi)
+            rows, sub, sb = file_rows(trace, fi, bid)
             if len(rows) == 0:
                 continue
-            sub, sb = trace.take(rows), bid[rows]
             s = dominant_size(sub.length)
             classic = classic_layouts(system, s, prm["groups"])
-            ccost = {k: model.trace_cost(sub, lay, system, batches=sb).predicted_s for k, lay in classic.items()}
+            ccost = {k: c.predicted_s for k, c in model.trace_costs(sub, classic, system, batches=sb).items()}
             best_c = min(ccost, key=ccost.get)
             classic_pick[fname] = classic[best_c]
             info = {"request_size": s, "classic": ccost, "classic_choice": best_c}
@@ -190,18 +189,24 @@ class LayoutSelectPlanner(Planner):
         order = keys
         if rows_s is not None:
             part, pb = sub.take(rows_s), sb[rows_s]
-            pre = {key: model.trace_cost(part, cands[key], system, batches=pb).predicted_s for key in keys}
+            pre = {key: c.predicted_s for key, c in model.trace_costs(part, cands, system, batches=pb).items()}
             order = sorted(keys, key=lambda key: (pre[key], pos[key]))
         best, exact, pruned = np.inf, {}, {}
-        for key in order:
-            per_batch, _, _, stopped = model.price(sub, cands[key], system, batches=sb,
-                                                   limit=best * (1 + margin) if np.isfinite(best) else np.inf)
-            if stopped:
-                pruned[key] = float(per_batch.sum())
-                continue
-            cost = float(per_batch.sum())
-            exact[key] = cost
-            best = min(best, cost)
+        # rounds: the sample's best alone (the first incumbent), then as many candidates at a
+        # time as there are threads, each stopped at the best total of the rounds before it —
+        # the rounds, and so every result, do not depend on the threads' timing
+        width = engine.workers()
+        rounds = [order[:1]] + [order[i:i + width] for i in range(1, len(order), width)]
+        for rnd in rounds:
+            limit = best * (1 + margin) if np.isfinite(best) else np.inf
+            got = engine.map_threads(lambda key: model.price(sub, cands[key], system, batches=sb, limit=limit), rnd)
+            for key, (per_batch, _, _, stopped) in zip(rnd, got):
+                if stopped:
+                    pruned[key] = float(per_batch.sum())
+                    continue
+                cost = float(per_batch.sum())
+                exact[key] = cost
+                best = min(best, cost)
         return {key: exact[key] for key in keys if key in exact}, pruned
 
     @staticmethod

@@ -35,7 +35,7 @@ from .. import ParioError
 from ..layout import Striped
 from ..model.common import batch_context, kind_params, pattern_mask
 from ..model.hybrid import HybridModel, hybrid_request_cost
-from .base import Plan, Planner
+from .base import Plan, Planner, file_rows
 from ..arrays import unique
 
 NET_TERMS = ("crt", "pst", "pht")
@@ -211,8 +211,8 @@ class PADPPlanner(Planner):
                                  beta_s=bs[o], three_term=prm["three_term"], granularity=prm["granularity"])
                 cl["solution"] = {k: v for k, v in sol.items()}
                 cands[(sol["h_round"], sol["s_round"])] = kind_layout(system, sol["h_round"], sol["s_round"])
-            sub = trace.take(rows)
-            costs = {hsv: model.trace_cost(sub, lay, system, batches=bid[rows]).predicted_s for hsv, lay in cands.items()}
+            _, sub, sb = file_rows(trace, fi, bid)
+            costs = {hsv: model.trace_cost(sub, lay, system, batches=sb).predicted_s for hsv, lay in cands.items()}
             (h, s), cost = min(costs.items(), key=lambda kv: kv[1])
             layouts[fname] = cands[(h, s)]
             per_file[fname] = {"h": h, "s": s, "cost_s": cost, "classes": classes,

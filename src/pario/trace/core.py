@@ -353,8 +353,23 @@ class Trace:
 
     # ------------------------------------------------------------------ transforms
     def take(self, index) -> "Trace":
-        """Rows selected by a boolean mask or an index array (file list kept)."""
+        """Rows selected by a boolean mask or an index array (file list kept).  Selecting
+        every row in order returns this trace itself (traces are not modified in place), so
+        that what is cached for it (batch ids, service order) serves the selection too."""
+        if self._selects_all(index):
+            return self
         return Trace({k: v[index] for k, v in self.cols.items()}, self.files, self.meta)
+
+    def _selects_all(self, index) -> bool:
+        n = len(self)
+        if not isinstance(index, np.ndarray) or index.ndim != 1 or n == 0:
+            return False
+        if index.dtype == np.bool_:
+            return len(index) == n and bool(index.all())
+        if index.dtype.kind not in "iu" or len(index) != n:
+            return False
+        # n strictly increasing indices in [0, n) are 0, 1, …, n-1
+        return int(index[0]) == 0 and int(index[-1]) == n - 1 and bool((index[1:] > index[:-1]).all())
 
     def where(self, *, rank=None, file=None, op=None) -> "Trace":
         """Rows matching the given rank / file (index or name) / op (code or name)."""
