@@ -1,17 +1,22 @@
 """Identity memoisation for values derived from a trace.
 
 A planner prices one trace under many layouts, and every model call used to derive the same
-per-request arrays again (batch ids, p_b, the sequential mask, …): a sort of the whole trace
-each time.  :func:`by_identity` caches such a function's result by the *identity* of its
-arguments (strings, numbers, None and booleans by value), for the last few argument tuples;
-the cache holds the arguments themselves, so an id is never reused while its entry lives.
-Results that are numpy arrays are made read-only: a caller that modified one would change
-what every later caller gets.
+per-request arrays again (batch ids, p_b, the sequential mask, the service order …): a sort
+of the whole trace each time.  :class:`IdentityCache` keeps such values by the *identity* of
+the objects they were derived from (strings, numbers, None and booleans by value); it holds
+those objects, so an id is never reused while its entry lives.  Entries are evicted least
+recently used first, beyond ``size`` entries or once the cached arrays exceed the byte
+budget (``PARIO_CACHE_BYTES``, default 2 GiB) — the most recent entry always stays, so a
+trace larger than the budget is still derived once, not once per call.  Cached numpy
+arrays are made read-only: a caller that modified one would change what every later caller
+gets.  Thread-safe (the pricing runs candidates on threads).
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import threading
 
 import numpy as np
 
@@ -31,27 +36,86 @@ def _freeze(value):
     return value
 
 
+def nbytes(value) -> int:
+    """Bytes of the numpy arrays in ``value`` (an array, a tuple of values, or an object with
+    array attributes in ``__slots__`` or ``__dict__``); arrays counted once."""
+    seen: set[int] = set()
+
+    def walk(v) -> int:
+        if isinstance(v, np.ndarray):
+            base = v if v.base is None else v.base
+            if id(base) in seen or not isinstance(base, np.ndarray):
+                return 0
+            seen.add(id(base))
+            return int(base.nbytes)
+        if isinstance(v, (tuple, list)):
+            return sum(walk(x) for x in v)
+        attrs = getattr(type(v), "__slots__", None)
+        if attrs:
+            return sum(walk(getattr(v, a, None)) for a in attrs)
+        if hasattr(v, "__dict__"):
+            return sum(walk(x) for x in vars(v).values())
+        return 0
+
+    return walk(value)
+
+
+def budget() -> int:
+    env = os.environ.get("PARIO_CACHE_BYTES", "").strip()
+    if env.isdigit():
+        return int(env)
+    return 2 << 30
+
+
+class IdentityCache:
+    """Values keyed by the identity of argument tuples (see the module docstring)."""
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self._entries: list = []  # [(key, args, value, nbytes)], most recent last
+        self._lock = threading.Lock()
+
+    def get(self, args):
+        """The cached value for ``args``, or None."""
+        key = _key(args)
+        with self._lock:
+            for i, e in enumerate(self._entries):
+                if e[0] == key:
+                    self._entries.append(self._entries.pop(i))
+                    return e[2]
+        return None
+
+    def put(self, args, value):
+        value = _freeze(value)
+        entry = (_key(args), tuple(args), value, nbytes(value))
+        with self._lock:
+            self._entries = [e for e in self._entries if e[0] != entry[0]] + [entry]
+            cap = budget()
+            while len(self._entries) > 1 and (len(self._entries) > self.size
+                                               or sum(e[3] for e in self._entries) > cap):
+                self._entries.pop(0)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
 def by_identity(size: int = 4):
-    """Decorator: memoise ``fn(*args)`` (positional arguments only) by the identity of the
-    arguments, keeping the ``size`` most recently used entries."""
+    """Decorator: memoise ``fn(*args)`` (positional arguments only) in an
+    :class:`IdentityCache` of ``size`` entries."""
 
     def wrap(fn):
-        entries: list = []  # [(key, args, value)], most recent last
+        cache = IdentityCache(size)
 
         @functools.wraps(fn)
         def cached(*args):
-            key = _key(args)
-            for i, (k, _, v) in enumerate(entries):
-                if k == key:
-                    if i != len(entries) - 1:
-                        entries.append(entries.pop(i))
-                    return v
-            value = _freeze(fn(*args))
-            entries.append((key, args, value))
-            del entries[:-size]
-            return value
+            got = cache.get(args)
+            if got is not None:
+                return got
+            return cache.put(args, fn(*args))
 
-        cached.cache_clear = entries.clear
+        cached.cache_clear = cache.clear
         return cached
 
     return wrap

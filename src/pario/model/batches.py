@@ -36,32 +36,30 @@ import numpy as np
 
 from ..arrays import unique
 from .. import ParioError
+from ..memo import IdentityCache, by_identity
 
 BATCHINGS = ("auto", "time", "order", "all", "request")
 
 
-_CACHE: list = []  # [(trace, by, ids)], most recent last: the same trace is priced many times
-_CACHE_SIZE = 4
+_CACHE = IdentityCache(4)  # the same trace is priced many times
 
 
 def batch_ids(trace, by: str = "auto") -> np.ndarray:
     """One batch id (int64, dense from 0) per trace row; see the module docstring.
 
-    The array is read-only and cached by the trace's identity (the last few traces): a
+    The array is read-only and cached by the trace's identity (:mod:`pario.memo`): a
     planner prices one trace under many layouts, and the compiled pricing shares its
     service order between calls that pass the same ids (:func:`pario.model.engine.prepared`)."""
     if by not in BATCHINGS:
         raise ParioError(f"unknown batching {by!r} (expected one of {', '.join(BATCHINGS)})")
-    for i, (t, b, ids) in enumerate(_CACHE):
-        if t is trace and b == by:
-            if i != len(_CACHE) - 1:
-                _CACHE.append(_CACHE.pop(i))
-            return ids
-    ids = _batch_ids(trace, by)
-    ids.setflags(write=False)
-    _CACHE.append((trace, by, ids))
-    del _CACHE[:-_CACHE_SIZE]
-    return ids
+    got = _CACHE.get((trace, by))
+    if got is not None:
+        return got
+    if by == "auto":  # the rule it stands for: "auto" and that rule share one array
+        ids = batch_ids(trace, "time" if trace.has_times else "order")
+    else:
+        ids = _batch_ids(trace, by)
+    return _CACHE.put((trace, by), ids)
 
 
 def _batch_ids(trace, by: str) -> np.ndarray:
@@ -97,6 +95,11 @@ def _by_time(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _by_order(rank: np.ndarray, order: np.ndarray) -> np.ndarray:
+    from ..grouping import rank_positions
+
+    fast = rank_positions(rank, order)  # one pass when every rank's rows are in order
+    if fast is not None:
+        return fast
     n = len(rank)
     idx = np.lexsort((np.arange(n), order, rank))
     r = rank[idx]
@@ -107,13 +110,30 @@ def _by_order(rank: np.ndarray, order: np.ndarray) -> np.ndarray:
     return out
 
 
-def ranks_per_batch(rank: np.ndarray, bid: np.ndarray, n_batches: int | None = None) -> np.ndarray:
-    """p_b: number of distinct ranks in each batch."""
+def ranks_per_batch(rank: np.ndarray, bid: np.ndarray, n_batches: int | None = None, perm=None) -> np.ndarray:
+    """p_b: number of distinct ranks in each batch.  ``perm``: a permutation that visits the
+    rows batch by batch (:func:`service_order`), for the one-pass count."""
     nb = int(bid.max()) + 1 if n_batches is None and len(bid) else (n_batches or 0)
     if len(bid) == 0:
         return np.zeros(nb, dtype=np.int64)
+    if perm is not None:
+        from ..grouping import ranks_per_batch as one_pass
+
+        out = one_pass(rank, bid, perm, nb)
+        if out is not None:
+            return out
     key = unique(bid.astype(np.int64) * (int(rank.max()) + 1) + rank)
     return np.bincount(key // (int(rank.max()) + 1), minlength=nb).astype(np.int64)
+
+
+@by_identity()
+def service_order(order: np.ndarray, bid: np.ndarray) -> np.ndarray:
+    """The rows sorted by (batch, order, row): the order in which the distribution model
+    serves them (CEDA seed 000 §3; :mod:`pario.model.engine`).  Read-only, cached by the
+    identity of the two arrays (traces derived from one share its ``order`` column)."""
+    from ..grouping import service_order as counting
+
+    return counting(bid, order)
 
 
 def split(trace, by: str = "auto") -> list:

@@ -18,9 +18,14 @@ PATTERNS = ("auto", "random", "sequential")
 def sequential_mask(trace) -> np.ndarray:
     """True where a request starts exactly where the same rank's previous request on the
     same file ended (rank-level sequential access).  Read-only, cached per trace."""
+    from ..grouping import sequential
+
     n = len(trace)
     if n == 0:
         return np.zeros(0, dtype=bool)
+    fast = sequential(trace.rank, trace.file, trace.order, trace.offset, trace.length, len(trace.files))
+    if fast is not None:  # one pass: every (rank, file) stream's rows are in order
+        return fast
     idx = np.lexsort((np.arange(n), trace.order, trace.file, trace.rank))
     r, f = trace.rank[idx], trace.file[idx]
     off, end = trace.offset[idx], trace.offset[idx] + trace.length[idx]
@@ -52,8 +57,10 @@ def batch_context(trace, system, by: str = "auto", batches=None):
 
 @by_identity()
 def _batch_context(trace, system, bid):
+    from .batches import service_order
+
     nb = int(bid.max()) + 1 if len(bid) else 0
-    p_b = ranks_per_batch(trace.rank, bid, nb)
+    p_b = ranks_per_batch(trace.rank, bid, nb, service_order(trace.order, bid) if len(bid) else None)
     p = p_b[bid] if len(bid) else np.zeros(0, dtype=np.int64)
     c = np.minimum(system.procs_per_node, p)
     return bid, p, c, nb
@@ -71,7 +78,12 @@ class RequestClasses:
         cols = [trace.op.astype(np.int64), trace.length.astype(np.int64), self.p.astype(np.int64),
                 self.c.astype(np.int64), self.seq.astype(np.int64)]
         n = len(trace)
-        if n:
+        key = _packed_key(cols) if n else None
+        if n and key is not None:  # one int64 key in the same lexicographic order: grouped in one pass
+            from ..grouping import dense_groups
+
+            self.cls, _, first = dense_groups(key)
+        elif n:
             o = np.lexsort(cols[::-1])
             new = np.zeros(n, dtype=bool)
             new[0] = True
@@ -88,21 +100,35 @@ class RequestClasses:
         self.op, self.r, self.cp, self.cc, self.cseq = (col[first] for col in cols)
 
 
-_CLASS_CACHE: list = []
+def _packed_key(cols) -> np.ndarray | None:
+    """The columns (int64, most significant first) as one int64 key with the same
+    lexicographic order (mixed radix over each column's range), or None when it does not fit."""
+    lows, spans, total = [], [], 1
+    for col in cols:
+        lo, hi = int(col.min()), int(col.max())
+        span = hi - lo + 1
+        total *= span
+        if total >= 1 << 62:
+            return None
+        lows.append(lo)
+        spans.append(span)
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for col, lo, span in zip(cols, lows, spans):
+        key *= span
+        key += col - lo
+    return key
 
 
 def request_classes(trace, system, by="auto", batches=None, pattern="auto") -> RequestClasses:
-    """:class:`RequestClasses`, cached by identity of (trace, system, batches) and by/pattern."""
-    key = (by, pattern)
+    """:class:`RequestClasses`, cached by identity of (trace, system, batches) and pattern."""
     if batches is None:
         batches = batch_ids(trace, by)  # cached: the same array for the same trace and rule
-    for i, (t, s, b, k, rc) in enumerate(_CLASS_CACHE):
-        if t is trace and s is system and b is batches and k == key:
-            return rc
-    rc = RequestClasses(trace, system, by, batches, pattern)
-    _CLASS_CACHE.append((trace, system, batches, key, rc))
-    del _CLASS_CACHE[:-4]
-    return rc
+    return _request_classes(trace, system, np.asarray(batches, dtype=np.int64), pattern)
+
+
+@by_identity()
+def _request_classes(trace, system, batches, pattern) -> RequestClasses:
+    return RequestClasses(trace, system, "auto", batches, pattern)
 
 
 def kind_params(system, servers) -> tuple[np.ndarray, np.ndarray]:

@@ -37,6 +37,8 @@ from numba import njit
 
 from .. import ParioError
 from ..layout import Grouped, Regions, Striped, layout_for_files, map_trace
+from ..memo import IdentityCache
+from .batches import service_order
 
 BIG = np.iinfo(np.int64).max
 
@@ -161,7 +163,7 @@ class Prepared:
         n = len(trace)
         bid = np.asarray(bid, dtype=np.int64)
         self.nb = int(bid.max()) + 1 if n else 0
-        perm = np.lexsort((trace.order, bid)) if n else np.zeros(0, np.int64)  # stable: ties by row
+        perm = service_order(trace.order, bid) if n else np.zeros(0, np.int64)  # (batch, order, row)
         self.perm = perm
         self.bid = bid[perm]
         self.rank = trace.rank[perm]
@@ -172,21 +174,15 @@ class Prepared:
         self.length = trace.length[perm].astype(np.int64, copy=False)
 
 
-_CACHE: list = []  # [(trace, bid, Prepared)], most recent last
-_CACHE_SIZE = 4
+_CACHE = IdentityCache(4)
 
 
 def prepared(trace, bid) -> Prepared:
-    """The :class:`Prepared` of (trace, bid), cached by identity (the last few pairs)."""
-    for i, (t, b, p) in enumerate(_CACHE):
-        if t is trace and b is bid:
-            if i != len(_CACHE) - 1:
-                _CACHE.append(_CACHE.pop(i))
-            return p
-    p = Prepared(trace, bid)
-    _CACHE.append((trace, bid, p))
-    del _CACHE[:-_CACHE_SIZE]
-    return p
+    """The :class:`Prepared` of (trace, bid), cached by identity (:mod:`pario.memo`)."""
+    got = _CACHE.get((trace, bid))
+    if got is None:
+        got = _CACHE.put((trace, bid), Prepared(trace, bid))
+    return got
 
 
 def clear_cache() -> None:
