@@ -26,6 +26,13 @@ def _table_ok(size: int, n: int) -> bool:
     return 0 < size <= max(_TABLE_FACTOR * n, 1 << 16)
 
 
+def _np(a: np.ndarray) -> np.ndarray:
+    """A kernel's array with numpy's own dtype object: numba's is an equal but distinct one,
+    so ``np.asarray(a, dtype=np.int64)`` would make a new view each time — and callers key
+    caches by the identity of these arrays."""
+    return a.view(np.dtype(a.dtype.str))
+
+
 @njit(cache=True, nogil=True)
 def _rank_positions(rank, order, nranks):
     """Position of each row among its rank's rows ordered by (order, row); ok = False when a
@@ -55,7 +62,7 @@ def rank_positions(rank: np.ndarray, order: np.ndarray) -> np.ndarray | None:
     if int(rank.min()) < 0 or not _table_ok(nr, n):
         return None
     out, ok = _rank_positions(rank, np.ascontiguousarray(order, dtype=np.int64), nr)
-    return out if ok else None
+    return _np(out) if ok else None
 
 
 @njit(cache=True, nogil=True)
@@ -90,7 +97,7 @@ def sequential(rank, file, order, offset, length, nfiles: int) -> np.ndarray | N
     out, ok = _sequential(rank, file, np.ascontiguousarray(order, dtype=np.int64),
                           np.ascontiguousarray(offset, dtype=np.int64), np.ascontiguousarray(length, dtype=np.int64),
                           max(1, nfiles), ns)
-    return out if ok else None
+    return _np(out) if ok else None
 
 
 @njit(cache=True, nogil=True)
@@ -128,7 +135,7 @@ def service_order(bid: np.ndarray, order: np.ndarray) -> np.ndarray:
         perm, ok = _service_order(np.ascontiguousarray(bid, dtype=np.int64),
                                   np.ascontiguousarray(order, dtype=np.int64), nb)
         if ok:
-            return perm
+            return _np(perm)
     return np.lexsort((order, bid))
 
 
@@ -155,7 +162,7 @@ def ranks_per_batch(rank: np.ndarray, bid: np.ndarray, perm: np.ndarray, nb: int
     nr = int(rank.max()) + 1
     if int(rank.min()) < 0 or not _table_ok(nr, len(rank)):
         return None
-    return _ranks_per_batch(np.ascontiguousarray(bid, dtype=np.int64), rank, perm, nb, nr)
+    return _np(_ranks_per_batch(np.ascontiguousarray(bid, dtype=np.int64), rank, perm, nb, nr))
 
 
 @njit(cache=True, nogil=True)
@@ -209,7 +216,7 @@ def dense_groups(key: np.ndarray, max_groups: int = 1 << 16):
         rank_of = np.empty(ng, dtype=np.int64)
         by_key = np.argsort(gkey[:ng], kind="stable")
         rank_of[by_key] = np.arange(ng)
-        return rank_of[gid], gkey[:ng][by_key], gfirst[:ng][by_key]
+        return rank_of[_np(gid)], _np(gkey)[:ng][by_key], _np(gfirst)[:ng][by_key]
     from .arrays import unique
 
     u, inv = unique(key, return_inverse=True)

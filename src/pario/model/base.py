@@ -19,7 +19,6 @@ hold with equality: a different server may be the slowest in each batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -29,22 +28,40 @@ from ..layout import Layout, parse_layout
 from .batches import batch_ids
 
 
-@dataclass
 class Cost:
     """Result of a cost model.
 
     - ``predicted_s``: predicted time in seconds (sum over batches of the batch time);
-    - ``servers``: per-server busy seconds summed over batches (array of ``system.n``);
+    - ``servers``: per-server busy seconds summed over batches (array of ``system.n``); a
+      model may pass a function that computes them, called on first access (a planner
+      comparing candidates reads only ``predicted_s``);
     - ``batches``: number of batches evaluated;
     - ``per_batch``: predicted seconds of each batch (optional, array of ``batches``);
     - ``details``: model-specific terms (e.g. ``{"T_e": …, "T_x": …}``), JSON-serialisable.
     """
 
-    predicted_s: float
-    servers: np.ndarray
-    batches: int = 1
-    per_batch: np.ndarray | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("predicted_s", "_servers", "batches", "per_batch", "details")
+
+    def __init__(self, predicted_s: float, servers, batches: int = 1, per_batch: np.ndarray | None = None,
+                 details: dict[str, Any] | None = None):
+        self.predicted_s = predicted_s
+        self._servers = servers
+        self.batches = batches
+        self.per_batch = per_batch
+        self.details = {} if details is None else details
+
+    @property
+    def servers(self) -> np.ndarray:
+        if callable(self._servers):
+            self._servers = np.asarray(self._servers())
+        return self._servers
+
+    @servers.setter
+    def servers(self, value) -> None:
+        self._servers = value
+
+    def __repr__(self) -> str:
+        return f"Cost(predicted_s={self.predicted_s!r}, batches={self.batches!r})"
 
     def to_json(self, system) -> dict[str, Any]:
         """``{"predicted_s": …, "servers": {name: seconds}, "batches": …, "details": …}``."""

@@ -98,6 +98,13 @@ class RequestClasses:
             first = np.zeros(0, dtype=np.int64)
         self.first = first  # a representative row of every class
         self.op, self.r, self.cp, self.cc, self.cseq = (col[first] for col in cols)
+        self._counts = None
+
+    def counts(self) -> np.ndarray:
+        """Requests of each class."""
+        if self._counts is None:
+            self._counts = np.bincount(self.cls, minlength=len(self.first))
+        return self._counts
 
 
 def _packed_key(cols) -> np.ndarray | None:
@@ -175,6 +182,8 @@ def region_of(layout: Layout, offset: np.ndarray) -> tuple[list[Layout], np.ndar
 def per_request_layouts(trace, layout):
     """Resolve per-file layouts and regions: (list of distinct leaf layouts, index per request)."""
     per_file = layout_for_files(layout, trace.files)
+    if per_file and not isinstance(per_file[0], (Regions, ExtentMap)) and all(lay is per_file[0] for lay in per_file):
+        return [per_file[0]], np.zeros(len(trace), dtype=np.int64)  # one layout for every request
     leaves: list[Layout] = []
     ids: dict[int, int] = {}
     out = np.zeros(len(trace), dtype=np.int64)
@@ -218,7 +227,7 @@ class ClosedFormModel(CostModel):
         bid, p, nb, T, seq = self.request_terms(trace, layout, system, batches=batches, by=by)
         per_batch = np.bincount(bid, weights=T["T"] / p, minlength=nb)
         details = {k: float(np.sum(v / p)) for k, v in T.items() if k != "T"}
-        return Cost(float(per_batch.sum()), per_server_busy(trace, layout, system, seq.astype(bool)), nb,
+        return Cost(float(per_batch.sum()), lambda: per_server_busy(trace, layout, system, seq.astype(bool)), nb,
                     per_batch, details)
 
     def batch_cost(self, batch, layout, system) -> Cost:

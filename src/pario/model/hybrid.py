@@ -31,10 +31,10 @@ import numpy as np
 
 from .. import ParioError
 from ..layout import Grouped
-from .base import resolve_layout
+from .base import Cost, resolve_layout
 from ..arrays import unique
 from .common import (ClosedFormModel, batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts,
-                     request_classes)
+                     per_server_busy, request_classes)
 
 
 def hybrid_request_cost(p, c, m, n, h, s, r, e, t, alpha_h, beta_h, alpha_s, beta_s, *, three_term=True):
@@ -128,6 +128,40 @@ class HybridModel(ClosedFormModel):
         return bid, p, nb, T, seq
 
 
+    def trace_cost(self, trace, layout, system, *, batches=None, by="auto"):
+        """As :meth:`ClosedFormModel.trace_cost`, from the request classes: a batch costs
+        Σ_i T_i / p (PADP seed 003 §3.2), T_i / p computed once per class and added per batch
+        (the same values in the same order: the same sums)."""
+        from .distribution import reference_mode
+
+        layout = resolve_layout(layout, system)
+        if reference_mode() or len(trace) == 0:
+            return super().trace_cost(trace, layout, system, batches=batches, by=by)
+        leaves, _ = per_request_layouts(trace, layout)
+        if len(leaves) != 1:
+            return super().trace_cost(trace, layout, system, batches=batches, by=by)
+        rc = request_classes(trace, system, by, batches, self.params["pattern"])
+        out = self._leaf_terms(leaves[0], rc, np.arange(len(rc.first)), system)
+        per_batch = np.bincount(rc.bid, weights=(out["T"] / rc.cp)[rc.cls], minlength=rc.nb)
+        count = rc.counts()
+        details = {k: float(np.dot(count, v / rc.cp)) for k, v in out.items() if k != "T"}
+        seq = rc.seq
+        return Cost(float(per_batch.sum()), lambda: per_server_busy(trace, layout, system, seq.astype(bool)), rc.nb,
+                    per_batch, details)
+
+    def _leaf_terms(self, leaf, rc, used, system):
+        """PADP eq. 2–4 / PSA Tables 3–4 for the request classes ``used`` under one leaf layout."""
+        kk = layout_kinds(leaf, system)
+        if kk["W"] == 0:
+            raise ParioError("layout has no server with a stripe > 0")
+        ah, bh = kind_params(system, kk["hservers"])
+        as_, bs = kind_params(system, kk["sservers"])
+        o, sq, r = rc.op[used], rc.cseq[used], rc.r[used].astype(float)
+        scale = r / kk["W"]
+        return hybrid_request_cost(rc.cp[used], rc.cc[used], kk["m"], kk["n"], kk["h"] * scale, kk["s"] * scale, r,
+                                   system.network.e, system.network.t, ah[o, sq], bh[o], as_[o, sq], bs[o],
+                                   three_term=self.params["three_term"])
+
     def _class_terms(self, trace, layout, system, *, batches=None, by="auto"):
         """:meth:`request_terms` computed once per request class (op, size, p, c, sequential)
         and leaf layout, then gathered per request (same formula, same inputs: same values)."""
@@ -143,16 +177,7 @@ class HybridModel(ClosedFormModel):
             else:
                 rows = np.flatnonzero(which == k)
                 used, cls = unique(rc.cls[rows], return_inverse=True)
-            kk = layout_kinds(leaf, system)
-            if kk["W"] == 0:
-                raise ParioError("layout has no server with a stripe > 0")
-            ah, bh = kind_params(system, kk["hservers"])
-            as_, bs = kind_params(system, kk["sservers"])
-            o, sq, r = rc.op[used], rc.cseq[used], rc.r[used].astype(float)
-            scale = r / kk["W"]
-            out = hybrid_request_cost(rc.cp[used], rc.cc[used], kk["m"], kk["n"], kk["h"] * scale, kk["s"] * scale, r,
-                                      system.network.e, system.network.t, ah[o, sq], bh[o], as_[o, sq], bs[o],
-                                      three_term=self.params["three_term"])
+            out = self._leaf_terms(leaf, rc, used, system)
             for key in T:
                 if rows is None:
                     T[key] = out[key][cls]

@@ -107,8 +107,15 @@ class HybridReplicationPlanner(Planner):
         """(cost matrix [replica, request], cheapest replica per request)."""
         model = get_cost_model(self.params["model"], self.params["model_params"])
         bid = batch_ids(trace, self.params["by"]) if bid is None else bid
-        C = np.vstack([model.request_costs(trace, lay, system, batches=bid) for lay in layouts]) \
-            if len(trace) else np.zeros((len(layouts), 0))
+        if len(trace):
+            from ..model import engine
+
+            if hasattr(model, "price"):
+                engine.prepared(trace, bid)  # the service order once, before the threads
+            C = np.vstack(engine.map_threads(lambda lay: model.request_costs(trace, lay, system, batches=bid),
+                                             layouts))
+        else:
+            C = np.zeros((len(layouts), 0))
         return C, (np.argmin(C, axis=0) if len(trace) else np.zeros(0, dtype=np.int64))
 
     def plan(self, trace, system, budget: float | None = None) -> Plan:
