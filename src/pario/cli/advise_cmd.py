@@ -137,11 +137,12 @@ def run_advise(trace, system, schemes, *, space=None, original=None, model=None,
     return plans, skipped
 
 
-def common_time(plan, trace, system, by=None) -> float | None:
+def common_time(plan, trace, system, by=None, seen: list | None = None) -> float | None:
     """The plan's time under the distribution model (CEDA seed 000 §3, SPEC §2.3: the general
     evaluator), so that schemes priced by different models can be compared.  None for a
-    plan routed per request by another model."""
-    from ..layout import Layout
+    plan routed per request by another model.  ``seen``: a list shared between calls; a plan
+    whose layouts equal an earlier plan's gets that plan's time without pricing again."""
+    from ..layout import ExtentMap, Layout
     from ..model import DistributionModel
     from ..model.batches import batch_ids
 
@@ -164,7 +165,19 @@ def common_time(plan, trace, system, by=None) -> float | None:
         lay[f] = lf
     if not lay:
         return 0.0
-    return float(DistributionModel().trace_cost(trace, lay, system, batches=batch_ids(trace, by or "auto")).predicted_s)
+
+    def same(a, b) -> bool:
+        return a.keys() == b.keys() and all(
+            a[f] is b[f] or (not isinstance(a[f], ExtentMap) and not isinstance(b[f], ExtentMap) and a[f] == b[f])
+            for f in a)
+
+    for other, t in seen or []:
+        if same(lay, other):
+            return t
+    t = float(DistributionModel().trace_cost(trace, lay, system, batches=batch_ids(trace, by or "auto")).predicted_s)
+    if seen is not None:
+        seen.append((lay, t))
+    return t
 
 
 def summary(plan, system) -> str:
@@ -223,7 +236,8 @@ def _advise(args) -> int:
                                 model=args.model, by=args.by, paper_benefit=args.paper_benefit)
     if not plans:
         raise ParioError("no scheme could plan this trace: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
-    common = {name: common_time(plan, trace, system, args.by) for name, (plan, _) in plans.items()}
+    seen: list = []
+    common = {name: common_time(plan, trace, system, args.by, seen) for name, (plan, _) in plans.items()}
     inf = float("inf")
     best = min(plans, key=lambda k: (common[k] if common[k] is not None else inf,
                                      plans[k][0].predicted_s if plans[k][0].predicted_s is not None else inf))
