@@ -482,24 +482,31 @@ def _load_parquet_fast(path: Path, progress=None) -> Trace:
         raise _Unsupported()  # the general reader keeps the empty file's categories
     meta = src.meta()
     names = [c for c in DTYPES if src.has(c)]
-    cols = {c: np.empty(n, dtype=DTYPES[c]) for c in names}
+    # times and the collective flag are allocated only once a value other than NaN / False
+    # appears: a trace without them holds one read-only broadcast value (0 bytes per request)
+    lazy = {c: (np.nan if c in _FLOAT_COLS else False) for c in (*_FLOAT_COLS, "collective")}
+    cols = {c: None if c in lazy else np.empty(n, dtype=DTYPES[c]) for c in names}
     a = 0
     for part in src.batches(names):
         b = a + len(part["rank"])
         if b > n:
             raise _Unsupported()
         for c in names:
+            if cols[c] is None:
+                v = part[c]
+                if not (np.isnan(v).all() if c in _FLOAT_COLS else not v.any()):
+                    cols[c] = np.full(n, lazy[c], dtype=DTYPES[c])
+                else:
+                    continue
             cols[c][a:b] = part[c]
         a = b
         if progress is not None:
             progress(b, n)
     if a != n:
         raise _Unsupported()
-    for c in _FLOAT_COLS:
-        if c not in cols:
-            cols[c] = np.full(n, np.nan)
-    if "collective" not in cols:
-        cols["collective"] = np.zeros(n, dtype=bool)
+    for c, v in lazy.items():
+        if cols.get(c) is None:
+            cols[c] = np.broadcast_to(np.array(v, dtype=DTYPES[c]), (n,))
     if "order" not in cols:
         cols["order"] = _rank_order(cols["rank"], cols["start"])
     if "call" in cols and np.array_equal(cols["call"], cols["order"]):
