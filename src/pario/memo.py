@@ -6,7 +6,7 @@ of the whole trace each time.  :class:`IdentityCache` keeps such values by the *
 the objects they were derived from (strings, numbers, None and booleans by value); it holds
 those objects, so an id is never reused while its entry lives.  Entries are evicted least
 recently used first, beyond ``size`` entries or once the cached arrays exceed the byte
-budget (``PARIO_CACHE_BYTES``, default 2 GiB) — the most recent entry always stays, so a
+budget (``PARIO_CACHE_BYTES``, default 1 GiB) — the most recent entry always stays, so a
 trace larger than the budget is still derived once, not once per call.  Cached numpy
 arrays are made read-only: a caller that modified one would change what every later caller
 gets.  Thread-safe (the pricing runs candidates on threads).
@@ -43,8 +43,8 @@ def nbytes(value) -> int:
 
     def walk(v) -> int:
         if isinstance(v, np.ndarray):
-            base = v if v.base is None else v.base
-            if id(base) in seen or not isinstance(base, np.ndarray):
+            base = v if not isinstance(v.base, np.ndarray) else v.base  # numba's arrays: base is not numpy's
+            if id(base) in seen:
                 return 0
             seen.add(id(base))
             return int(base.nbytes)
@@ -64,7 +64,7 @@ def budget() -> int:
     env = os.environ.get("PARIO_CACHE_BYTES", "").strip()
     if env.isdigit():
         return int(env)
-    return 2 << 30
+    return 1 << 30
 
 
 class IdentityCache:
@@ -95,6 +95,11 @@ class IdentityCache:
                                                or sum(e[3] for e in self._entries) > cap):
                 self._entries.pop(0)
         return value
+
+    def values(self) -> list:
+        """The cached values (most recent last)."""
+        with self._lock:
+            return [e[2] for e in self._entries]
 
     def clear(self) -> None:
         with self._lock:

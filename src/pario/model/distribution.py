@@ -49,6 +49,7 @@ from ..arrays import unique
 from .. import ParioError
 from ..layout import map_trace
 from .base import Cost, CostModel, resolve_layout
+from ..memo import by_identity
 from .batches import batch_ids
 
 CONTIGUOUS_ALPHA = ("profile", "zero", "seq")
@@ -86,6 +87,16 @@ def _seq_alpha_table(system, mode: str) -> np.ndarray:
             if getattr(s, key) is not None:
                 out[j, op] = getattr(s, key)
     return out
+
+
+@by_identity()
+def _byte_shares(trace, bid, nb):
+    """Each request's share of its batch: its bytes over the batch's bytes (1 / requests
+    when the batch moves none) — the same for every layout, so computed once per batching."""
+    L = trace.length.astype(float)
+    tot = np.bincount(bid, weights=L, minlength=nb)
+    cnt = np.bincount(bid, minlength=nb)
+    return np.where(tot[bid] > 0, L / np.where(tot[bid] > 0, tot[bid], 1), 1.0 / cnt[bid])
 
 
 class DistributionModel(CostModel):
@@ -212,8 +223,4 @@ class DistributionModel(CostModel):
         else:
             T, bid, _, _ = self.server_batch_times(trace, layout, system, batches=batches, by=by)
             tsys = T.max(axis=1)
-        L = trace.length.astype(float)
-        tot = np.bincount(bid, weights=L, minlength=len(tsys))
-        cnt = np.bincount(bid, minlength=len(tsys))
-        share = np.where(tot[bid] > 0, L / np.where(tot[bid] > 0, tot[bid], 1), 1.0 / cnt[bid])
-        return tsys[bid] * share
+        return tsys[bid] * _byte_shares(trace, bid, len(tsys))

@@ -157,21 +157,34 @@ class Prepared:
     the rank's request order, row — the leading keys of the reference's five-key sort), in
     compact dtypes, so that every candidate layout streams through them."""
 
-    __slots__ = ("bid", "nb", "rank", "op", "file", "offset", "length", "nranks", "perm")
+    __slots__ = ("bid", "nb", "rank", "op", "file", "offset", "length", "nranks", "perm", "sources")
 
-    def __init__(self, trace, bid):
+    def __init__(self, trace, bid, others=()):
         n = len(trace)
         bid = np.asarray(bid, dtype=np.int64)
         self.nb = int(bid.max()) + 1 if n else 0
         perm = service_order(trace.order, bid) if n else np.zeros(0, np.int64)  # (batch, order, row)
         self.perm = perm
-        self.bid = bid[perm]
-        self.rank = trace.rank[perm]
+        # a column gathered by another Prepared with the same service order from the same source
+        # array is shared (a trace derived with other file names, e.g. replicas as virtual files)
+        self.sources = {"bid": bid, "rank": trace.rank, "op": trace.op, "file": trace.file,
+                        "offset": trace.offset, "length": trace.length}
+
+        def gather(name, dtype=None):
+            src = self.sources[name]
+            for o in others:
+                if o.perm is perm and o.sources[name] is src:
+                    return getattr(o, name)
+            out = src[perm]
+            return out if dtype is None else out.astype(dtype, copy=False)
+
+        self.bid = gather("bid")
+        self.rank = gather("rank")
         self.nranks = int(self.rank.max()) + 1 if n else 1
-        self.op = trace.op[perm]
-        self.file = trace.file[perm]
-        self.offset = trace.offset[perm].astype(np.int64, copy=False)
-        self.length = trace.length[perm].astype(np.int64, copy=False)
+        self.op = gather("op")
+        self.file = gather("file")
+        self.offset = gather("offset", np.int64)
+        self.length = gather("length", np.int64)
 
 
 _CACHE = IdentityCache(4)
@@ -181,7 +194,7 @@ def prepared(trace, bid) -> Prepared:
     """The :class:`Prepared` of (trace, bid), cached by identity (:mod:`pario.memo`)."""
     got = _CACHE.get((trace, bid))
     if got is None:
-        got = _CACHE.put((trace, bid), Prepared(trace, bid))
+        got = _CACHE.put((trace, bid), Prepared(trace, bid, _CACHE.values()))
     return got
 
 

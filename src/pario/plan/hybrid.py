@@ -82,6 +82,19 @@ def replica_layouts(spec, trace: Trace, system, stripes=DEFAULT_STRIPES) -> dict
     raise ParioError(f"hybrid replication: replicas must be 'stripes', 'classic' or a list of layouts, not {spec!r}")
 
 
+def first_min(C: np.ndarray, rows) -> tuple[np.ndarray, np.ndarray]:
+    """(for every column of ``C`` the row of ``rows`` with the least value — the first such row
+    on ties, as ``argmin`` — and that value), row by row: no temporary of ``C``'s size."""
+    rows = list(rows)
+    idx = np.full(C.shape[1], rows[0], dtype=np.int64)
+    least = C[rows[0]].copy()
+    for r in rows[1:]:
+        better = C[r] < least
+        idx[better] = r
+        least[better] = C[r][better]
+    return idx, least
+
+
 def routed_cost(trace: Trace, choice: np.ndarray, layouts: list[Layout], system, model, bid: np.ndarray):
     """Cost of the trace with request i served by ``layouts[choice[i]]`` (exact: each
     (file, replica) pair is a virtual file with that replica's layout)."""
@@ -116,7 +129,7 @@ class HybridReplicationPlanner(Planner):
                                              layouts))
         else:
             C = np.zeros((len(layouts), 0))
-        return C, (np.argmin(C, axis=0) if len(trace) else np.zeros(0, dtype=np.int64))
+        return C, (first_min(C, range(len(layouts)))[0] if len(trace) else np.zeros(0, dtype=np.int64))
 
     def plan(self, trace, system, budget: float | None = None) -> Plan:
         p = self.params
@@ -142,8 +155,7 @@ class HybridReplicationPlanner(Planner):
                     if best is None or est < best[0] - 1e-15:
                         best = (est, sub)
             subset = best[1]
-        sub_idx = np.array(subset)
-        choice = sub_idx[np.argmin(C[sub_idx], axis=0)] if len(trace) else np.zeros(0, dtype=np.int64)
+        choice, least = first_min(C, subset) if len(trace) else (np.zeros(0, dtype=np.int64), np.zeros(0))
         kept = [layouts[i] for i in subset]
         lut = np.full(len(layouts), -1, dtype=np.int64)
         lut[list(subset)] = np.arange(len(subset))
@@ -166,7 +178,7 @@ class HybridReplicationPlanner(Planner):
         details = {
             "replica_names": [names[i] for i in subset],
             "routed": routed,
-            "estimated_s": float(C[sub_idx].min(axis=0).sum()) if len(trace) else 0.0,
+            "estimated_s": float(least.sum()) if len(trace) else 0.0,
             "best_single": min((baselines[names[i]], names[i]) for i in range(len(names)))[1],
             "extra_space": copy_bytes * (len(subset) - 1),
             "lazy_sync_bytes": int(trace.length[ops == 1].sum()) * (len(subset) - 1),
