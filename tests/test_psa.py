@@ -160,3 +160,23 @@ def test_search_is_flat_once_sservers_are_filled():
     B = heterogeneous_bytes(4.5 * 3, np.array([1.5]), np.array([3.0]))  # S = 3 units, s = S/2
     assert float(B[0]) / 3 == 9
     assert float(totals([np.arange(20) * 3.0], np.array([[4.0]]), np.array([8.0]), B)[0]) == 124.0
+
+
+def test_counts_below_equal_sorted_searchsorted():
+    """The planner's sort-free counts against the sorted offsets of each class (the reference
+    :func:`totals` takes), on random classes, offsets and candidate boundaries (with ties, inf)."""
+    from pario.plan.psa import counts_below, totals_from_counts
+
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        n, ncls = int(rng.integers(1, 500)), int(rng.integers(1, 5))
+        cls = rng.integers(0, ncls, n)
+        off = rng.integers(0, 50, n) * 4096
+        B = np.concatenate([rng.integers(0, 60, 7) * 4096.0, [np.inf, 0.0]])
+        got = counts_below(cls, off, ncls, B)
+        sorted_offs = [np.sort(off[cls == u]) for u in range(ncls)]
+        want = np.array([[np.searchsorted(o, b) for b in B] for o in sorted_offs])
+        assert np.array_equal(got, want)
+        t_het, t_hom = rng.random((len(B), ncls)), rng.random(ncls)
+        assert np.array_equal(totals_from_counts(got, np.bincount(cls, minlength=ncls), t_het, t_hom),
+                              totals(sorted_offs, t_het, t_hom, B))

@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import ParioError
 from ..layout import Region, Regions, Striped
-from ..model.common import batch_context, pattern_mask
+from ..model.common import batch_context, pattern_mask, request_classes
 from ..model.hybrid import HybridModel, hybrid_request_cost
 from .base import Plan, Planner
 from .padp import solve_padp, system_kinds, trace_classes
@@ -108,6 +108,28 @@ def totals(offsets_by_class: list[np.ndarray], t_het: np.ndarray, t_hom: np.ndar
     return tot
 
 
+def counts_below(cls: np.ndarray, offset: np.ndarray, ncls: int, B: np.ndarray) -> np.ndarray:
+    """``out[u, k]`` = number of requests of class u with offset < B[k] (what
+    ``np.searchsorted(sorted offsets of u, B[k])`` counts), without sorting the requests: each
+    offset falls into one interval between the sorted distinct B values (one binary search
+    among the few candidates), counted per (class, interval) and accumulated."""
+    B = np.asarray(B, dtype=float)
+    bs = np.unique(B)
+    j = np.searchsorted(bs, offset, side="right")  # the number of B values <= the offset
+    cnt = np.bincount(cls * (len(bs) + 1) + j, minlength=ncls * (len(bs) + 1)).reshape(ncls, len(bs) + 1)
+    below = np.cumsum(cnt, axis=1)  # below[:, k] = #offsets with j <= k = #offsets < bs[k]
+    return below[:, np.searchsorted(bs, B)]
+
+
+def totals_from_counts(nhet: np.ndarray, sizes: np.ndarray, t_het: np.ndarray, t_hom: np.ndarray) -> np.ndarray:
+    """:func:`totals` from ``nhet[u, k]`` (:func:`counts_below`) and the class sizes."""
+    tot = np.zeros(t_het.shape[0])
+    for u in range(len(sizes)):
+        n_u = nhet[u].astype(float)
+        tot += n_u * t_het[:, u] + (int(sizes[u]) - n_u) * t_hom[u]
+    return tot
+
+
 def psa_layout(system, h: int, s: int, B: float, S: int) -> Striped | Regions:
     """[0, B) on all servers with ⟨h, s⟩, then HServers only with stripe S/m."""
     hs = system.of_kind("hdd")
@@ -131,40 +153,32 @@ class PSAPlanner(Planner):
                 "capacity": None}
 
     def _file_costs(self, trace, rows, system, bid, p, c, seq, H, Sx, S):
-        """(t_het[cand, class], t_hom[class], sorted offsets per class, classes)."""
+        """(t_het[cand, class], t_hom[class], (class of each of the file's requests, their
+        offsets, number of classes))."""
         hs, ss, (ah, bh), (as_, bs) = system_kinds(system)
         m, n = len(hs), len(ss)
         e, t = system.network.e, system.network.t
         three = self.params["three_term"]
-        op, L, off = trace.op[rows], trace.length[rows], trace.offset[rows]
-        # distinct (op, size, p, c, seq) classes in lexicographic order (= np.unique(axis=0), which
-        # sorts rows as void bytes and took 2 s on 10^6 requests): one lexsort
-        cols = [op.astype(np.int64), L.astype(np.int64), p[rows].astype(np.int64), c[rows].astype(np.int64),
-                seq[rows].astype(np.int64)]
-        if len(rows):
-            o = np.lexsort(cols[::-1])
-            new = np.zeros(len(o), dtype=bool)
-            new[0] = True
-            for col in cols:
-                cs = col[o]
-                new[1:] |= cs[1:] != cs[:-1]
-            inv = np.empty(len(o), dtype=np.int64)
-            inv[o] = np.cumsum(new) - 1
-            uniq = np.stack([col[o][new] for col in cols], axis=1)
+        # distinct (op, size, p, c, seq) classes of the file's requests in lexicographic order:
+        # the trace's request classes (pario.model.common.RequestClasses, numbered in that
+        # order) restricted to the file
+        rc = request_classes(trace, system, self.params["by"], bid, self.params["pattern"])
+        if len(rows) == len(trace):
+            used, inv = np.arange(len(rc.first)), rc.cls
         else:
-            inv, uniq = np.zeros(0, dtype=np.int64), np.zeros((0, 5), dtype=np.int64)
+            used, inv = unique(rc.cls[rows], return_inverse=True)
+        uniq = np.stack([rc.op[used], rc.r[used], rc.cp[used], rc.cc[used], rc.cseq[used]], axis=1)
         W = m * H + n * Sx
         t_het = np.zeros((len(H), len(uniq)))
         t_hom = np.zeros(len(uniq))
-        offsets = []
         for u, (o, r, pp, cc, sq) in enumerate(uniq):
             scale = r / W
             t_het[:, u] = hybrid_request_cost(pp, cc, m, n, H * scale, Sx * scale, r, e, t, ah[o, sq], bh[o],
                                               as_[o, sq], bs[o], three_term=three)["T"] / pp
             t_hom[u] = hybrid_request_cost(pp, cc, m, 0, r / m, 0, r, e, t, ah[o, sq], bh[o], 0.0, 0.0,
                                            three_term=three)["T"] / pp
-            offsets.append(np.sort(off[inv == u]))  # one pass per class (few classes)
-        return t_het, t_hom, offsets
+        off = trace.offset if len(rows) == len(trace) else trace.offset[rows]
+        return t_het, t_hom, (inv, off, len(uniq))
 
     def plan(self, trace, system, budget=None) -> Plan:
         if len(trace) == 0:
@@ -213,7 +227,10 @@ class PSAPlanner(Planner):
             W = m * Hall + n * Sall
             rem = np.array([remaining["PSA"]] * len(H) + [remaining[k] for k in names])
             B = heterogeneous_bytes(rem, Sall, W)
-            tot = totals(offsets, t_het, t_hom, B)
+            inv, off, ncls = offsets
+            nhet_all = counts_below(inv, off, ncls, np.where(np.isinf(B), np.inf, B))
+            sizes = np.bincount(inv, minlength=ncls)
+            tot = totals_from_counts(nhet_all, sizes, t_het, t_hom)
             k = int(np.argmin(tot[:len(H)]))
             h, s = int(round(Hall[k])), int(round(Sall[k]))
             chosen = {"PSA": (k, h, s)}
@@ -226,8 +243,7 @@ class PSAPlanner(Planner):
             per_file[fname] = {
                 "S": S, "h": h, "s": s,
                 "heterogeneous_bytes": None if math.isinf(B[k]) else int(B[k]),
-                "heterogeneous_requests": int(sum(np.searchsorted(o_, B[k]) if not math.isinf(B[k]) else len(o_)
-                                                  for o_ in offsets)),
+                "heterogeneous_requests": int(nhet_all[:, k].sum()),
                 "requests": int(len(rows)), "cost_s": float(tot[k]),
                 "baselines": {nm: {"h": chosen[nm][1], "s": chosen[nm][2], "cost_s": float(tot[chosen[nm][0]])}
                               for nm in names},
