@@ -20,6 +20,20 @@ def unique(x, return_inverse: bool = False, return_counts: bool = False):
         if return_counts:
             out.append(np.zeros(0, dtype=np.int64))
         return out[0] if len(out) == 1 else tuple(out)
+    if x.dtype.kind in "iu" and len(x) >= 4096 and (x.dtype.kind == "i" or x.dtype.itemsize < 8):
+        # integers with few distinct values (request sizes, ops, classes): grouped by hashing
+        # in one pass (pario.grouping.dense_groups), no sort of the whole array
+        from .grouping import dense_groups
+
+        got = dense_groups(x, max_groups=1 << 12, sort_fallback=False)
+        if got is not None:
+            inv, u, _ = got
+            out = [u.astype(x.dtype, copy=False)]
+            if return_inverse:
+                out.append(inv)
+            if return_counts:
+                out.append(np.bincount(inv, minlength=len(u)).astype(np.int64))
+            return out[0] if len(out) == 1 else tuple(out)
     order = np.argsort(x, kind="stable")
     xs = x[order]
     new = np.empty(len(xs), dtype=bool)

@@ -199,10 +199,17 @@ def _hash_groups(key, cap, max_groups):
     return gid, gkey, gfirst, ng, True
 
 
-def dense_groups(key: np.ndarray, max_groups: int = 1 << 16):
+@njit(cache=True, nogil=True)
+def _relabel(gid, new_id):
+    for i in range(len(gid)):
+        gid[i] = new_id[gid[i]]
+
+
+def dense_groups(key: np.ndarray, max_groups: int = 1 << 16, sort_fallback: bool = True):
     """Group rows by an int64 key: (group id per row, numbered in ascending key order; the
     sorted distinct keys; the first row of each group) — what a stable sort and ``unique``
-    give — in one pass when there are at most ``max_groups`` groups, else by the sort."""
+    give — in one pass when there are at most ``max_groups`` groups, else by the sort (or
+    None with ``sort_fallback=False``)."""
     key = np.ascontiguousarray(key, dtype=np.int64)
     n = len(key)
     if n == 0:
@@ -216,7 +223,11 @@ def dense_groups(key: np.ndarray, max_groups: int = 1 << 16):
         rank_of = np.empty(ng, dtype=np.int64)
         by_key = np.argsort(gkey[:ng], kind="stable")
         rank_of[by_key] = np.arange(ng)
-        return rank_of[_np(gid)], _np(gkey)[:ng][by_key], _np(gfirst)[:ng][by_key]
+        if not np.array_equal(rank_of, np.arange(ng)):  # first appearances not in key order
+            _relabel(gid, rank_of)
+        return _np(gid), _np(gkey)[:ng][by_key], _np(gfirst)[:ng][by_key]
+    if not sort_fallback:
+        return None
     from .arrays import unique
 
     u, inv = unique(key, return_inverse=True)
