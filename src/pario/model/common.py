@@ -4,6 +4,7 @@ parameters, per-server attribution of sub-requests."""
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from .. import ParioError
 from ..layout import ExtentMap, Grouped, Layout, Regions, Striped, layout_for_files, map_trace
@@ -75,15 +76,16 @@ class RequestClasses:
     def __init__(self, trace, system, by, batches, pattern):
         self.bid, self.p, self.c, self.nb = batch_context(trace, system, by, batches)
         self.seq = pattern_mask(trace, pattern)
-        cols = [trace.op.astype(np.int64), trace.length.astype(np.int64), self.p.astype(np.int64),
-                self.c.astype(np.int64), self.seq.astype(np.int64)]
+        src = [trace.op, trace.length, self.p, self.c, self.seq]  # the class key, most significant first
         n = len(trace)
-        key = _packed_key(cols) if n else None
+        key = _packed_key(src) if n else None
         if n and key is not None:  # one int64 key in the same lexicographic order: grouped in one pass
             from ..grouping import dense_groups
 
             self.cls, _, first = dense_groups(key)
+            del key
         elif n:
+            cols = [np.asarray(col).astype(np.int64) for col in src]
             o = np.lexsort(cols[::-1])
             new = np.zeros(n, dtype=bool)
             new[0] = True
@@ -94,10 +96,10 @@ class RequestClasses:
             self.cls[o] = np.cumsum(new) - 1
             first = o[new]
         else:
-            self.cls = np.zeros(0, dtype=np.int64)
             first = np.zeros(0, dtype=np.int64)
+            self.cls = first
         self.first = first  # a representative row of every class
-        self.op, self.r, self.cp, self.cc, self.cseq = (col[first] for col in cols)
+        self.op, self.r, self.cp, self.cc, self.cseq = (np.asarray(col)[first].astype(np.int64) for col in src)
         self._counts = None
 
     def counts(self) -> np.ndarray:
@@ -108,8 +110,9 @@ class RequestClasses:
 
 
 def _packed_key(cols) -> np.ndarray | None:
-    """The columns (int64, most significant first) as one int64 key with the same
-    lexicographic order (mixed radix over each column's range), or None when it does not fit."""
+    """The columns (integer or boolean, most significant first) as one int64 key with the same
+    lexicographic order (mixed radix over each column's range), or None when it does not fit.
+    Built in one pass (no per-column temporaries)."""
     lows, spans, total = [], [], 1
     for col in cols:
         lo, hi = int(col.min()), int(col.max())
@@ -121,9 +124,14 @@ def _packed_key(cols) -> np.ndarray | None:
         spans.append(span)
     key = np.zeros(len(cols[0]), dtype=np.int64)
     for col, lo, span in zip(cols, lows, spans):
-        key *= span
-        key += col - lo
+        _pack_into(key, col.view(np.int8) if col.dtype == np.bool_ else col, lo, span)
     return key
+
+
+@njit(cache=True, nogil=True)
+def _pack_into(key, col, lo, span):
+    for i in range(len(key)):
+        key[i] = key[i] * span + (col[i] - lo)
 
 
 def request_classes(trace, system, by="auto", batches=None, pattern="auto") -> RequestClasses:
