@@ -206,3 +206,29 @@ def test_hybrid_model_costs_equal_reference():
         ref = m.trace_cost(tr, lay, system)
     assert fast.predicted_s == pytest.approx(ref.predicted_s, rel=1e-12)
     np.testing.assert_allclose(fast.servers, ref.servers, rtol=1e-12)
+
+
+@pytest.mark.parametrize("sysname", ["ceda-hdd8", "padp-6h2s"])
+@pytest.mark.parametrize("alpha", ["profile", "zero", "seq"])
+@pytest.mark.parametrize("network", [False, True])
+def test_suffix_bound_is_below_the_remaining_cost(sysname, alpha, network):
+    """engine.suffix_bound: for every batch b, the bound ≤ Σ_{b' ≥ b} T_sys(b') of the reference
+    model, for layouts on the bound's servers (several stripe sizes, varied stripes, 2-D)."""
+    system = load_system(sysname)
+    m = DistributionModel(contiguous_alpha=alpha, network=network)
+    for name in ("ior-random", "random-1", "random-2"):
+        tr = TRACES[name]
+        bid = batch_ids(tr)
+        for servers in ((0,), (1, 2), tuple(range(4)), tuple(range(system.n))):
+            bound = m.suffix_bound(tr, system, servers, batches=bid)
+            lays = [Striped.fixed(4096, servers), Striped.fixed(1 << 20, servers),
+                    Striped(servers, tuple(8192 * (i + 1) for i in range(len(servers))))]
+            if len(servers) == 4:
+                lays.append(Grouped(((0, 1), (2, 3)), 16384))
+            for lay in lays:
+                with reference_pricing():
+                    T, rb, _, _ = m.server_batch_times(tr, lay, system, batches=bid)
+                per = T.max(axis=1)
+                rest = np.r_[np.cumsum(per[::-1])[::-1], 0.0]
+                assert (bound <= rest * (1 + 1e-12) + 1e-18).all(), (name, servers, lay)
+                assert bound[0] > 0

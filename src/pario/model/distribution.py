@@ -167,16 +167,25 @@ class DistributionModel(CostModel):
                  "T_s": Ts.reshape(nb, n), "T_t": Tt.reshape(nb, n), "T_n": Tn.reshape(nb, n)}
         return T, bid, sub, terms
 
-    def price(self, trace, layout, system, *, batches=None, by="auto", limit: float = np.inf):
+    def price(self, trace, layout, system, *, batches=None, by="auto", limit: float = np.inf, suffix=None):
         """(per_batch T_sys, per-server Σ_b T_ser, terms, stopped) by the compiled engine
-        (:func:`pario.model.engine.price`); ``limit``: stop once Σ_b T_sys exceeds it."""
+        (:func:`pario.model.engine.price`); ``limit``: stop once Σ_b T_sys (plus ``suffix``,
+        :meth:`suffix_bound`) exceeds it."""
         from . import engine
 
         layout = resolve_layout(layout, system)
         bid = batch_ids(trace, by) if batches is None else np.asarray(batches, dtype=np.int64)
         return engine.price(trace, layout, system, bid,
                             contiguous_alpha_table=_seq_alpha_table(system, self.params["contiguous_alpha"]),
-                            network=self.params["network"], limit=limit)
+                            network=self.params["network"], limit=limit, suffix=suffix)
+
+    def suffix_bound(self, trace, system, servers, *, batches=None, by="auto") -> np.ndarray:
+        """:func:`pario.model.engine.suffix_bound` for layouts on ``servers``."""
+        from . import engine
+
+        bid = batch_ids(trace, by) if batches is None else np.asarray(batches, dtype=np.int64)
+        return engine.suffix_bound(trace, bid, system, servers,
+                                   contiguous_alpha_table=_seq_alpha_table(system, self.params["contiguous_alpha"]))
 
     def trace_cost(self, trace, layout, system, *, batches=None, by="auto") -> Cost:
         if len(trace) == 0:

@@ -220,17 +220,21 @@ def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_
                  lay_r0, lay_r1, reg_start, reg_end, reg_width, reg_shift, reg_g0, reg_g1, grp_block, grp_prefix,
                  grp_s0, grp_s1, grp_fixed, grp_shift, slot_server, slot_w, slot_prefix, lay_v0, lay_v1, lay_srv,
                  ptr, s_server, s_local, s_length, s_df,
-                 nserv, a_rand, a_seq, beta, alpha3, network, e_net, t_net, limit):
+                 nserv, a_rand, a_seq, beta, alpha3, network, e_net, t_net, limit, suffix=None):
     """CEDA seed 000 §3 eq. 1–4 of the whole trace, requests in service order (module
     docstring).  ``mode`` 0: monotone layouts mapped here (tables); 1: sub-requests given
     per request (request i: rows ``ptr[i]:ptr[i+1]`` of ``s_*``, a request's sub-requests on
     one server served by ascending local offset, stable); 2: as 0 but only the closed-form
     models' per-server busy time Σ α_j(op, seq) + length·β_j(op) (``alpha3``, ``seq``).
 
-    Returns (per_batch, servers, [T_s, T_t, T_n, sub-requests], stopped)."""
+    ``limit``: stop once Σ_b T_sys of the batches priced so far, plus ``suffix[b]`` (a lower
+    bound of Σ T_sys over batches b … nb−1, given by the caller; None = 0) for the next
+    batch b, exceeds it.
+
+    Returns (per_batch, servers, [T_s, T_t, T_n, sub-requests, batches priced], stopped)."""
     per_batch = np.zeros(nb)
     servers = np.zeros(nserv)
-    tot = np.zeros(4)
+    tot = np.zeros(5)
     q = np.zeros(nserv)
     pc = np.zeros(nserv)
     Ar = np.zeros(nserv)
@@ -295,8 +299,12 @@ def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_
                 per_batch[cur] = mx
                 ntouch = 0
                 running += mx
-                if running > limit:
+                rest = 0.0
+                if suffix is not None:
+                    rest = suffix[cur + 1]
+                if running + rest > limit:
                     tot[3] = nsub
+                    tot[4] = cur + 1
                     return per_batch, servers, tot, True
             if i == n:
                 break
@@ -466,6 +474,7 @@ def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_
             Tt[j] += ln * beta[j, o]
             nbytes[j] += ln
     tot[3] = nsub
+    tot[4] = nb
     return per_batch, servers, tot, False
 
 
@@ -516,13 +525,15 @@ _A3 = np.zeros((1, 2, 2))
 _EMPTY_TABLES = layout_tables([])
 
 
-def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool = False, limit: float = np.inf):
+def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool = False, limit: float = np.inf,
+          suffix=None):
     """Distribution-model pricing (CEDA seed 000 §3 eq. 1–4) of ``trace`` under ``layout``
     (a Layout or dict file → layout) with batch ids ``bid``.
 
-    Returns (per_batch [nb], servers [n], {"T_s", "T_t", "T_n", "subrequests"}, stopped):
-    ``stopped`` = the running Σ_b T_sys exceeded ``limit`` before the end (per_batch then
-    holds the batches priced so far)."""
+    Returns (per_batch [nb], servers [n], {"T_s", "T_t", "T_n", "subrequests", "priced"},
+    stopped): ``stopped`` = the running Σ_b T_sys (plus ``suffix``, a lower bound of the
+    batches not priced yet: :func:`suffix_bound`) exceeded ``limit`` before the end;
+    per_batch then holds the ``priced`` batches priced so far."""
     n = system.n
     prep = prepared(trace, bid)
     at = system.alpha_table()
@@ -539,7 +550,7 @@ def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool =
         per_batch, servers, tot, stopped = price_kernel(
             0, prep.bid, prep.nb, prep.rank, prep.op, prep.file, prep.offset, prep.length, _Z8, prep.nranks,
             lid, *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, n, a_rand, a_seq, beta, _A3, bool(network),
-            e_net, t_net, lim)
+            e_net, t_net, lim, suffix)
     else:
         sub = map_trace(trace, layout)
         if len(sub) and int(sub.server.max()) >= n:
@@ -556,8 +567,34 @@ def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool =
             lid, *_EMPTY_TABLES.arrays(), ptr, sub.server[srow].astype(np.int64),
             sub.local[srow].astype(np.int64, copy=False), sub.length[srow].astype(np.int64, copy=False),
             sub.datafile[srow].astype(np.int64), n, a_rand, a_seq, beta, _A3, bool(network), e_net, t_net, lim)
-    terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3])}
+    terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3]),
+             "priced": int(tot[4])}
     return per_batch, servers, terms, bool(stopped)
+
+
+def suffix_bound(trace, bid, system, servers, *, contiguous_alpha_table) -> np.ndarray:
+    """A lower bound of Σ_{b' ≥ b} T_sys(b') for every batch b (index nb: 0), valid for every
+    layout that puts the data on ``servers`` only (CEDA seed 000 §3 eq. 1–4): a batch takes at
+    least the mean of its servers' T_ser^j, and Σ_j T_ser^j ≥ Σ over its requests of
+    length·min β(op) + min α(op) — every request that moves bytes is at least one sub-request,
+    which pays α_rand or the contiguous α (eq. 1–2: T_s mixes the two sums, f ∈ [½, 1]) and
+    its bytes' β on some server; the network term is ≥ 0.  Rounded down by 1e-9 relative, so
+    that summation order cannot lift it above the true cost."""
+    servers = np.asarray(list(servers), dtype=np.int64)
+    k = len(servers)
+    nb = int(bid.max()) + 1 if len(bid) else 0
+    if k == 0 or nb == 0:
+        return np.zeros(nb + 1)
+    at = system.alpha_table()[servers]
+    a_min = np.minimum(at[:, :, 0], np.asarray(contiguous_alpha_table, dtype=np.float64)[servers]).min(axis=0)
+    b_min = np.asarray(system.beta_table(), dtype=np.float64)[servers].min(axis=0)
+    op = np.asarray(trace.op, dtype=np.int64)
+    L = np.asarray(trace.length)
+    w = np.where(L > 0, L * b_min[op] + a_min[op], 0.0)
+    per = np.bincount(bid, weights=w, minlength=nb) / k
+    out = np.zeros(nb + 1)
+    out[:nb] = np.cumsum(per[::-1])[::-1] * (1.0 - 1e-9)
+    return np.maximum(out, 0.0)
 
 
 def busy(trace, layout, system, seq) -> np.ndarray | None:

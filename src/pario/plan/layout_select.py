@@ -197,12 +197,19 @@ class LayoutSelectPlanner(Planner):
         # the rounds, and so every result, do not depend on the threads' timing
         width = engine.workers()
         rounds = [order[:1]] + [order[i:i + width] for i in range(1, len(order), width)]
+        # a lower bound of the batches still to price, per server set (engine.suffix_bound):
+        # a candidate on few servers is stopped as soon as it provably cannot win
+        srv_of = {key: tuple(s for s, w in zip(cands[key].servers, cands[key].stripes) if w > 0) for key in keys}
+        bounds = {srv: model.suffix_bound(sub, system, srv, batches=sb) for srv in set(srv_of.values())}
+        suffix = {key: bounds[srv_of[key]] for key in keys}
         for rnd in rounds:
             limit = best * (1 + margin) if np.isfinite(best) else np.inf
-            got = engine.map_threads(lambda key: model.price(sub, cands[key], system, batches=sb, limit=limit), rnd)
-            for key, (per_batch, _, _, stopped) in zip(rnd, got):
+            got = engine.map_threads(lambda key: model.price(sub, cands[key], system, batches=sb, limit=limit,
+                                                             suffix=suffix[key]), rnd)
+            for key, (per_batch, _, terms, stopped) in zip(rnd, got):
                 if stopped:
-                    pruned[key] = float(per_batch.sum())
+                    # priced batches + the bound of the rest: still a lower bound of its cost
+                    pruned[key] = float(per_batch.sum()) + float(suffix[key][terms["priced"]])
                     continue
                 cost = float(per_batch.sum())
                 exact[key] = cost
