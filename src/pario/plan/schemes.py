@@ -39,10 +39,12 @@ def parse_schemes(text: str | None) -> list[str]:
 
 
 def planner_class(scheme: str):
-    """The planner class of a scheme, or None when its planner is not available."""
-    from . import PLANNERS
+    """The planner class of a scheme, or None when its planner is not available (only that
+    planner's module is imported)."""
+    from . import _MODULES, _planner_class
 
-    return PLANNERS.get(SCHEMES[scheme]["planner"])
+    name = SCHEMES[scheme]["planner"]
+    return _planner_class(name) if name in _MODULES else None
 
 
 def make_planner(scheme: str, **params):
