@@ -147,3 +147,26 @@ def test_identity_cache_budget_and_identity(monkeypatch):
     r = f(x, 1)
     assert f(x, 1) is r and calls == [1] and not r.flags.writeable
     assert f(np.zeros(1), 1) is not r and calls == [1, 1]  # another object: another entry
+
+
+def test_identity_cache_computes_a_key_once_across_threads():
+    import threading
+    import time
+
+    from pario.memo import IdentityCache
+
+    c = IdentityCache()
+    a = object()
+    calls, out = [], []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.05)
+        return np.zeros(3)
+
+    ts = [threading.Thread(target=lambda: out.append(c.get_or_compute((a,), slow))) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert len(calls) == 1 and all(x is out[0] for x in out)

@@ -74,6 +74,26 @@ class IdentityCache:
         self.size = size
         self._entries: list = []  # [(key, args, value, nbytes)], most recent last
         self._lock = threading.Lock()
+        self._busy: dict = {}  # key → lock held while one thread computes that key's value
+
+    def get_or_compute(self, args, fn):
+        """The cached value for ``args``, else ``fn()`` stored and returned; two threads asking
+        for the same key compute it once (the second waits), so callers downstream see one
+        object."""
+        got = self.get(args)
+        if got is not None:
+            return got
+        key = _key(args)
+        with self._lock:
+            lock = self._busy.setdefault(key, threading.Lock())
+        with lock:
+            got = self.get(args)
+            if got is None:
+                got = self.put(args, fn())
+        with self._lock:
+            if self._busy.get(key) is lock:
+                del self._busy[key]
+        return got
 
     def get(self, args):
         """The cached value for ``args``, or None."""
@@ -115,10 +135,7 @@ def by_identity(size: int = 4):
 
         @functools.wraps(fn)
         def cached(*args):
-            got = cache.get(args)
-            if got is not None:
-                return got
-            return cache.put(args, fn(*args))
+            return cache.get_or_compute(args, lambda: fn(*args))
 
         cached.cache_clear = cache.clear
         return cached

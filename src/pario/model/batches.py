@@ -52,14 +52,9 @@ def batch_ids(trace, by: str = "auto") -> np.ndarray:
     service order between calls that pass the same ids (:func:`pario.model.engine.prepared`)."""
     if by not in BATCHINGS:
         raise ParioError(f"unknown batching {by!r} (expected one of {', '.join(BATCHINGS)})")
-    got = _CACHE.get((trace, by))
-    if got is not None:
-        return got
     if by == "auto":  # the rule it stands for: "auto" and that rule share one array
-        ids = batch_ids(trace, "time" if trace.has_times else "order")
-    else:
-        ids = _batch_ids(trace, by)
-    return _CACHE.put((trace, by), ids)
+        return _CACHE.get_or_compute((trace, by), lambda: batch_ids(trace, "time" if trace.has_times else "order"))
+    return _CACHE.get_or_compute((trace, by), lambda: _batch_ids(trace, by))
 
 
 def _batch_ids(trace, by: str) -> np.ndarray:

@@ -192,10 +192,7 @@ _CACHE = IdentityCache(4)
 
 def prepared(trace, bid) -> Prepared:
     """The :class:`Prepared` of (trace, bid), cached by identity (:mod:`pario.memo`)."""
-    got = _CACHE.get((trace, bid))
-    if got is None:
-        got = _CACHE.put((trace, bid), Prepared(trace, bid, _CACHE.values()))
-    return got
+    return _CACHE.get_or_compute((trace, bid), lambda: Prepared(trace, bid, _CACHE.values()))
 
 
 def clear_cache() -> None:
