@@ -6,7 +6,7 @@
 Traces: IOR (``pario.workload.ior``), 16 processes, 64 KiB transfers, 4 MiB blocks, write
 then read back (``-w -r``), as many segments as needed for the request count.  For each
 size the script runs every scheme's planner through the same code as the CLI
-(:func:`pario.cli.advise_cmd.run_advise`) plus the common distribution-model pricing, and
+(:func:`pario.plan.advise.run_advise`) plus the common distribution-model pricing, and
 prints the wall time and requests/s per scheme and in total.  No assertion: figures only.
 """
 
@@ -19,7 +19,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from pario.cli.advise_cmd import common_time, run_advise
+from pario.plan.advise import common_time, run_advise
 from pario.plan.schemes import parse_schemes
 from pario.system import load_system
 from pario.units import parse_size

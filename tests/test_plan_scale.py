@@ -135,7 +135,7 @@ def _plan_key(plan, system):
 
 def _reference_cost(plan, trace, system):
     """The plan priced by the reference distribution model (for tie checks)."""
-    from pario.cli.advise_cmd import common_time
+    from pario.plan.advise import common_time
 
     with reference_pricing():
         return common_time(plan, trace, system)

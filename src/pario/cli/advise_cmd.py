@@ -37,14 +37,15 @@ is skipped the command fails.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+
 import numpy as np
 
 from rich.table import Table
 
 from .. import ParioError
 from ..layout import describe
+from ..plan.advise import common_time, run_advise
 from ..plan.collective import ORDERS
 from ..system import load_system
 from ..units import format_size
@@ -114,70 +115,6 @@ def register(sub) -> None:
                    help="machine-readable output: per scheme predicted_s (own model) and distribution_s")
     p.add_argument("-o", "--output", default=None, metavar="PLAN.json", help="write the best plan (and one per scheme)")
     p.set_defaults(func=_advise)
-
-
-def run_advise(trace, system, schemes, *, space=None, original=None, model=None, by=None, paper_benefit=False):
-    """Plan every scheme: (name → (Plan, seconds), name → skip reason).  ``paper_benefit``:
-    CEDA's benefit test without the copy back of dirty replica bytes (seed 000 §4.4)."""
-    from ..plan.schemes import make_planner, planner_class
-
-    plans, skipped = {}, {}
-    for name in schemes:
-        if planner_class(name) is None:
-            skipped[name] = "planner not available in this build"
-            continue
-        try:
-            planner = make_planner(name, original=original, model=model, by=by,
-                                   flush=False if paper_benefit else None)
-            t0 = time.perf_counter()
-            plan = planner.plan(trace, system, budget=space)
-            plans[name] = (plan, time.perf_counter() - t0)
-        except ParioError as exc:
-            skipped[name] = str(exc)
-    return plans, skipped
-
-
-def common_time(plan, trace, system, by=None, seen: list | None = None) -> float | None:
-    """The plan's time under the distribution model (CEDA seed 000 §3, SPEC §2.3: the general
-    evaluator), so that schemes priced by different models can be compared.  None for a
-    plan routed per request by another model.  ``seen``: a list shared between calls; a plan
-    whose layouts equal an earlier plan's gets that plan's time without pricing again."""
-    from ..layout import ExtentMap, Layout
-    from ..model import DistributionModel
-    from ..model.batches import batch_ids
-
-    own = (plan.params.get("model") == "distribution" and not plan.params.get("model_params")
-           and plan.params.get("by", "auto") == (by or "auto") and plan.predicted_s is not None)
-    if own:  # already priced by the distribution model with the same batches
-        return float(plan.predicted_s)
-    if any(r.get("rule") == "cheapest" for r in plan.routing):
-        return None
-    lay: dict[str, Layout] = {}
-    default = plan.layouts.get("*")
-    for f in trace.files:
-        lf = plan.layouts.get(f, default)
-        reps = [r for r in plan.replicas.get(f, []) if r.get("layout") is not None]
-        routed = any(r.get("rule") == "replica" and r.get("file") in (f, "*") for r in plan.routing)
-        if reps and routed:
-            lf = reps[0]["layout"]
-        if lf is None:
-            return None
-        lay[f] = lf
-    if not lay:
-        return 0.0
-
-    def same(a, b) -> bool:
-        return a.keys() == b.keys() and all(
-            a[f] is b[f] or (not isinstance(a[f], ExtentMap) and not isinstance(b[f], ExtentMap) and a[f] == b[f])
-            for f in a)
-
-    for other, t in seen or []:
-        if same(lay, other):
-            return t
-    t = float(DistributionModel().trace_cost(trace, lay, system, batches=batch_ids(trace, by or "auto")).predicted_s)
-    if seen is not None:
-        seen.append((lay, t))
-    return t
 
 
 def summary(plan, system) -> str:
