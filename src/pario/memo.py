@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -67,10 +68,26 @@ def budget() -> int:
     return 1 << 30
 
 
+_ALL: "weakref.WeakSet[IdentityCache]" = weakref.WeakSet()
+
+
+def total_bytes() -> int:
+    """Bytes held by every identity cache."""
+    return sum(c.nbytes() for c in list(_ALL))
+
+
+def clear_all() -> None:
+    """Empty every identity cache (e.g. between planners when they hold more than the budget:
+    each planner then derives what it needs again, and the process holds one planner's)."""
+    for c in list(_ALL):
+        c.clear()
+
+
 class IdentityCache:
     """Values keyed by the identity of argument tuples (see the module docstring)."""
 
     def __init__(self, size: int = 4):
+        _ALL.add(self)
         self.size = size
         self._entries: list = []  # [(key, args, value, nbytes)], most recent last
         self._lock = threading.Lock()
@@ -115,6 +132,10 @@ class IdentityCache:
                                                or sum(e[3] for e in self._entries) > cap):
                 self._entries.pop(0)
         return value
+
+    def nbytes(self) -> int:
+        with self._lock:
+            return sum(e[3] for e in self._entries)
 
     def values(self) -> list:
         """The cached values (most recent last)."""

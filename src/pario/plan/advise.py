@@ -9,7 +9,9 @@ time (each in its own thread; the compiled pricing and numpy's sorts release the
 the trace is small enough — at most :data:`CONCURRENT_REQUESTS` requests — that two planners'
 working sets fit the memory a trace of that size is allowed (issue 18: 1 GiB at 10⁶); larger
 traces are planned one scheme at a time.  The plans do not depend on it: each is the same as
-planned alone (``PARIO_THREADS=1`` plans one scheme at a time).
+planned alone (``PARIO_THREADS=1`` plans one scheme at a time).  When what the planners
+derived from the trace (:mod:`pario.memo`) outgrows the cache budget, it is dropped between
+planners, so that the process holds one planner's working set at a time.
 """
 
 from __future__ import annotations
@@ -52,8 +54,12 @@ def run_advise(trace, system, schemes, *, space=None, original=None, model=None,
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="pario-plan") as ex:
             list(ex.map(one, todo))
     else:
+        from .. import memo
+
         for name in todo:
             one(name)
+            if memo.total_bytes() > memo.budget():  # a huge trace: one planner's derived arrays at a time
+                memo.clear_all()
     plans = {name: results[name] for name in schemes if name in results}
     return plans, {name: skipped[name] for name in schemes if name in skipped}
 
