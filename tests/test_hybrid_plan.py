@@ -119,3 +119,24 @@ def test_writes_only_pay_the_cheapest_replica():
     plan = HybridReplicationPlanner().plan(w, system)
     assert plan.predicted_s == pytest.approx(min(v for k, v in plan.baselines.items() if k != "ORIG"))
     assert plan.details["lazy_sync_bytes"] == 2 * int(w.length.sum())
+
+
+@pytest.mark.parametrize("budget", [None, 0, 40 * MiB])
+def test_chunked_route_costs_equal_the_whole_matrix(monkeypatch, budget):
+    """RouteCosts rebuilds C[k, i] = T_sys,k(batch) · share_i by chunks of requests: the plan
+    (choice, subset, baselines) equals the one from the whole cost matrix (reference pricing)."""
+    from pario.model.distribution import reference_pricing
+    from pario.plan.hybrid import RouteCosts
+
+    system = load_system("ceda-hdd8")
+    tr = Trace.concat([two_phase(), ior(8, 65536, 16 * 65536, 3, pattern="random", op="both", seed=4, file="c.dat")])
+    with reference_pricing():
+        ref = HybridReplicationPlanner().plan(tr, system, budget=budget)
+    monkeypatch.setattr(RouteCosts, "CHUNK", 7)
+    got = HybridReplicationPlanner().plan(tr, system, budget=budget)
+    assert got.details["routed"] == ref.details["routed"]
+    assert got.details["replica_names"] == ref.details["replica_names"]
+    assert got.predicted_s == pytest.approx(ref.predicted_s, rel=1e-9)
+    for k in ref.baselines:
+        assert got.baselines[k] == pytest.approx(ref.baselines[k], rel=1e-9)
+    assert got.details["estimated_s"] == pytest.approx(ref.details["estimated_s"], rel=1e-9)

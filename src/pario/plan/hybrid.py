@@ -82,6 +82,63 @@ def replica_layouts(spec, trace: Trace, system, stripes=DEFAULT_STRIPES) -> dict
     raise ParioError(f"hybrid replication: replicas must be 'stripes', 'classic' or a list of layouts, not {spec!r}")
 
 
+class RouteCosts:
+    """Each request's cost under each replica layout (C[k, i], CI-LAYOUT seed 002 §5: the
+    request's share of its batch time), delivered by chunks of requests.  With the
+    distribution model C[k, i] = T_sys,k(batch of i) · share_i (its bytes over its batch's;
+    :meth:`pario.model.DistributionModel.request_costs`), so only the batch times of each
+    layout are kept and a chunk is rebuilt from them: memory O(K · batches + chunk), not
+    O(K · requests).  Other models: the whole matrix (:meth:`HybridReplicationPlanner.route`)."""
+
+    CHUNK = 1 << 22
+
+    def __init__(self, planner, model, trace, system, layouts, bid):
+        from ..model import DistributionModel, engine
+        from ..model.distribution import _byte_shares, reference_mode
+
+        self.n, self.k = len(trace), len(layouts)
+        self.C = None
+        if self.n and isinstance(model, DistributionModel) and not reference_mode():
+            engine.prepared(trace, bid)  # the service order once, before the threads
+            self.tsys = np.vstack(engine.map_threads(lambda lay: model.price(trace, lay, system, batches=bid)[0],
+                                                     layouts))
+            self.bid = bid
+            self.share = _byte_shares(trace, bid, self.tsys.shape[1])
+        else:
+            self.C = planner.route(trace, system, layouts, bid)[0]
+
+    def chunks(self):
+        for a in range(0, self.n, self.CHUNK):
+            b = min(self.n, a + self.CHUNK)
+            yield a, b, (self.C[:, a:b] if self.C is not None else self.tsys[:, self.bid[a:b]] * self.share[a:b])
+
+    def sums(self) -> np.ndarray:
+        """Σ_i C[k, i] per layout (its cost on the whole trace)."""
+        out = np.zeros(self.k)
+        for _, _, c in self.chunks():
+            out += c.sum(axis=1)
+        return out
+
+    def least_sums(self, subsets) -> dict:
+        """Σ_i min_{k ∈ subset} C[k, i] of each subset of layouts."""
+        out = {sub: 0.0 for sub in subsets}
+        for _, _, c in self.chunks():
+            for sub in subsets:
+                out[sub] += float(c[list(sub)].min(axis=0).sum())
+        return out
+
+    def choice(self, subset) -> tuple[np.ndarray, float]:
+        """(the cheapest layout of ``subset`` for every request — the first on ties — and Σ_i of
+        its cost)."""
+        choice = np.zeros(self.n, dtype=np.int8 if self.k < 128 else np.int64)
+        total = 0.0
+        for a, b, c in self.chunks():
+            idx, least = first_min(c, subset)
+            choice[a:b] = idx
+            total += float(least.sum())
+        return choice, total
+
+
 def first_min(C: np.ndarray, rows) -> tuple[np.ndarray, np.ndarray]:
     """(for every column of ``C`` the row of ``rows`` with the least value — the first such row
     on ties, as ``argmin`` — and that value), row by row: no temporary of ``C``'s size."""
@@ -137,7 +194,7 @@ class HybridReplicationPlanner(Planner):
         reps = replica_layouts(p["replicas"], trace, system, p["stripes"])
         names, layouts = list(reps), list(reps.values())
         bid = batch_ids(trace, p["by"])
-        C, choice = self.route(trace, system, layouts, bid)
+        costs = RouteCosts(self, model, trace, system, layouts, bid)
         file_bytes = _file_bytes(trace)
         copy_bytes = int(sum(file_bytes.values()))
         # replica subset under the budget (primary copy free, each extra copy = the files' size)
@@ -148,21 +205,21 @@ class HybridReplicationPlanner(Planner):
             k_max = max(1, min(len(layouts), 1 + (int(budget) // copy_bytes if copy_bytes else len(layouts))))
         subset = tuple(range(len(layouts)))
         if k_max < len(layouts):
+            subsets = [sub for k in range(1, k_max + 1) for sub in itertools.combinations(range(len(layouts)), k)]
+            est = costs.least_sums(subsets)  # ≤ 2^K subsets, K small
             best = None
-            for k in range(1, k_max + 1):
-                for sub in itertools.combinations(range(len(layouts)), k):  # ≤ 2^K subsets, K small
-                    est = float(C[list(sub)].min(axis=0).sum()) if len(trace) else 0.0
-                    if best is None or est < best[0] - 1e-15:
-                        best = (est, sub)
+            for sub in subsets:
+                if best is None or est[sub] < best[0] - 1e-15:
+                    best = (est[sub], sub)
             subset = best[1]
-        choice, least = first_min(C, subset) if len(trace) else (np.zeros(0, dtype=np.int64), np.zeros(0))
+        choice, least_sum = costs.choice(subset)
         kept = [layouts[i] for i in subset]
         lut = np.full(len(layouts), -1, dtype=np.int64)
         lut[list(subset)] = np.arange(len(subset))
         predicted = float(routed_cost(trace, lut[choice], kept, system, model, bid).predicted_s) if len(trace) else 0.0
         # Σ_i request cost = the trace's cost under that layout (CostModel.request_costs):
         # the single-layout baselines come from the cost matrix, no extra model call
-        baselines = {nm: float(C[k].sum()) if len(trace) else 0.0 for k, nm in enumerate(names)}
+        baselines = {nm: float(v) for nm, v in zip(names, costs.sums())}
         orig, _ = original_layouts(p["original"], trace, system)
         same = [nm for nm, lay in zip(names, layouts) if isinstance(orig, Layout) and lay == orig]
         if same:
@@ -178,7 +235,7 @@ class HybridReplicationPlanner(Planner):
         details = {
             "replica_names": [names[i] for i in subset],
             "routed": routed,
-            "estimated_s": float(least.sum()) if len(trace) else 0.0,
+            "estimated_s": float(least_sum),
             "best_single": min((baselines[names[i]], names[i]) for i in range(len(names)))[1],
             "extra_space": copy_bytes * (len(subset) - 1),
             "lazy_sync_bytes": int(trace.length[ops == 1].sum()) * (len(subset) - 1),
