@@ -101,16 +101,15 @@ def sequential(rank, file, order, offset, length, nfiles: int) -> np.ndarray | N
 
 
 @njit(cache=True, nogil=True)
-def _service_order(bid, order, nb):
-    """Counting sort of the rows by batch (stable: ties by row), then a check that ``order``
-    does not decrease inside a batch (then the result is the (batch, order, row) order)."""
+def _service_order(bid, order, nb, perm):
+    """Counting sort of the rows by batch (stable: ties by row) into ``perm``, then a check
+    that ``order`` does not decrease inside a batch (then it is the (batch, order, row) order)."""
     n = len(bid)
     start = np.zeros(nb + 1, dtype=np.int64)
     for i in range(n):
         start[bid[i] + 1] += 1
     for b in range(nb):
         start[b + 1] += start[b]
-    perm = np.empty(n, dtype=np.int64)
     fill = start[:nb].copy()
     for i in range(n):
         b = bid[i]
@@ -126,14 +125,16 @@ def _service_order(bid, order, nb):
 def service_order(bid: np.ndarray, order: np.ndarray) -> np.ndarray:
     """The permutation that sorts rows by (batch id, order, row) — what
     ``np.lexsort((order, bid))`` gives (lexsort is stable) — by a counting sort when batch
-    ids are dense and each batch's rows are in order, else by the lexsort."""
+    ids are dense and each batch's rows are in order, else by the lexsort.  The counting
+    sort's permutation is int32 when the rows can be numbered so (4 bytes per request)."""
     n = len(bid)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     nb = int(bid.max()) + 1
     if int(bid.min()) >= 0 and _table_ok(nb, n):
+        perm = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
         perm, ok = _service_order(np.ascontiguousarray(bid, dtype=np.int64),
-                                  np.ascontiguousarray(order, dtype=np.int64), nb)
+                                  np.ascontiguousarray(order, dtype=np.int64), nb, perm)
         if ok:
             return _np(perm)
     return np.lexsort((order, bid))

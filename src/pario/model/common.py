@@ -62,8 +62,9 @@ def _batch_context(trace, system, bid):
 
     nb = int(bid.max()) + 1 if len(bid) else 0
     p_b = ranks_per_batch(trace.rank, bid, nb, service_order(trace.order, bid) if len(bid) else None)
-    p = p_b[bid] if len(bid) else np.zeros(0, dtype=np.int64)
-    c = np.minimum(system.procs_per_node, p)
+    # p and c per request as int32 (at most the number of ranks; 4 bytes per request each)
+    p = p_b.astype(np.int32)[bid] if len(bid) else np.zeros(0, dtype=np.int32)
+    c = np.minimum(np.int32(min(system.procs_per_node, 2**31 - 1)), p)
     return bid, p, c, nb
 
 
