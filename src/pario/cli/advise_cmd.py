@@ -169,8 +169,16 @@ def _advise(args) -> int:
         view = (f"; its {n_coll} collective requests planned as the {int(trace.collective.sum())} requests of "
                 f"{len(np.unique(trace.rank[trace.collective]))} aggregator(s), cb_buffer {format_size(tp.cb_buffer)}"
                 + (" (as the traced job ran)" if "trace" in (tp.cb_source, tp.agg_source) else ""))
-    plans, skipped = run_advise(trace, system, schemes, space=args.space, original=args.original,
-                                model=args.model, by=args.by, paper_benefit=args.paper_benefit)
+    from ..trace.io import progress_bar
+
+    with progress_bar("planning") as bar:
+        def progress(done, total, running):
+            bar.stage(f"planning {', '.join(running)}" if running else "planning", total)
+            bar.update(done, total)
+
+        plans, skipped = run_advise(trace, system, schemes, space=args.space, original=args.original,
+                                    model=args.model, by=args.by, paper_benefit=args.paper_benefit,
+                                    progress=progress)
     if not plans:
         raise ParioError("no scheme could plan this trace: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
     seen: list = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 import sys
 from typing import Any
@@ -50,10 +52,14 @@ def dumps(obj: Any) -> str:
 
 
 def load_trace_arg(path: str):
-    """A trace named on the command line: readable, and with requests that move bytes."""
+    """A trace named on the command line: readable, and with requests that move bytes (a
+    progress bar on a terminal when reading takes long)."""
     from ..trace import load
+    from ..trace.io import progress_bar
 
-    return load(path).require_requests(str(path))
+    with progress_bar(f"reading {Path(path).name}") as bar:
+        trace = load(path, progress=bar.update) if str(path).lower().endswith((".parquet", ".pq")) else load(path)
+    return trace.require_requests(str(path))
 
 
 def add_server_args(p) -> None:

@@ -23,15 +23,30 @@ from .. import ParioError
 CONCURRENT_REQUESTS = 2_000_000
 
 
-def run_advise(trace, system, schemes, *, space=None, original=None, model=None, by=None, paper_benefit=False):
+def run_advise(trace, system, schemes, *, space=None, original=None, model=None, by=None, paper_benefit=False,
+               progress=None):
     """Plan every scheme: (name → (Plan, seconds), name → skip reason).  ``paper_benefit``:
-    CEDA's benefit test without the copy back of dirty replica bytes (seed 000 §4.4)."""
+    CEDA's benefit test without the copy back of dirty replica bytes (seed 000 §4.4).
+    ``progress(done, total, running)``: called as planners start and finish (``running``: the
+    names being planned)."""
     from ..model import engine
     from .schemes import make_planner, planner_class
 
+    import threading
+
     results, skipped = {}, {}
+    running: list[str] = []
+    lock = threading.Lock()
+
+    def report():
+        if progress is not None:
+            with lock:
+                progress(len(results) + len(skipped), len(schemes), list(running))
 
     def one(name):
+        with lock:
+            running.append(name)
+        report()
         try:
             planner = make_planner(name, original=original, model=model, by=by,
                                    flush=False if paper_benefit else None)
@@ -40,6 +55,10 @@ def run_advise(trace, system, schemes, *, space=None, original=None, model=None,
             results[name] = (plan, time.perf_counter() - t0)
         except ParioError as exc:
             skipped[name] = str(exc)
+        finally:
+            with lock:
+                running.remove(name)
+            report()
 
     todo = []
     for name in schemes:
