@@ -477,21 +477,10 @@ def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool =
             lid, *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, n, a_rand, a_seq, beta, _A3, bool(network),
             e_net, t_net, lim)
     else:
-        sub = map_trace(trace, layout)
-        if len(sub) and int(sub.server.max()) >= n:
-            raise ParioError(f"layout uses server index {int(sub.server.max())} but system {system.name!r} has {n} servers")
-        # per request (service order) its run of sub-requests: map_trace's rows are grouped by request
-        cnt = np.bincount(sub.req, minlength=len(trace))
-        first = np.zeros(len(trace), dtype=np.int64)
-        np.cumsum(cnt[:-1], out=first[1:])
-        ptr = np.zeros(len(trace) + 1, dtype=np.int64)
-        np.cumsum(cnt[prep.perm], out=ptr[1:])
-        srow = np.repeat(first[prep.perm] - ptr[:-1], cnt[prep.perm]) + np.arange(len(sub))  # gather index
-        per_batch, servers, tot, stopped = price_kernel(
-            1, prep.bid, prep.nb, prep.rank, prep.op, prep.file, prep.offset, prep.length, _Z8, prep.nranks,
-            lid, *_EMPTY_TABLES.arrays(), ptr, sub.server[srow].astype(np.int64),
-            sub.local[srow].astype(np.int64, copy=False), sub.length[srow].astype(np.int64, copy=False),
-            sub.datafile[srow].astype(np.int64), n, a_rand, a_seq, beta, _A3, bool(network), e_net, t_net, lim)
+        # extent maps (CEDA's replicas): mapped in service order by the compiled directory
+        # lookup of pario.layout.extents_kernel, fed to the kernel as per-request runs
+        per_batch, servers, tot, stopped = _price_mapped(prep, leaves, lid, system, a_rand, a_seq, beta, network,
+                                                         e_net, t_net, lim)
     terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3])}
     return per_batch, servers, terms, bool(stopped)
 
@@ -514,3 +503,56 @@ def busy(trace, layout, system, seq) -> np.ndarray | None:
         np.ascontiguousarray(system.beta_table()), np.ascontiguousarray(system.alpha_table()), False, 0.0, 0.0,
         np.inf)
     return out
+
+
+# ---------------------------------------------------------------------------- mapped layouts, given orders
+
+
+def _price_mapped(req, leaves, lid, system, a_rand, a_seq, beta, network, e_net, t_net, limit):
+    """Mode 1 of :func:`price_kernel` for requests ``req`` in service order (the columns of a
+    :class:`Prepared`): layouts without byte-count functions (extent maps) mapped request by
+    request in that order (:func:`pario.layout.extents_kernel.map_in_order`)."""
+    from ..layout.extents_kernel import map_in_order
+
+    n = system.n
+    ptr, srv, loc, sln, sdf = map_in_order(leaves, lid, req.file, req.offset, req.length)
+    if len(srv) and int(srv.max()) >= n:
+        raise ParioError(f"layout uses server index {int(srv.max())} but system {system.name!r} has {n} servers")
+    return price_kernel(
+        1, req.bid, req.nb, req.rank, req.op, req.file, req.offset, req.length, _Z8, req.nranks, lid,
+        *_EMPTY_TABLES.arrays(), ptr, srv, loc, sln, sdf, n, a_rand, a_seq, beta, _A3, bool(network), e_net, t_net,
+        limit)
+
+
+def price_in_order(req, layouts, system, *, contiguous_alpha_table, network: bool = False, limit: float = np.inf):
+    """:func:`price` of requests already in service order: ``req`` has the columns of a
+    :class:`Prepared` (``bid``, ``nb``, ``rank``, ``op``, ``file``, ``offset``, ``length``,
+    ``nranks``), ``layouts`` one layout per file index.  For callers that build their own
+    order (CEDA's analyzer prices every access pattern on its own: the requests by
+    pattern, then batch — :mod:`pario.plan.ceda`) without a trace and its sort."""
+    n = system.n
+    at = system.alpha_table()
+    a_rand = np.ascontiguousarray(at[:, :, 0])
+    a_seq = np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64)
+    beta = np.ascontiguousarray(system.beta_table(), dtype=np.float64)
+    e_net, t_net = (float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)
+    leaves, ids = [], {}
+    lid = np.zeros(max(1, len(layouts)), dtype=np.int64)
+    for fi, lay in enumerate(layouts):
+        lid[fi] = ids.setdefault(id(lay), len(leaves))
+        if lid[fi] == len(leaves):
+            leaves.append(lay)
+    tabs = layout_tables(leaves)
+    lim = float(limit)
+    if tabs is not None:
+        if tabs.max_server >= n:
+            raise ParioError(f"layout uses server index {tabs.max_server} but system {system.name!r} has {n} servers")
+        per_batch, servers, tot, stopped = price_kernel(
+            0, req.bid, req.nb, req.rank, req.op, req.file, req.offset, req.length, _Z8, req.nranks, lid,
+            *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, n, a_rand, a_seq, beta, _A3, bool(network), e_net, t_net,
+            lim)
+    else:
+        per_batch, servers, tot, stopped = _price_mapped(req, leaves, lid, system, a_rand, a_seq, beta, network,
+                                                         e_net, t_net, lim)
+    terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3])}
+    return per_batch, servers, terms, bool(stopped)
