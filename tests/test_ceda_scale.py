@@ -343,3 +343,17 @@ def test_extent_mapping_without_default_raises():
     emap = ExtentMap(np.array([0]), np.array([4096]), np.array([0]), np.array([0]), np.array([1]), None)
     with pytest.raises(ParioError, match="no default layout"):
         DistributionModel().trace_cost(tr, emap, load_system("ceda-hdd8"))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_analysis_by_any_model_equals_the_compiled_path(seed):
+    """A model that is not the distribution model itself is priced through its own
+    ``trace_cost`` (a virtual trace per call, :mod:`pario.plan.ceda_reference`): a subclass
+    that changes nothing gives the compiled analyzer's PBT."""
+
+    class Same(DistributionModel):
+        pass
+
+    tr = random_trace(100 + seed)
+    system = load_system("ceda-hdd8")
+    _same_pbt(ceda.analyze(tr, system, model=Same(), with_cida=True).pbt, ceda.analyze(tr, system, with_cida=True).pbt)

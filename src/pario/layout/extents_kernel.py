@@ -30,42 +30,49 @@ from .types import ExtentMap
 
 
 class ExtentSet:
-    """The extent maps among ``leaves`` (a list of layouts) concatenated, with a directory
-    per map.  ``e0[l]:e1[l]``: leaf l's extents (empty for a leaf that is not an extent
-    map: its requests are gaps, ``is_ext[l]`` False)."""
+    """Extent maps as one table of records ``rec[k] = (offset, end, server, local,
+    datafile)`` — the fields a lookup reads sit in one or two cache lines, not five arrays —
+    with a directory per map.  Leaf l (a file's layout) has the records ``e0[l]:e1[l]``
+    (sorted by offset, disjoint) and maps its uncovered bytes by ``defaults[l]``; a leaf
+    that is not an extent map (``is_ext[l]`` False) maps all its requests by
+    ``defaults[l]``."""
 
-    def __init__(self, leaves):
-        maps = [lay for lay in leaves if isinstance(lay, ExtentMap)]
-        if len(maps) == 1:  # no copy
-            m = maps[0]
-            cols = [m.offset, m.length, m.server, m.local, m.datafile]
-        else:
-            cols = [np.concatenate([getattr(m, k) for m in maps]) if maps else np.zeros(0, np.int64)
-                    for k in ("offset", "length", "server", "local", "datafile")]
-        self.off, self.len, self.srv, self.loc, self.df = (np.ascontiguousarray(c, dtype=np.int64) for c in cols)
-        nl = len(leaves)
-        self.is_ext = np.zeros(nl, dtype=np.bool_)
-        self.e0 = np.zeros(nl, dtype=np.int64)
-        self.e1 = np.zeros(nl, dtype=np.int64)
+    def __init__(self, rec: np.ndarray, e0, e1, is_ext, defaults: list):
+        self.rec = rec
+        self.e0 = np.asarray(e0, dtype=np.int64)
+        self.e1 = np.asarray(e1, dtype=np.int64)
+        self.is_ext = np.asarray(is_ext, dtype=np.bool_)
+        self.defaults = list(defaults)
+        nl = len(self.e0)
         self.dlo = np.zeros(nl, dtype=np.int64)
         self.dhi = np.zeros(nl, dtype=np.int64)
         self.dsh = np.zeros(nl, dtype=np.int64)
         self.d0 = np.zeros(nl + 1, dtype=np.int64)
+        for i in range(nl):
+            nb = _buckets(int(self.e1[i] - self.e0[i]))
+            self.d0[i + 1] = self.d0[i] + (nb + 1 if self.is_ext[i] else 0)
+        self.dirs = np.zeros(int(self.d0[-1]), dtype=np.int32 if len(rec) < 2 ** 31 - 1 else np.int64)
+        _directories(self.rec, self.is_ext, self.e0, self.e1, self.d0, self.dlo, self.dhi, self.dsh, self.dirs)
+
+    @classmethod
+    def of_layouts(cls, leaves) -> "ExtentSet":
+        """The extent maps among ``leaves`` (copied into records); other layouts map their
+        requests whole."""
+        E = sum(len(lay) for lay in leaves if isinstance(lay, ExtentMap))
+        rec = np.empty((E, 5), dtype=np.int64)
+        nl = len(leaves)
+        e0, e1 = np.zeros(nl, dtype=np.int64), np.zeros(nl, dtype=np.int64)
         base = 0
         for i, lay in enumerate(leaves):
             if isinstance(lay, ExtentMap):
-                self.is_ext[i] = True
-                self.e0[i], self.e1[i] = base, base + len(lay)
+                e0[i], e1[i] = base, base + len(lay)
+                _records(rec, base, lay.offset, lay.length, lay.server, lay.local, lay.datafile)
                 base += len(lay)
-            nb = _buckets(int(self.e1[i] - self.e0[i]))
-            self.d0[i + 1] = self.d0[i] + (nb + 1 if self.is_ext[i] else 0)
-        self.dirs = np.zeros(int(self.d0[-1]), dtype=np.int64)
-        _directories(self.off, self.len, self.is_ext, self.e0, self.e1, self.d0, self.dlo, self.dhi, self.dsh,
-                     self.dirs)
+        is_ext = [isinstance(lay, ExtentMap) for lay in leaves]
+        return cls(rec, e0, e1, is_ext, [lay.default if isinstance(lay, ExtentMap) else lay for lay in leaves])
 
     def arrays(self):
-        return (self.is_ext, self.e0, self.e1, self.off, self.len, self.srv, self.loc, self.df, self.d0, self.dlo,
-                self.dhi, self.dsh, self.dirs)
+        return self.is_ext, self.e0, self.e1, self.rec, self.d0, self.dlo, self.dhi, self.dsh, self.dirs
 
 
 def _buckets(E: int) -> int:
@@ -77,13 +84,25 @@ def _buckets(E: int) -> int:
 
 
 @njit(cache=True)
-def _directories(off, ln, is_ext, e0, e1, d0, dlo, dhi, dsh, dirs):
+def _records(rec, base, off, ln, srv, loc, df):
+    for k in range(len(off)):
+        rec[base + k, 0] = off[k]
+        rec[base + k, 1] = off[k] + ln[k]
+        rec[base + k, 2] = srv[k]
+        rec[base + k, 3] = loc[k]
+        rec[base + k, 4] = df[k]
+
+
+@njit(cache=True)
+def _directories(rec, is_ext, e0, e1, d0, dlo, dhi, dsh, dirs):
+    """Per extent map: its span [lo, hi) cut into nb = 2^m buckets of 2^sh bytes, and per
+    bucket the first record that ends after the bucket's start (``dirs``, nb + 1 entries)."""
     for leaf in range(len(is_ext)):
         if not is_ext[leaf] or e1[leaf] == e0[leaf]:
             continue
         a, b = e0[leaf], e1[leaf]
-        lo = off[a]
-        hi = off[b - 1] + ln[b - 1]
+        lo = rec[a, 0]
+        hi = rec[b - 1, 1]
         nb = d0[leaf + 1] - d0[leaf] - 1
         span = hi - lo
         sh = 0
@@ -94,110 +113,196 @@ def _directories(off, ln, is_ext, e0, e1, d0, dlo, dhi, dsh, dirs):
         for bkt in range(nb + 1):
             if bkt < ((span - 1) >> sh) + 1:
                 start = lo + (bkt << sh)
-                while k < b and off[k] + ln[k] <= start:
+                while k < b and rec[k, 1] <= start:
                     k += 1
                 dirs[d0[leaf] + bkt] = k
             else:
                 dirs[d0[leaf] + bkt] = b
 
 
-@njit(cache=True, inline="always")
-def _first_extent(x, leaf, e0, e1, off, ln, d0, dlo, dhi, dsh, dirs):
-    """Index of the first extent of ``leaf`` that ends after ``x``."""
-    if x < dlo[leaf]:
-        return e0[leaf]
-    if x >= dhi[leaf]:
-        return e1[leaf]
-    bkt = (x - dlo[leaf]) >> dsh[leaf]
-    lo = dirs[d0[leaf] + bkt]
-    hi = dirs[d0[leaf] + bkt + 1]
-    while lo < hi:  # first k in [lo, hi) with end > x (hi qualifies)
-        mid = (lo + hi) >> 1
-        if off[mid] + ln[mid] > x:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+BLOCK = 64  # requests whose first extents are looked up together
 
 
 @njit(cache=True)
-def _count(fil, x0, ln, lid, is_ext, e0, e1, off, eln, srv, loc, df, d0, dlo, dhi, dsh, dirs):
-    """Per request: covered pieces and gaps."""
-    n = len(fil)
-    ncov = np.zeros(n, dtype=np.int64)
-    ngap = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        L = ln[i]
-        if L <= 0:
-            continue
-        leaf = lid[fil[i]]
-        if not is_ext[leaf]:
-            ngap[i] = 1
-            continue
-        x = x0[i]
-        e = x + L
-        k = _first_extent(x, leaf, e0, e1, off, eln, d0, dlo, dhi, dsh, dirs)
-        pos = x
-        c = 0
-        g = 0
-        while k < e1[leaf] and off[k] < e:
-            if off[k] > pos:
-                g += 1
-            c += 1
-            pos = off[k] + eln[k]
-            k += 1
-        if pos < e:
-            g += 1
-        ncov[i] = c
-        ngap[i] = g
-    return ncov, ngap
-
-
-@njit(cache=True, inline="always")
-def _gap(g_req, g_x, g_len, g_leaf, gi, i, x, L, leaf):
-    g_req[gi] = i
-    g_x[gi] = x
-    g_len[gi] = L
-    g_leaf[gi] = leaf
+def _grow(a, size):
+    out = np.empty(max(size, 2 * len(a)), dtype=a.dtype)
+    out[:len(a)] = a
+    return out
 
 
 @njit(cache=True)
-def _fill(pieces, fil, x0, ln, lid, is_ext, e0, e1, off, eln, srv, loc, df, d0, dlo, dhi, dsh, dirs, ptr, gap_first,
-          o_srv, o_loc, o_len, o_df, g_req, g_x, g_len, g_leaf):
-    """``pieces``: the covered pieces at ``ptr[i]`` on; else the gaps (request, start,
-    length, leaf) from ``gap_first[i]`` on."""
+def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
+    """The covered pieces of every request, in request order, and the gaps.
+
+    A block of requests at a time, stage by stage — every request's bucket bounds, then
+    every request's candidate record (and the next record's start), then the checks and
+    the output — so that the cache misses of different requests are independent and
+    overlap (a lookup whose branch depends on a missed load stalls the next one
+    otherwise).  Returns (ptr, server, local, length, datafile — ``ptr[i]:ptr[i+1]`` the
+    covered pieces of request i, arrays of capacity ≥ ptr[n] —, and the gaps: request,
+    start, length, leaf, count)."""
     n = len(fil)
-    for i in range(n):
-        L = ln[i]
-        if L <= 0:
-            continue
-        leaf = lid[fil[i]]
-        x = x0[i]
-        e = x + L
-        u = ptr[i] if pieces else 0
-        gi = gap_first[i]
-        if not is_ext[leaf]:
-            if not pieces:
-                _gap(g_req, g_x, g_len, g_leaf, gi, i, x, L, leaf)
-            continue
-        k = _first_extent(x, leaf, e0, e1, off, eln, d0, dlo, dhi, dsh, dirs)
-        pos = x
-        while k < e1[leaf] and off[k] < e:
-            a = max(x, off[k])
-            if pieces:
-                b = min(e, off[k] + eln[k])
-                o_srv[u] = srv[k]
-                o_loc[u] = loc[k] + (a - off[k])
-                o_len[u] = b - a
-                o_df[u] = df[k]
+    E = len(rec)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    o_srv = np.empty(cap, dtype=np.int64)
+    o_loc = np.empty(cap, dtype=np.int64)
+    o_len = np.empty(cap, dtype=np.int64)
+    o_df = np.empty(cap, dtype=np.int64)
+    g_req = np.empty(16, dtype=np.int64)
+    g_x = np.empty(16, dtype=np.int64)
+    g_len = np.empty(16, dtype=np.int64)
+    g_leaf = np.empty(16, dtype=np.int64)
+    lo = np.empty(BLOCK, dtype=np.int64)
+    hi = np.empty(BLOCK, dtype=np.int64)
+    R = np.zeros((BLOCK, 6), dtype=np.int64)  # candidate record, then the next record's start
+    u = 0
+    G = 0
+    for b0 in range(0, n, BLOCK):
+        b1 = min(n, b0 + BLOCK)
+        for i in range(b0, b1):  # stage 1: the request's bucket in its map's directory
+            j = i - b0
+            leaf = lid[fil[i]]
+            x = x0[i]
+            lo[j] = -1
+            if ln[i] > 0 and is_ext[leaf]:
+                if x < dlo[leaf]:
+                    lo[j] = e0[leaf]
+                    hi[j] = e0[leaf]
+                elif x >= dhi[leaf]:
+                    lo[j] = e1[leaf]
+                    hi[j] = e1[leaf]
+                else:
+                    bkt = d0[leaf] + ((x - dlo[leaf]) >> dsh[leaf])
+                    lo[j] = dirs[bkt]
+                    hi[j] = dirs[bkt + 1]
+        for j in range(b1 - b0):  # stage 2: the candidate record and the next one's start
+            k = lo[j]
+            if 0 <= k < E:
+                for c in range(5):
+                    R[j, c] = rec[k, c]
+                R[j, 5] = rec[k + 1, 0] if k + 1 < E else 0
+        for i in range(b0, b1):  # stage 3: the first record ending after x; the pieces
+            j = i - b0
+            k = lo[j]
+            x = x0[i]
+            e = x + ln[i]
+            if u + 2 > len(o_srv):
+                o_srv = _grow(o_srv, u + 2)
+                o_loc = _grow(o_loc, u + 2)
+                o_len = _grow(o_len, u + 2)
+                o_df = _grow(o_df, u + 2)
+            if G + 2 > len(g_req):
+                g_req = _grow(g_req, G + 2)
+                g_x = _grow(g_x, G + 2)
+                g_len = _grow(g_len, G + 2)
+                g_leaf = _grow(g_leaf, G + 2)
+            if k < 0:
+                if ln[i] > 0:  # a file whose layout is not an extent map: one gap
+                    g_req[G] = i
+                    g_x[G] = x
+                    g_len[G] = ln[i]
+                    g_leaf[G] = lid[fil[i]]
+                    G += 1
+                ptr[i + 1] = u
+                continue
+            leaf = lid[fil[i]]
+            last = e1[leaf]
+            h = hi[j]
+            if k < h and R[j, 1] <= x:  # not the candidate: search the bucket
+                if h - k > 8:
+                    while k < h:
+                        mid = (k + h) >> 1
+                        if rec[mid, 1] > x:
+                            h = mid
+                        else:
+                            k = mid + 1
+                else:
+                    while k < h and rec[k, 1] <= x:
+                        k += 1
+            elif k < last and R[j, 0] < e and (k + 1 >= last or R[j, 5] >= e):
+                # the candidate alone covers what is covered (most requests): from the loaded record
+                a = max(x, R[j, 0])
+                if a > x:
+                    g_req[G] = i
+                    g_x[G] = x
+                    g_len[G] = a - x
+                    g_leaf[G] = leaf
+                    G += 1
+                o_srv[u] = R[j, 2]
+                o_loc[u] = R[j, 3] + (a - R[j, 0])
+                o_len[u] = min(e, R[j, 1]) - a
+                o_df[u] = R[j, 4]
                 u += 1
-            elif a > pos:
-                _gap(g_req, g_x, g_len, g_leaf, gi, i, pos, a - pos, leaf)
-                gi += 1
-            pos = off[k] + eln[k]
-            k += 1
-        if pos < e and not pieces:
-            _gap(g_req, g_x, g_len, g_leaf, gi, i, pos, e - pos, leaf)
+                if R[j, 1] < e:
+                    g_req[G] = i
+                    g_x[G] = R[j, 1]
+                    g_len[G] = e - R[j, 1]
+                    g_leaf[G] = leaf
+                    G += 1
+                ptr[i + 1] = u
+                continue
+            pos = x  # the general walk: every record from k that starts before e
+            while k < last and rec[k, 0] < e:
+                if u + 1 > len(o_srv):
+                    o_srv = _grow(o_srv, u + 1)
+                    o_loc = _grow(o_loc, u + 1)
+                    o_len = _grow(o_len, u + 1)
+                    o_df = _grow(o_df, u + 1)
+                if G + 2 > len(g_req):
+                    g_req = _grow(g_req, G + 2)
+                    g_x = _grow(g_x, G + 2)
+                    g_len = _grow(g_len, G + 2)
+                    g_leaf = _grow(g_leaf, G + 2)
+                a = max(x, rec[k, 0])
+                if a > pos:
+                    g_req[G] = i
+                    g_x[G] = pos
+                    g_len[G] = a - pos
+                    g_leaf[G] = leaf
+                    G += 1
+                o_srv[u] = rec[k, 2]
+                o_loc[u] = rec[k, 3] + (a - rec[k, 0])
+                o_len[u] = min(e, rec[k, 1]) - a
+                o_df[u] = rec[k, 4]
+                u += 1
+                pos = rec[k, 1]
+                k += 1
+            if pos < e:
+                g_req[G] = i
+                g_x[G] = pos
+                g_len[G] = e - pos
+                g_leaf[G] = leaf
+                G += 1
+            ptr[i + 1] = u
+    return ptr, o_srv, o_loc, o_len, o_df, g_req, g_x, g_len, g_leaf, G
+
+
+@njit(cache=True)
+def _merge(ptr, o_srv, o_loc, o_len, o_df, d_req, d_srv, d_loc, d_len):
+    """Every request's covered pieces followed by its gaps' default sub-requests (``d_*``,
+    in request order)."""
+    n = len(ptr) - 1
+    total = ptr[n] + len(d_req)
+    out = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, np.int64))
+    nptr = np.zeros(n + 1, dtype=np.int64)
+    u = 0
+    d = 0
+    for i in range(n):
+        for v in range(ptr[i], ptr[i + 1]):
+            out[0][u] = o_srv[v]
+            out[1][u] = o_loc[v]
+            out[2][u] = o_len[v]
+            out[3][u] = o_df[v]
+            u += 1
+        while d < len(d_req) and d_req[d] == i:
+            out[0][u] = d_srv[d]
+            out[1][u] = d_loc[d]
+            out[2][u] = d_len[d]
+            out[3][u] = 0
+            u += 1
+            d += 1
+        nptr[i + 1] = u
+    return nptr, out[0], out[1], out[2], out[3]
 
 
 def map_in_order(leaves, lid, fil, offset, length):
@@ -207,58 +312,55 @@ def map_in_order(leaves, lid, fil, offset, length):
     Returns (ptr, server, local, length, datafile), int64: request i's sub-requests are
     rows ``ptr[i]:ptr[i+1]``, covered parts first (offset order), then the gaps' (mapped
     by the default layout)."""
+    return map_extent_set(ExtentSet.of_layouts(leaves), lid, fil, offset, length)
+
+
+def map_extent_set(es: ExtentSet, lid, fil, offset, length):
+    """:func:`map_in_order` with the extent maps given as an :class:`ExtentSet`."""
     from .mapping import map_requests
 
     n = len(fil)
-    es = ExtentSet(leaves)
     lid = np.asarray(lid, dtype=np.int64)
     fil = np.ascontiguousarray(fil)
     offset = np.ascontiguousarray(offset, dtype=np.int64)
     length = np.ascontiguousarray(length, dtype=np.int64)
-    ncov, ngap = _count(fil, offset, length, lid, *es.arrays())
-    gap_first = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(ngap, out=gap_first[1:])
-    G = int(gap_first[-1])
-    del ngap
-    g_req = np.empty(G, dtype=np.int64)
-    g_x = np.empty(G, dtype=np.int64)
-    g_len = np.empty(G, dtype=np.int64)
-    g_leaf = np.empty(G, dtype=np.int64)
-    # default sub-requests of the gaps, in gap order (gaps are in request order)
-    dcount = np.zeros(n, dtype=np.int64)
+    ptr, o_srv, o_loc, o_len, o_df, g_req, g_x, g_len, g_leaf, G = _map(fil, offset, length, lid, *es.arrays(),
+                                                                         n + 1024)
+    u = int(ptr[-1])
+    if G == 0:
+        return ptr, o_srv[:u], o_loc[:u], o_len[:u], o_df[:u]
+    g_req, g_x, g_len, g_leaf = g_req[:G], g_x[:G], g_len[:G], g_leaf[:G]
     parts = []
-    if G:
-        z = np.zeros(0, np.int64)
-        _fill(False, fil, offset, length, lid, *es.arrays(), z, gap_first, z, z, z, z, g_req, g_x, g_len, g_leaf)
-        for leaf in np.unique(g_leaf).tolist():  # per leaf: its default layout (or itself)
-            lay = leaves[leaf]
-            sel = np.flatnonzero(g_leaf == leaf)
-            default = lay.default if isinstance(lay, ExtentMap) else lay
-            if default is None:
-                j = int(sel[0])
-                raise ParioError(f"extent map has no default layout and does not cover bytes [{g_x[j]}, "
-                                 f"{g_x[j] + g_len[j]}) of request {int(g_req[j])}")
-            sub = map_requests(default, g_x[sel], g_len[sel])
-            parts.append((sel[sub.req], sub.server.astype(np.int64), sub.local, sub.length))
-        gidx = np.concatenate([p[0] for p in parts])
-        o = np.argsort(gidx, kind="stable") if len(parts) > 1 else np.arange(len(gidx))
-        gidx = gidx[o]
-        d_srv, d_loc, d_len = (np.concatenate([p[k] for p in parts])[o] for k in (1, 2, 3))
-        d_req = g_req[gidx]
-        dcount = np.bincount(d_req, minlength=n).astype(np.int64)
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(ncov + dcount, out=ptr[1:])
-    total = int(ptr[-1])
-    o_srv = np.empty(total, dtype=np.int64)
-    o_loc = np.empty(total, dtype=np.int64)
-    o_len = np.empty(total, dtype=np.int64)
-    o_df = np.empty(total, dtype=np.int64)
-    _fill(True, fil, offset, length, lid, *es.arrays(), ptr, gap_first, o_srv, o_loc, o_len, o_df,
-          g_req, g_x, g_len, g_leaf)
-    if G:
-        first = np.flatnonzero(np.r_[True, d_req[1:] != d_req[:-1]])
-        within = np.arange(len(d_req)) - np.repeat(first, np.diff(np.r_[first, len(d_req)]))
-        dest = ptr[d_req] + ncov[d_req] + within
-        o_srv[dest], o_loc[dest], o_len[dest] = d_srv, d_loc, d_len
-        o_df[dest] = 0
-    return ptr, o_srv, o_loc, o_len, o_df
+    for leaf in np.unique(g_leaf).tolist():  # per leaf: its default layout
+        sel = np.flatnonzero(g_leaf == leaf)
+        default = es.defaults[leaf]
+        if default is None:
+            j = int(sel[0])
+            raise ParioError(f"extent map has no default layout and does not cover bytes [{g_x[j]}, "
+                             f"{g_x[j] + g_len[j]}) of request {int(g_req[j])}")
+        sub = map_requests(default, g_x[sel], g_len[sel])
+        parts.append((sel[sub.req], sub.server.astype(np.int64), sub.local, sub.length))
+    gidx = np.concatenate([p[0] for p in parts])
+    o = np.argsort(gidx, kind="stable") if len(parts) > 1 else np.arange(len(gidx))
+    d_srv, d_loc, d_len = (np.concatenate([p[k] for p in parts])[o] for k in (1, 2, 3))
+    return _merge(ptr, o_srv, o_loc, o_len, o_df, g_req[gidx[o]], d_srv, d_loc, d_len)
+
+
+@njit(cache=True)
+def keep_requests(ptr, srv, loc, ln, df, keep):
+    """Drops, in place, the sub-requests of the requests with ``keep`` False (their runs
+    become empty); returns the number of sub-requests left (the arrays' valid prefix)."""
+    u = 0
+    a = ptr[0]
+    for i in range(len(ptr) - 1):
+        b = ptr[i + 1]
+        if keep[i]:
+            for v in range(a, b):
+                srv[u] = srv[v]
+                loc[u] = loc[v]
+                ln[u] = ln[v]
+                df[u] = df[v]
+                u += 1
+        ptr[i + 1] = u
+        a = b
+    return u

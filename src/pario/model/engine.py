@@ -508,14 +508,15 @@ def busy(trace, layout, system, seq) -> np.ndarray | None:
 # ---------------------------------------------------------------------------- mapped layouts, given orders
 
 
-def _price_mapped(req, leaves, lid, system, a_rand, a_seq, beta, network, e_net, t_net, limit):
+def _price_mapped(req, leaves, lid, system, a_rand, a_seq, beta, network, e_net, t_net, limit, sub=None):
     """Mode 1 of :func:`price_kernel` for requests ``req`` in service order (the columns of a
     :class:`Prepared`): layouts without byte-count functions (extent maps) mapped request by
-    request in that order (:func:`pario.layout.extents_kernel.map_in_order`)."""
+    request in that order (:func:`pario.layout.extents_kernel.map_in_order`), or the
+    sub-requests ``sub`` = (ptr, server, local, length, datafile) given."""
     from ..layout.extents_kernel import map_in_order
 
     n = system.n
-    ptr, srv, loc, sln, sdf = map_in_order(leaves, lid, req.file, req.offset, req.length)
+    ptr, srv, loc, sln, sdf = sub if sub is not None else map_in_order(leaves, lid, req.file, req.offset, req.length)
     if len(srv) and int(srv.max()) >= n:
         raise ParioError(f"layout uses server index {int(srv.max())} but system {system.name!r} has {n} servers")
     return price_kernel(
@@ -524,25 +525,34 @@ def _price_mapped(req, leaves, lid, system, a_rand, a_seq, beta, network, e_net,
         limit)
 
 
-def price_in_order(req, layouts, system, *, contiguous_alpha_table, network: bool = False, limit: float = np.inf):
-    """:func:`price` of requests already in service order: ``req`` has the columns of a
-    :class:`Prepared` (``bid``, ``nb``, ``rank``, ``op``, ``file``, ``offset``, ``length``,
-    ``nranks``), ``layouts`` one layout per file index.  For callers that build their own
-    order (CEDA's analyzer prices every access pattern on its own: the requests by
-    pattern, then batch — :mod:`pario.plan.ceda`) without a trace and its sort."""
-    n = system.n
-    at = system.alpha_table()
-    a_rand = np.ascontiguousarray(at[:, :, 0])
-    a_seq = np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64)
-    beta = np.ascontiguousarray(system.beta_table(), dtype=np.float64)
-    e_net, t_net = (float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)
+def leaves_of(layouts) -> tuple[list, np.ndarray]:
+    """(distinct layouts, leaf id of each) of a list of layouts (one per file index)."""
     leaves, ids = [], {}
     lid = np.zeros(max(1, len(layouts)), dtype=np.int64)
     for fi, lay in enumerate(layouts):
         lid[fi] = ids.setdefault(id(lay), len(leaves))
         if lid[fi] == len(leaves):
             leaves.append(lay)
-    tabs = layout_tables(leaves)
+    return leaves, lid
+
+
+def price_in_order(req, layouts, system, *, contiguous_alpha_table, network: bool = False, limit: float = np.inf,
+                   subrequests=None):
+    """:func:`price` of requests already in service order: ``req`` has the columns of a
+    :class:`Prepared` (``bid``, ``nb``, ``rank``, ``op``, ``file``, ``offset``, ``length``,
+    ``nranks``), ``layouts`` one layout per file index.  For callers that build their own
+    order (CEDA's analyzer prices every access pattern on its own: the requests by
+    pattern, then batch — :mod:`pario.plan.ceda`) without a trace and its sort.
+    ``subrequests``: the requests' sub-requests under ``layouts`` when the caller has them
+    (:func:`pario.layout.extents_kernel.map_in_order`; ``layouts`` then unused)."""
+    n = system.n
+    at = system.alpha_table()
+    a_rand = np.ascontiguousarray(at[:, :, 0])
+    a_seq = np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64)
+    beta = np.ascontiguousarray(system.beta_table(), dtype=np.float64)
+    e_net, t_net = (float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)
+    leaves, lid = leaves_of(layouts)
+    tabs = layout_tables(leaves) if subrequests is None else None
     lim = float(limit)
     if tabs is not None:
         if tabs.max_server >= n:
@@ -553,6 +563,6 @@ def price_in_order(req, layouts, system, *, contiguous_alpha_table, network: boo
             lim)
     else:
         per_batch, servers, tot, stopped = _price_mapped(req, leaves, lid, system, a_rand, a_seq, beta, network,
-                                                         e_net, t_net, lim)
+                                                         e_net, t_net, lim, subrequests)
     terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3])}
     return per_batch, servers, terms, bool(stopped)

@@ -261,33 +261,26 @@ def _pattern_table(trace: Trace, st: pd.DataFrame, seq_key: pd.Series, requests:
 
 # ====================================================================== planner (Algorithm 1)
 @dataclass
-class ReplicaExtents:
-    """Placed replica extents (columns), for several groups at once, sorted by (group,
-    offset).
+class PlacedExtents:
+    """Replica extents placed by Algorithm 1 for several claim groups, sorted by (group,
+    offset): ``rec`` records (offset, end, server, local, data file) — the table the extent
+    lookups read (:class:`pario.layout.extents_kernel.ExtentSet`) —, the ``pattern`` of
+    each, ``bounds`` (group g: ``rec[bounds[g]:bounds[g+1]]``); ``space``: replica bytes
+    per pattern."""
 
-    ``group`` (the claim group: a pattern, or a file for a combined plan), ``pattern``,
-    ``offset``, ``length`` (logical extent of the original file), ``server``, ``local``
-    (offset in the replica data file), ``slot`` (replica data file index inside the
-    pattern: l = i mod n for CEDA, 0 for CIDA).  ``space``: replica bytes per pattern.
-    """
-
-    group: np.ndarray
+    rec: np.ndarray
     pattern: np.ndarray
-    offset: np.ndarray
-    length: np.ndarray
-    server: np.ndarray
-    local: np.ndarray
-    slot: np.ndarray
+    bounds: np.ndarray
     space: np.ndarray
 
-    def take(self, mask) -> "ReplicaExtents":
-        return ReplicaExtents(self.group[mask], self.pattern[mask], self.offset[mask], self.length[mask],
-                              self.server[mask], self.local[mask], self.slot[mask], self.space)
+    def extent_map(self, g: int, default: Layout) -> ExtentMap:
+        r = self.rec[self.bounds[g]:self.bounds[g + 1]]
+        return ExtentMap(r[:, 0], r[:, 1] - r[:, 0], r[:, 2], r[:, 3], r[:, 4], default)
 
 
 def place_objects(trace: Trace, of_request: np.ndarray, group_of_pattern: np.ndarray, slot_of_pattern: np.ndarray,
                   n_servers: int, servers=None, *, mode: str = "ceda", stripe: int = 65536,
-                  orders: TraceOrders | None = None) -> ReplicaExtents:
+                  orders: TraceOrders | None = None) -> PlacedExtents:
     """Algorithm 1 (CEDA seed 000 §4.3) for many patterns at once (compiled:
     :mod:`pario.plan.ceda_kernels`).
 
@@ -297,19 +290,29 @@ def place_objects(trace: Trace, of_request: np.ndarray, group_of_pattern: np.nda
     not placed.  ``mode="ceda"``: objects (pattern, rank) in ascending rank, object i →
     replica file i mod n on server ``servers[i mod n]``; ``mode="cida"``: the pattern's
     objects concatenated into one replica file striped round-robin over ``servers`` with
-    ``stripe``.
+    ``stripe``.  The patterns of a group have replica data files of their own, in priority
+    order: 1 + b·n … (CEDA), 1 + b (CIDA).
     """
     if mode not in ("ceda", "cida"):
         raise ParioError(f"unknown placement {mode!r}")
+    ceda, cida = _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, servers, stripe, orders,
+                        (mode,))
+    return ceda if mode == "ceda" else cida
+
+
+def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, servers, stripe, orders, modes):
+    """:func:`place_objects` for the placements ``modes`` (both from one claim): (CEDA's
+    PlacedExtents or None, CIDA's or None)."""
     servers = np.arange(n_servers) if servers is None else np.asarray(servers, dtype=np.int64)
     orders = orders or TraceOrders.of(trace)
     group_of_pattern = np.asarray(group_of_pattern, dtype=np.int64)
+    slot_of_pattern = np.asarray(slot_of_pattern, dtype=np.int64)
     npat = len(group_of_pattern)
     # object order: (group, slot) — a dense key over the placed patterns — then rank, order, row
     placed = np.flatnonzero(group_of_pattern >= 0)
     key = np.full(npat, -1, dtype=np.int64)
     if len(placed):
-        gs, ss = group_of_pattern[placed], np.asarray(slot_of_pattern, dtype=np.int64)[placed]
+        gs, ss = group_of_pattern[placed], slot_of_pattern[placed]
         o = np.lexsort((ss, gs))
         new = np.r_[True, (gs[o][1:] != gs[o][:-1]) | (ss[o][1:] != ss[o][:-1])]
         key[placed[o]] = np.cumsum(new) - 1
@@ -319,14 +322,18 @@ def place_objects(trace: Trace, of_request: np.ndarray, group_of_pattern: np.nda
     obj_rows = K.object_order(orders.by_rank, of_request, trace.length, key, max(nkeys, 1))
     by_offset, bounds = K.sweep_order(orders.by_offset, of_request, trace.length, group_of_pattern, ngroups,
                                       obj_rows, len(trace))
-    (pat, off, ln, srv, loc, slot), space = K.place(by_offset, bounds, obj_rows, trace.offset, trace.length,
-                                                    of_request, trace.rank, group_of_pattern, npat, servers,
-                                                    mode == "cida", stripe)
-    return ReplicaExtents(group_of_pattern[pat], pat, off, ln, srv, loc, slot, space)
+    a, b, space = K.place(by_offset, bounds, obj_rows, trace.offset, trace.length, of_request, trace.rank,
+                          group_of_pattern, slot_of_pattern, servers, "ceda" in modes, "cida" in modes, stripe)
+    del obj_rows, by_offset
 
+    def placed_extents(res):
+        if res is None:
+            return None
+        rec, pat = res
+        grp = group_of_pattern[pat]
+        return PlacedExtents(rec, pat, np.searchsorted(grp, np.arange(max(ngroups, 1) + 1)), space)
 
-def _extent_map(ext: ReplicaExtents, mask, default: Layout, datafile: np.ndarray) -> ExtentMap:
-    return ExtentMap(ext.offset[mask], ext.length[mask], ext.server[mask], ext.local[mask], datafile, default)
+    return placed_extents(a), placed_extents(b)
 
 
 def plan_layouts(trace: Trace, patterns: AccessPatterns, system, original, *, mode: str = "ceda",
@@ -339,18 +346,26 @@ def plan_layouts(trace: Trace, patterns: AccessPatterns, system, original, *, mo
         from .ceda_reference import plan_layouts as reference
 
         return reference(trace, patterns, system, original, mode=mode, servers=servers, stripe=stripe)
+    if mode not in ("ceda", "cida"):
+        raise ParioError(f"unknown placement {mode!r}")
     _, per_file = original_layouts(original, trace, system)
+    ext = _planned(trace, patterns, system, per_file, servers, stripe, orders, (mode,))[mode]
+    return _maps(ext, patterns, per_file), ext.space
+
+
+def _planned(trace, patterns: AccessPatterns, system, per_file, servers, stripe, orders, modes) -> dict:
+    """Every pattern placed on its own (its own claim group), for the placements ``modes``:
+    mode → PlacedExtents (group = pattern)."""
     npat = len(patterns)
-    servers = np.arange(system.n) if servers is None else np.asarray(servers, dtype=np.int64)
-    ext = place_objects(trace, patterns.of_request, np.arange(npat), np.zeros(npat, dtype=np.int64), system.n,
-                        servers, mode=mode, stripe=stripe or _stripe_of(per_file), orders=orders)
-    bounds = np.searchsorted(ext.group, np.arange(npat + 1))  # extents by (pattern, offset)
-    files = patterns.table["file"].to_numpy() if npat else np.zeros(0, dtype=np.int64)
-    out = {}
-    for p in range(npat):  # one ExtentMap per pattern
-        sl = slice(int(bounds[p]), int(bounds[p + 1]))
-        out[p] = _extent_map(ext, sl, per_file[int(files[p])], 1 + ext.slot[sl].astype(np.int64))
-    return out, ext.space
+    ceda, cida = _place(trace, patterns.of_request, np.arange(npat), np.zeros(npat, dtype=np.int64), system.n,
+                        servers, stripe or _stripe_of(per_file), orders, modes)
+    return {"ceda": ceda, "cida": cida}
+
+
+def _maps(ext: PlacedExtents, patterns: AccessPatterns, per_file) -> dict[int, ExtentMap]:
+    """Pattern id → its ExtentMap (default: the original layout of its file)."""
+    files = patterns.table["file"].to_numpy() if len(patterns) else np.zeros(0, dtype=np.int64)
+    return {p: ext.extent_map(p, per_file[int(files[p])]) for p in range(len(patterns))}  # one per pattern
 
 
 def _stripe_of(layouts) -> int:
@@ -417,26 +432,69 @@ class PatternPricing:
         fill = next((x for x in out if x is not None), None)
         return [fill if x is None else x for x in out]  # files without requests: any layout
 
-    def costs(self, layouts_by_pattern: dict[int, Any], req: "_Requests | None" = None) -> np.ndarray:
+    def costs(self, layouts_by_pattern: dict[int, Any], req: "_Requests | None" = None,
+              subrequests=None) -> np.ndarray:
         """Σ over each pattern's batches of T_sys (eq. 3–4) under its layout."""
         from ..model.engine import price_in_order
 
         if self.npat == 0 or len(self.req.bid) == 0:
             return np.zeros(self.npat)
-        per_batch, _, _, _ = price_in_order(req or self.req, self._layouts(layouts_by_pattern), self.system,
-                                            contiguous_alpha_table=self.alpha, network=self.network)
+        layouts = [None] * self.nfiles if layouts_by_pattern is None else self._layouts(layouts_by_pattern)
+        per_batch, _, _, _ = price_in_order(req or self.req, layouts, self.system, contiguous_alpha_table=self.alpha,
+                                            network=self.network, subrequests=subrequests)
         return np.bincount(self.pattern_of_batch, weights=per_batch, minlength=self.npat)
+
+    def _writes(self) -> np.ndarray | None:
+        """The requests' lengths with the reads' set to 0 (None: no write): the writes
+        priced alone — a read maps to nothing and its batches cost 0 — in their own order
+        and batches."""
+        w = self.req.op == WRITE
+        return np.where(w, self.req.length, 0) if self.npat and w.any() else None
+
+    def home(self, orig: dict[int, Any]) -> np.ndarray:
+        """The patterns' writes under the original layout (the flush's second half)."""
+        wlen = self._writes()
+        return np.zeros(self.npat) if wlen is None else self.costs(orig, self.req.replace(length=wlen))
+
+    def replica(self, placed: "PlacedExtents", defaults: list, back: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(T_N: each pattern under its replica layout — the extents ``placed`` by pattern,
+        read as they are, ``defaults[p]`` for bytes they would not cover —; with ``back``,
+        the flush's first half — its writes read back from the replica — from the same
+        sub-requests, the reads' dropped, else zeros)."""
+        from ..layout.extents_kernel import ExtentSet, keep_requests, map_extent_set
+
+        zeros = np.zeros(self.npat)
+        if self.npat == 0 or len(self.req.bid) == 0:
+            return zeros, zeros
+        wlen = self._writes() if back else None
+        nf = self.nfiles
+        e0, e1 = np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=np.int64)
+        is_ext, dft = np.zeros(nf, dtype=bool), [None] * nf
+        for p in range(self.npat):  # leaf = the pattern's (virtual) file
+            f = int(self.slot[p])
+            e0[f], e1[f], is_ext[f], dft[f] = placed.bounds[p], placed.bounds[p + 1], True, defaults[p]
+        sub = map_extent_set(ExtentSet(placed.rec, e0, e1, is_ext, dft), np.arange(nf), self.req.file,
+                             self.req.offset, self.req.length)
+        T_N = self.costs(None, subrequests=sub)
+        if wlen is None:
+            return T_N, zeros
+        ptr, srv, loc, ln, df = sub
+        del sub
+        u = keep_requests(ptr, srv, loc, ln, df, wlen > 0)
+        reads = self.req.replace(length=wlen, op=np.zeros_like(self.req.op))
+        return T_N, self.costs(None, reads, subrequests=(ptr, srv[:u], loc[:u], ln[:u], df[:u]))
+
+    def back(self, layouts: dict[int, Any]) -> np.ndarray:
+        """The patterns' writes read from their replica layouts (the flush's first half)."""
+        wlen = self._writes()
+        if wlen is None:
+            return np.zeros(self.npat)
+        return self.costs(layouts, self.req.replace(length=wlen, op=np.zeros_like(self.req.op)))
 
     def flush(self, layouts: dict[int, Any], orig: dict[int, Any]) -> np.ndarray:
         """:func:`flush_costs`: each pattern's writes read from its replica plus written to
-        the original.  The reads stay in place with length 0 (they map to nothing, their
-        batches cost 0), so the writes keep their order and batches."""
-        if self.npat == 0 or not (self.req.op == WRITE).any():
-            return np.zeros(self.npat)
-        wlen = np.where(self.req.op == WRITE, self.req.length, 0)
-        home = self.costs(orig, self.req.replace(length=wlen))
-        back = self.costs(layouts, self.req.replace(length=wlen, op=np.zeros_like(self.req.op)))
-        return back + home
+        the original."""
+        return self.back(layouts) + self.home(orig)
 
 
 class _ModelPricing:
@@ -444,20 +502,27 @@ class _ModelPricing:
     :mod:`pario.plan.ceda_reference`: a virtual trace per call)."""
 
     def __init__(self, trace, pattern_of_row, bid, file_of_pattern, system, model):
-        self.args = (trace, pattern_of_row, system, model)
+        from . import ceda_reference
+
+        self.ref = ceda_reference
+        self.args = (trace, pattern_of_row)
+        self.sm = (system, model)
         self.kw = {"bid": bid, "file_of_pattern": file_of_pattern}
 
     def costs(self, layouts_by_pattern):
-        from .ceda_reference import pattern_costs as reference
+        return self.ref.pattern_costs(*self.args, layouts_by_pattern, *self.sm, **self.kw)
 
-        trace, pattern_of_row, system, model = self.args
-        return reference(trace, pattern_of_row, layouts_by_pattern, system, model, **self.kw)
+    def replica(self, layouts: dict, back: bool):
+        """(T_N, the flush's read-back) under the replica ExtentMaps ``layouts``."""
+        npat = len(self.kw["file_of_pattern"])
+        F = self.ref.write_costs(*self.args, layouts, *self.sm, as_reads=True, **self.kw) if back else np.zeros(npat)
+        return self.costs(layouts), F
+
+    def home(self, orig):
+        return self.ref.write_costs(*self.args, orig, *self.sm, as_reads=False, **self.kw)
 
     def flush(self, layouts, orig):
-        from .ceda_reference import flush_costs as reference
-
-        trace, pattern_of_row, system, model = self.args
-        return reference(trace, pattern_of_row, layouts, orig, system, model, **self.kw)
+        return self.ref.flush_costs(*self.args, layouts, orig, *self.sm, **self.kw)
 
 
 def _pricing(trace, pattern_of_row, bid, file_of_pattern, system, model):
@@ -494,8 +559,10 @@ def flush_costs(trace: Trace, pattern_of_row: np.ndarray, layouts: dict[int, Any
 class CEDAAnalysis:
     """Identifier + planner + analyzer output: the patterns, their planned layouts and the
     pattern benefit table ``pbt`` (columns T_O, T_N, flush, B = T_O − T_N − flush, space,
-    cida_T, cida_space, non_contiguous).  ``orders``: the trace's request orders (shared
-    with :func:`combined_replicas`); ``servers``: the replica servers of ``layouts``."""
+    cida_T, cida_space, non_contiguous).  For :func:`combined_replicas`: ``orders``, the
+    trace's request orders (None: computed again if needed); ``servers``, the replica
+    servers of ``layouts``; ``cida_placed``: every pattern's CIDA extents (from the same
+    claim as ``layouts``), with ``cida_stripe``."""
 
     patterns: AccessPatterns
     layouts: dict[int, ExtentMap]
@@ -506,6 +573,8 @@ class CEDAAnalysis:
     per_file: list[Layout] = field(default_factory=list)
     orders: TraceOrders | None = None
     servers: Any = None
+    cida_placed: "PlacedExtents | None" = None
+    cida_stripe: int = 0
 
 
 def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *, by: str = "auto",
@@ -527,20 +596,30 @@ def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *,
     orders = TraceOrders.of(trace)
     pats = identify_patterns(trace, orders=orders)
     bid = batch_ids(trace, by)
-    layouts, space = plan_layouts(trace, pats, system, lay, mode="ceda", servers=servers, orders=orders)
-    # CIDA claims the same bytes (same objects), so its replica size is the same c_p
-    cida, cspace = (plan_layouts(trace, pats, system, lay, mode="cida", servers=servers, stripe=cida_stripe,
-                                 orders=orders)
-                    if with_cida else ({}, space))
+    # CEDA's and CIDA's placements from one claim (same objects: CIDA's replica size is c_p too)
+    stripe = cida_stripe or _stripe_of(per_file)
+    planned = _planned(trace, pats, system, per_file, servers, stripe, orders, ("ceda", "cida"))
     files = pats.table["file"].to_numpy() if len(pats) else np.zeros(0, dtype=np.int64)
+    if len(unique(files)) == len(files):
+        orders = None  # a combined plan of one pattern a file reuses the patterns' own placements
+    space, cspace = planned["ceda"].space, planned["cida"].space
     orig = {p: per_file[int(f)] for p, f in enumerate(files)}
+    defaults = [per_file[int(f)] for f in files]
     pricing = _pricing(trace, pats.of_request, bid, files, system, model)
-    T_O, T_N = pricing.costs(orig), pricing.costs(layouts)
-    T_C = pricing.costs(cida) if with_cida else np.full(len(files), np.nan)
-    F = pricing.flush(layouts, orig) if flush else np.zeros(len(files))
+    T_O = pricing.costs(orig)
+    compiled = isinstance(pricing, PatternPricing)
+    if compiled:  # the records as placed, before their ExtentMaps are made
+        T_N, back = pricing.replica(planned["ceda"], defaults, flush)  # the flush's read-back: same sub-requests
+        T_C = pricing.replica(planned["cida"], defaults, False)[0] if with_cida else np.full(len(files), np.nan)
+    layouts = _maps(planned.pop("ceda"), pats, per_file)
+    cida = _maps(planned["cida"], pats, per_file) if with_cida else {}
+    if not compiled:
+        T_N, back = pricing.replica(layouts, flush)
+        T_C = pricing.costs(cida) if with_cida else np.full(len(files), np.nan)
+    F = back + pricing.home(orig) if flush else np.zeros(len(files))
     del pricing
     pbt = pbt_frame(pats, T_O, T_N, F, space, T_C, cspace)
-    return CEDAAnalysis(pats, layouts, cida, pbt, bid, lay, per_file, orders, servers)
+    return CEDAAnalysis(pats, layouts, cida, pbt, bid, lay, per_file, orders, servers, planned["cida"], stripe)
 
 
 def pbt_frame(pats: AccessPatterns, T_O, T_N, F, space, T_C, cspace) -> pd.DataFrame:
@@ -564,9 +643,8 @@ def combined_replicas(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system
     as the replicator would copy them), one ExtentMap per file.  Returns file name →
     ``{"name", "layout", "patterns", "bytes", "datafiles"}``.
 
-    A file with one chosen pattern under CEDA's placement is that pattern's planned layout
-    (same requests, same claim, same objects, replica files 1 … n): reused, not placed
-    again."""
+    A file with one chosen pattern is that pattern's own placement (same requests, same
+    claim, same objects, replica files 1 …): the analysis's, not placed again."""
     if reference_mode():
         from .ceda_reference import combined_replicas as reference
 
@@ -580,48 +658,33 @@ def combined_replicas(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system
     ordered = chosen_ids[np.lexsort((chosen_ids, -B[chosen_ids]))]
     prio_of_pat[ordered] = np.arange(len(ordered))
     file_of_pat = an.patterns.table["file"].to_numpy().astype(np.int64)
-    servers_arr = np.arange(system.n) if servers is None else np.asarray(servers, dtype=np.int64)
-    n = len(servers_arr)
+    stripe = stripe or _stripe_of(an.per_file)
     files = unique(file_of_pat[chosen_ids])
-    reuse = {}
-    if mode == "ceda" and an.layouts and _same_servers(an.servers, servers, system):
+    own = {}  # file → its one chosen pattern, placed by the analysis
+    if _same_servers(an.servers, servers, system) and (mode == "ceda" or an.cida_placed is not None
+                                                        and stripe == an.cida_stripe):
         for f in files.tolist():
             ps = chosen_ids[file_of_pat[chosen_ids] == f]
-            emap = an.layouts.get(int(ps[0])) if len(ps) == 1 else None
-            if emap is not None and emap.default == an.per_file[f]:
-                reuse[f] = int(ps[0])
-    group = np.where((prio_of_pat >= 0) & ~np.isin(file_of_pat, list(reuse)), file_of_pat, -1)
+            if len(ps) == 1:
+                own[f] = int(ps[0])
+    group = np.where((prio_of_pat >= 0) & ~np.isin(file_of_pat, list(own)), file_of_pat, -1)
     ext = None
     if (group >= 0).any():
-        ext = place_objects(trace, an.patterns.of_request, group, prio_of_pat, system.n, servers_arr, mode=mode,
-                            stripe=stripe or _stripe_of(an.per_file), orders=an.orders)
+        ceda, cida = _place(trace, an.patterns.of_request, group, prio_of_pat, system.n, servers, stripe, an.orders,
+                            (mode,))
+        ext = ceda if mode == "ceda" else cida
     out = {}
     for f in files.tolist():  # one ExtentMap per replicated file
-        if f in reuse:
-            p = reuse[f]
-            emap = an.layouts[p]
-            out[trace.files[f]] = {"name": name, "layout": emap, "patterns": [p] if len(emap) else [],
-                                   "bytes": int(emap.length.sum()), "datafiles": int(len(unique(emap.datafile)))}
-            continue
-        lo, hi = np.searchsorted(ext.group, [f, f + 1])
-        out[trace.files[int(f)]] = _file_replica(ext, slice(int(lo), int(hi)), prio_of_pat, n, mode, name,
-                                                 an.per_file[int(f)])
+        if f in own:
+            p = own[f]
+            emap = an.layouts[p] if mode == "ceda" else an.cida_placed.extent_map(p, an.per_file[f])
+            pats_f = [p] if len(emap) else []
+        else:
+            emap = ext.extent_map(f, an.per_file[f])
+            pats_f = [int(x) for x in unique(ext.pattern[ext.bounds[f]:ext.bounds[f + 1]])]
+        out[trace.files[f]] = {"name": name, "layout": emap, "patterns": pats_f, "bytes": int(emap.length.sum()),
+                               "datafiles": int(len(unique(emap.datafile)))}
     return out
-
-
-def _file_replica(ext: ReplicaExtents, m, prio_of_pat: np.ndarray, n: int, mode: str, name: str,
-                  default: Layout) -> dict:
-    """One file's replica of a combined plan from its placed extents ``ext[m]``: the
-    file's patterns in replica data files of their own, in priority order (CEDA: n files
-    each, 1 + slot·n + l; CIDA: one each)."""
-    pats_f = unique(ext.pattern[m])
-    slot_arr = np.full(len(prio_of_pat), -1, dtype=np.int64)
-    slot_arr[pats_f[np.argsort(prio_of_pat[pats_f], kind="stable")]] = np.arange(len(pats_f))
-    base = slot_arr[ext.pattern[m]]
-    datafile = 1 + base * (n if mode == "ceda" else 1) + ext.slot[m]
-    emap = _extent_map(ext, m, default, datafile)
-    return {"name": name, "layout": emap, "patterns": [int(p) for p in pats_f],
-            "bytes": int(ext.length[m].sum()), "datafiles": int(len(unique(datafile)))}
 
 
 def _same_servers(a, b, system) -> bool:

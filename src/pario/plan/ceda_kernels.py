@@ -152,147 +152,211 @@ def sweep_order(offset_rows, of_request, length, group_of_pattern, ngroups, obj_
 
 
 # ---------------------------------------------------------------------------- planner: claim sweep
-# The sweep below is written out once for both passes (``emit``: False = count the owned
-# bytes of every piece, True = place the fragments); numba compiles the branch away per call
-# only in spirit, the test is one predictable branch a fragment.
+# The sweep is written out once for both passes (``emit``: False = count the owned bytes of
+# every piece, True = place the fragments): one predictable branch a fragment.  Its pieces
+# come in offset order, their data (row, offset, end, pattern, per-piece state) from arrays
+# in object order: random accesses, loaded a block of pieces at a time before the block is
+# swept, so that the cache misses of different pieces overlap.  Placed extents are written
+# as records (offset, end, server, local, slot): the layout the extent lookups read
+# (:class:`pario.layout.extents_kernel.ExtentSet`).
+
+SWEEP_BLOCK = 64
 
 
 @njit(cache=True)
-def _sweep(emit, by_offset, bounds, obj_rows, off, ln, of_request, owned, cum, obj_of_piece, obj_shift, obj_slot,
-           servers, cida, stripe, o_pat, o_off, o_len, o_srv, o_loc, o_slot):
+def _sweep(emit, by_offset, bounds, obj_rows, off, ln, of_request, owned, cum, obj_of_piece, shift_a, slot_a, shift_b,
+           df_a, df_b, servers, stripe, rec_a, pat_a, rec_b, pat_b):
     """Owned fragments of every group in offset order (module docstring): piece q (a
     priority) owns [s, e) when no piece of smaller q in its group covers it.  A min-heap
-    (``hq`` priorities, ``he`` their ends) holds the pieces covering the sweep position
-    ``cur``; ended pieces leave it when they reach the top.
+    (``hq`` priorities, ``he`` their ends, ``hp`` their patterns) holds the pieces covering
+    the sweep position ``cur``; ended pieces leave it when they reach the top.
 
     ``emit=False``: adds each fragment's length to ``owned[q]``; returns the number of
-    fragments.  ``emit=True``: appends each fragment's replica extents to the ``o_*``
-    columns (pattern, offset, length, server, local, slot), merged with the previous
-    extent when they continue each other; ``cum[q]``: the position G of piece q's next
-    owned byte; returns the number of extents."""
+    fragments.  ``emit=True``: ``cum[q]`` is the position G of piece q's next owned byte;
+    appends each fragment's CEDA extent to ``rec_a``/``pat_a`` (when ``rec_a`` has rows:
+    object o in replica file l = ``slot_a[o]`` — data file ``df_a[pattern] + l``, server
+    ``servers[l]`` — at local offset G + ``shift_a[o]``) and its CIDA extents to
+    ``rec_b``/``pat_b`` (when ``rec_b`` has rows: data file ``df_b[pattern]``, offset G +
+    ``shift_b[o]`` in it, split at the stripes), each merged with the previous extent of its
+    table when they continue each other logically, physically and in object order (G);
+    returns the numbers of extents.  (And a sum of the loaded state, so that the compiler
+    keeps those loads.)"""
     cap = 64
     hq = np.empty(cap, dtype=np.int64)
     he = np.empty(cap, dtype=np.int64)
-    nout = 0
+    hp = np.empty(cap, dtype=np.int64)
+    bq = np.empty(SWEEP_BLOCK, dtype=np.int64)
+    br = np.empty(SWEEP_BLOCK, dtype=np.int64)
+    bs = np.empty(SWEEP_BLOCK, dtype=np.int64)
+    be = np.empty(SWEEP_BLOCK, dtype=np.int64)
+    bp = np.empty(SWEEP_BLOCK, dtype=np.int64)
+    touch = np.int64(0)
+    do_a = len(rec_a) > 0
+    do_b = len(rec_b) > 0
+    na = 0
+    nb = 0
     nfrag = 0
     n_srv = len(servers)
-    last_G = np.int64(-1)  # G after the last extent, and its group
-    last_g = -1
+    a_G = np.int64(-1)  # G after the last extent of each table, and its group
+    a_g = -1
+    b_G = np.int64(-1)
+    b_g = -1
     for g in range(len(bounds) - 1):
         hs = 0
         cur = np.int64(0)
-        s = np.int64(0)
-        for idx in range(bounds[g], bounds[g + 1] + 1):
-            last = idx == bounds[g + 1]
-            q = np.int64(0)
-            e = np.int64(0)
-            if not last:
-                q = np.int64(by_offset[idx])
-                r = obj_rows[q]
-                s = off[r]
-                e = s + ln[r]
-            # the owners of [cur, s) (of everything left when last)
-            while hs > 0 and (last or cur < s):
-                top = hq[0]
-                te = he[0]
-                if te > cur:
-                    t = te if last else min(te, s)
-                    # ---- fragment (top, cur, t)
-                    nfrag += 1
-                    if not emit:
-                        owned[top] += t - cur
-                    else:
-                        G = cum[top]
-                        cum[top] = G + (t - cur)
-                        o = obj_of_piece[top]
-                        pat = of_request[obj_rows[top]]
-                        v = G + obj_shift[o]  # CEDA: local offset; CIDA: offset in the pattern's file
-                        x = cur
-                        while x < t:
-                            if cida:
-                                chunk = v // stripe
-                                d = min(t - x, (chunk + 1) * stripe - v)
-                                srv = servers[chunk % n_srv]
-                                loc = (chunk // n_srv) * stripe + v % stripe
-                                slot = 0
-                            else:
-                                d = t - x
-                                slot = obj_slot[o]
-                                srv = servers[slot]
-                                loc = v
-                            k = nout - 1
-                            if (nout > 0 and last_g == g and last_G == G and o_pat[k] == pat
-                                    and o_off[k] + o_len[k] == x and o_srv[k] == srv and o_slot[k] == slot
-                                    and o_loc[k] + o_len[k] == loc):
-                                o_len[k] += d
-                            else:
-                                o_pat[nout] = pat
-                                o_off[nout] = x
-                                o_len[nout] = d
-                                o_srv[nout] = srv
-                                o_loc[nout] = loc
-                                o_slot[nout] = slot
-                                nout += 1
-                            x += d
-                            v += d
-                            G += d
-                            last_G = G
-                            last_g = g
-                    cur = t
-                if te <= cur:  # pop the top: the last leaf sifts down from the root
-                    hs -= 1
-                    xq = hq[hs]
-                    xe = he[hs]
-                    i = 0
-                    while True:
-                        c = 2 * i + 1
-                        if c >= hs:
-                            break
-                        if c + 1 < hs and hq[c + 1] < hq[c]:
-                            c += 1
-                        if hq[c] >= xq:
-                            break
-                        hq[i] = hq[c]
-                        he[i] = he[c]
-                        i = c
-                    if hs > 0:
-                        hq[i] = xq
-                        he[i] = xe
-            if last:
-                break
-            cur = s
-            if hs == cap:  # grow the heap
-                cap *= 2
-                nq = np.empty(cap, dtype=np.int64)
-                ne = np.empty(cap, dtype=np.int64)
-                nq[:hs] = hq[:hs]
-                ne[:hs] = he[:hs]
-                hq = nq
-                he = ne
-            i = hs  # push q: sift up
-            hs += 1
-            while i > 0:
-                pa = (i - 1) // 2
-                if hq[pa] <= q:
+        for b0 in range(bounds[g], bounds[g + 1] + 1, SWEEP_BLOCK):
+            b1 = min(bounds[g + 1], b0 + SWEEP_BLOCK)
+            for idx in range(b0, b1):  # stage 1: the pieces' rows
+                q = by_offset[idx]
+                bq[idx - b0] = q
+                br[idx - b0] = obj_rows[q]
+            for j in range(b1 - b0):  # stage 2: their extents, patterns and state
+                r = br[j]
+                bs[j] = off[r]
+                be[j] = off[r] + ln[r]
+                bp[j] = of_request[r]
+                if emit:
+                    touch += cum[bq[j]] + obj_of_piece[bq[j]]
+                else:
+                    touch += owned[bq[j]]
+            for idx in range(b0, b1 + 1):  # stage 3: sweep (idx == end of the group: drain)
+                last = idx == bounds[g + 1]
+                if idx == b1 and not last:
                     break
-                hq[i] = hq[pa]
-                he[i] = he[pa]
-                i = pa
-            hq[i] = q
-            he[i] = e
-    return nout if emit else nfrag
+                q = np.int64(0)
+                s = np.int64(0)
+                e = np.int64(0)
+                pq = np.int64(0)
+                if not last:
+                    j = idx - b0
+                    q = bq[j]
+                    s = bs[j]
+                    e = be[j]
+                    pq = bp[j]
+                # the owners of [cur, s) (of everything left when last)
+                while hs > 0 and (last or cur < s):
+                    top = hq[0]
+                    te = he[0]
+                    if te > cur:
+                        t = te if last else min(te, s)
+                        # ---- fragment (top, cur, t)
+                        nfrag += 1
+                        if not emit:
+                            owned[top] += t - cur
+                        else:
+                            G0 = cum[top]
+                            cum[top] = G0 + (t - cur)
+                            o = obj_of_piece[top]
+                            pat = hp[0]
+                            if do_a:  # CEDA: one extent
+                                slot = slot_a[o]
+                                srv = servers[slot]
+                                loc = G0 + shift_a[o]
+                                df = df_a[pat] + slot
+                                k = na - 1
+                                if (na > 0 and a_g == g and a_G == G0 and pat_a[k] == pat and rec_a[k, 1] == cur
+                                        and rec_a[k, 2] == srv and rec_a[k, 4] == df
+                                        and rec_a[k, 3] + (rec_a[k, 1] - rec_a[k, 0]) == loc):
+                                    rec_a[k, 1] = t
+                                else:
+                                    rec_a[na, 0] = cur
+                                    rec_a[na, 1] = t
+                                    rec_a[na, 2] = srv
+                                    rec_a[na, 3] = loc
+                                    rec_a[na, 4] = df
+                                    pat_a[na] = pat
+                                    na += 1
+                                a_G = G0 + (t - cur)
+                                a_g = g
+                            if do_b:  # CIDA: split at the stripes of the pattern's replica file
+                                v = G0 + shift_b[o]
+                                x = cur
+                                G = G0
+                                while x < t:
+                                    chunk = v // stripe
+                                    d = min(t - x, (chunk + 1) * stripe - v)
+                                    srv = servers[chunk % n_srv]
+                                    loc = (chunk // n_srv) * stripe + v % stripe
+                                    k = nb - 1
+                                    if (nb > 0 and b_g == g and b_G == G and pat_b[k] == pat and rec_b[k, 1] == x
+                                            and rec_b[k, 2] == srv and rec_b[k, 3] + (rec_b[k, 1] - rec_b[k, 0]) == loc):
+                                        rec_b[k, 1] = x + d
+                                    else:
+                                        rec_b[nb, 0] = x
+                                        rec_b[nb, 1] = x + d
+                                        rec_b[nb, 2] = srv
+                                        rec_b[nb, 3] = loc
+                                        rec_b[nb, 4] = df_b[pat]
+                                        pat_b[nb] = pat
+                                        nb += 1
+                                    x += d
+                                    v += d
+                                    G += d
+                                    b_G = G
+                                    b_g = g
+                        cur = t
+                    if te <= cur:  # pop the top: the last leaf sifts down from the root
+                        hs -= 1
+                        xq = hq[hs]
+                        xe = he[hs]
+                        xp = hp[hs]
+                        i = 0
+                        while True:
+                            c = 2 * i + 1
+                            if c >= hs:
+                                break
+                            if c + 1 < hs and hq[c + 1] < hq[c]:
+                                c += 1
+                            if hq[c] >= xq:
+                                break
+                            hq[i] = hq[c]
+                            he[i] = he[c]
+                            hp[i] = hp[c]
+                            i = c
+                        if hs > 0:
+                            hq[i] = xq
+                            he[i] = xe
+                            hp[i] = xp
+                if last:
+                    break
+                cur = s
+                if hs == cap:  # grow the heap
+                    cap *= 2
+                    nq = np.empty(cap, dtype=np.int64)
+                    ne = np.empty(cap, dtype=np.int64)
+                    np_ = np.empty(cap, dtype=np.int64)
+                    nq[:hs] = hq[:hs]
+                    ne[:hs] = he[:hs]
+                    np_[:hs] = hp[:hs]
+                    hq = nq
+                    he = ne
+                    hp = np_
+                i = hs  # push q: sift up
+                hs += 1
+                while i > 0:
+                    pa = (i - 1) // 2
+                    if hq[pa] <= q:
+                        break
+                    hq[i] = hq[pa]
+                    he[i] = he[pa]
+                    hp[i] = hp[pa]
+                    i = pa
+                hq[i] = q
+                he[i] = e
+                hp[i] = pq
+    return nfrag, na, nb, touch
 
 
 @njit(cache=True)
-def objects(obj_rows, owned, of_request, rank, group_of_pattern, n_servers, cida, npat):
+def objects(obj_rows, owned, of_request, rank, group_of_pattern, n_servers, npat):
     """Algorithm 1's objects from the owned bytes of every piece (in object order).
 
     An object is a maximal run of pieces with owned bytes of one (group, pattern, rank);
     object i of its (group, pattern) run goes to replica file l = i mod n (CEDA), objects
     of one file in ascending i; CIDA concatenates the run's objects.  Turns ``owned`` into
     ``cum`` in place (G: bytes owned by the pieces before, in object order) and returns
-    (object of each piece, per object: shift — local offset (CEDA) or offset in the
-    pattern's replica file (CIDA) = G + shift — and file l, space per pattern)."""
+    (object of each piece; per object: CEDA shift — local offset = G + shift — and file l,
+    CIDA shift — offset in the pattern's replica file = G + shift; space per pattern)."""
     m = len(obj_rows)
     obj_of_piece = np.empty(m, dtype=obj_rows.dtype)
     nobj = 0
@@ -306,8 +370,9 @@ def objects(obj_rows, owned, of_request, rank, group_of_pattern, n_servers, cida
             if group_of_pattern[p] != pg or p != pp or rank[r] != pr:
                 nobj += 1
                 pg, pp, pr = group_of_pattern[p], p, rank[r]
-    shift = np.zeros(nobj, dtype=np.int64)
-    slot = np.zeros(nobj, dtype=np.int64)
+    shift_a = np.zeros(nobj, dtype=np.int64)
+    slot_a = np.zeros(nobj, dtype=np.int64)
+    shift_b = np.zeros(nobj, dtype=np.int64)
     space = np.zeros(npat, dtype=np.int64)
     file_bytes = np.zeros(max(n_servers, 1), dtype=np.int64)
     G = np.int64(0)
@@ -331,46 +396,61 @@ def objects(obj_rows, owned, of_request, rank, group_of_pattern, n_servers, cida
                 else:
                     i += 1
                 o += 1
-                if cida:
-                    shift[o] = -run_G0
-                else:
-                    l = i % n_servers
-                    slot[o] = l
-                    shift[o] = file_bytes[l] - G
+                l = i % n_servers
+                slot_a[o] = l
+                shift_a[o] = file_bytes[l] - G
+                shift_b[o] = -run_G0
                 pg, pp, pr = grp, p, rank[r]
-            if not cida:
-                file_bytes[slot[o]] += w
+            file_bytes[slot_a[o]] += w
             space[p] += w
         obj_of_piece[q] = max(o, 0)
         owned[q] = G
         G += w
-    return obj_of_piece, shift, slot, space
+    return obj_of_piece, shift_a, slot_a, shift_b, space
 
 
-def place(by_offset, bounds, obj_rows, off, ln, of_request, rank, group_of_pattern, npat, servers, cida: bool,
-          stripe: int):
-    """Both sweeps and the objects: (extent columns pattern, offset, length, server, local,
-    slot sorted by (group, offset); space per pattern)."""
+def place(by_offset, bounds, obj_rows, off, ln, of_request, rank, group_of_pattern, slot_of_pattern, servers,
+          ceda: bool, cida: bool, stripe: int):
+    """Both sweeps and the objects: (CEDA extents, CIDA extents — each ``(records, pattern)``
+    sorted by (group, offset), records (offset, end, server, local, data file), or None when
+    not asked —, space per pattern).
+
+    Data files: the patterns of a group with replica bytes, in ascending ``slot_of_pattern``
+    (then id), have the replica files 1 + b·n … (CEDA: n each) or 1 + b (CIDA: one each)."""
     m = len(obj_rows)
+    npat = len(group_of_pattern)
+    n = len(servers)
     owned = np.zeros(m, dtype=np.int64)
     z64 = np.zeros(0, dtype=np.int64)
     zi = np.zeros(0, dtype=obj_rows.dtype)
+    z2 = np.zeros((0, 5), dtype=np.int64)
+    z32 = np.zeros(0, dtype=np.int32)
     servers = np.asarray(servers, dtype=np.int64)
     stripe = max(int(stripe), 1)
-    cols = (np.zeros(0, np.int32), z64, z64, np.zeros(0, np.int32), z64, np.zeros(0, np.int32))
-    nfrag = _sweep(False, by_offset, bounds, obj_rows, off, ln, of_request, owned, z64, zi, z64, z64, servers, cida,
-                   stripe, *cols)
-    obj_of_piece, shift, slot, space = objects(obj_rows, owned, of_request, rank, group_of_pattern, len(servers),
-                                               cida, npat)
-    cap = nfrag
-    if cida:  # fragments split at the stripe boundaries of the pattern files
-        cap = 2 * nfrag + int(space.sum()) // stripe
-    cols = (np.empty(cap, np.int32), np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int32),
-            np.empty(cap, np.int64), np.empty(cap, np.int32))
-    nout = _sweep(True, by_offset, bounds, obj_rows, off, ln, of_request, z64, owned, obj_of_piece, shift, slot,
-                  servers, cida, stripe, *cols)
+    nfrag, _, _, _ = _sweep(False, by_offset, bounds, obj_rows, off, ln, of_request, owned, z64, zi, z64, z64, z64,
+                            z64, z64, servers, stripe, z2, z32, z2, z32)
+    obj_of_piece, shift_a, slot_a, shift_b, space = objects(obj_rows, owned, of_request, rank, group_of_pattern, n,
+                                                            npat)
+    used = np.flatnonzero((group_of_pattern >= 0) & (space > 0))
+    o = np.lexsort((used, np.asarray(slot_of_pattern)[used], group_of_pattern[used]))
+    ps = used[o]
+    gs = group_of_pattern[ps]
+    first = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]]) if len(ps) else np.zeros(0, dtype=np.int64)
+    base = np.arange(len(ps)) - np.repeat(first, np.diff(np.r_[first, len(ps)]))
+    df_a = np.ones(npat, dtype=np.int64)
+    df_b = np.ones(npat, dtype=np.int64)
+    df_a[ps] = 1 + base * n
+    df_b[ps] = 1 + base
+    cap_a = nfrag if ceda else 0
+    cap_b = 2 * nfrag + int(space.sum()) // stripe if cida else 0  # fragments split at the stripes
+    rec_a, pat_a = np.empty((cap_a, 5), dtype=np.int64), np.empty(cap_a, dtype=np.int32)
+    rec_b, pat_b = np.empty((cap_b, 5), dtype=np.int64), np.empty(cap_b, dtype=np.int32)
+    _, na, nb, _ = _sweep(True, by_offset, bounds, obj_rows, off, ln, of_request, z64, owned, obj_of_piece, shift_a,
+                          slot_a, shift_b, df_a, df_b, servers, stripe, rec_a, pat_a, rec_b, pat_b)
     del owned, obj_of_piece
-    return tuple(c[:nout].copy() if nout < cap else c for c in cols), space
+    trim = lambda a, k: a[:k].copy() if k < len(a) else a  # noqa: E731
+    return ((trim(rec_a, na), trim(pat_a, na)) if ceda else None,
+            (trim(rec_b, nb), trim(pat_b, nb)) if cida else None, space)
 
 
 # ---------------------------------------------------------------------------- analyzer

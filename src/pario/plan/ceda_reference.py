@@ -12,19 +12,64 @@ both on random traces.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..arrays import unique
-from ..layout import ExtentMap
+from ..layout import ExtentMap, Layout
 from ..model.batches import batch_ids
 from ..trace import Trace
 from ..trace.core import READ, WRITE
 from .. import ParioError
-from .ceda import (AccessPatterns, CEDAAnalysis, ReplicaExtents, _dense, _extent_map, _file_replica, _no_patterns,
-                   _pattern_table, _sequences, _stripe_of, get_cost_model, original_layouts, pbt_frame)
+from .ceda import (AccessPatterns, CEDAAnalysis, _dense, _no_patterns, _pattern_table, _sequences, _stripe_of,
+                   get_cost_model, original_layouts, pbt_frame)
 from ..trace.patterns_reference import segment
+
+
+@dataclass
+class ReplicaExtents:
+    """Placed replica extents (columns), for several groups at once, sorted by (group,
+    offset).
+
+    ``group`` (the claim group: a pattern, or a file for a combined plan), ``pattern``,
+    ``offset``, ``length`` (logical extent of the original file), ``server``, ``local``
+    (offset in the replica data file), ``slot`` (replica data file index inside the
+    pattern: l = i mod n for CEDA, 0 for CIDA).  ``space``: replica bytes per pattern.
+    """
+
+    group: np.ndarray
+    pattern: np.ndarray
+    offset: np.ndarray
+    length: np.ndarray
+    server: np.ndarray
+    local: np.ndarray
+    slot: np.ndarray
+    space: np.ndarray
+
+    def take(self, mask) -> "ReplicaExtents":
+        return ReplicaExtents(self.group[mask], self.pattern[mask], self.offset[mask], self.length[mask],
+                              self.server[mask], self.local[mask], self.slot[mask], self.space)
+
+
+def _extent_map(ext: ReplicaExtents, mask, default: Layout, datafile: np.ndarray) -> ExtentMap:
+    return ExtentMap(ext.offset[mask], ext.length[mask], ext.server[mask], ext.local[mask], datafile, default)
+
+
+def _file_replica(ext: ReplicaExtents, m, prio_of_pat: np.ndarray, n: int, mode: str, name: str,
+                  default: Layout) -> dict:
+    """One file's replica of a combined plan from its placed extents ``ext[m]``: the
+    file's patterns in replica data files of their own, in priority order (CEDA: n files
+    each, 1 + slot·n + l; CIDA: one each)."""
+    pats_f = unique(ext.pattern[m])
+    slot_arr = np.full(len(prio_of_pat), -1, dtype=np.int64)
+    slot_arr[pats_f[np.argsort(prio_of_pat[pats_f], kind="stable")]] = np.arange(len(pats_f))
+    base = slot_arr[ext.pattern[m]]
+    datafile = 1 + base * (n if mode == "ceda" else 1) + ext.slot[m]
+    emap = _extent_map(ext, m, default, datafile)
+    return {"name": name, "layout": emap, "patterns": [int(p) for p in pats_f],
+            "bytes": int(ext.length[m].sum()), "datafiles": int(len(unique(datafile)))}
 
 
 def _splitmix(x: np.ndarray) -> np.ndarray:
@@ -240,16 +285,24 @@ def flush_costs(trace: Trace, pattern_of_row: np.ndarray, layouts: dict[int, Any
     """The flush of :func:`pario.plan.ceda.flush_costs`: each pattern's writes priced on a
     virtual trace of the writes, as reads under its replica layout plus as writes under the
     original layout."""
+    kw = {"bid": bid, "file_of_pattern": file_of_pattern}
+    back = write_costs(trace, pattern_of_row, layouts, system, model, as_reads=True, **kw)
+    home = write_costs(trace, pattern_of_row, orig, system, model, as_reads=False, **kw)
+    return back + home
+
+
+def write_costs(trace: Trace, pattern_of_row: np.ndarray, layouts: dict[int, Any], system, model, *,
+                as_reads: bool, bid: np.ndarray, file_of_pattern) -> np.ndarray:
+    """Every pattern's writes on their own (a virtual trace of the writes; ``as_reads``:
+    read instead) under ``layouts``: one half of the flush."""
     npat = len(file_of_pattern)
     w = np.flatnonzero(trace.cols["op"] == WRITE)
     if npat == 0 or len(w) == 0:
         return np.zeros(npat)
     tw = trace.take(w)
-    back = pattern_costs(Trace.checked({**tw.cols, "op": np.full(len(w), READ, dtype=tw.cols["op"].dtype)},
-                                       tw.files), pattern_of_row[w], layouts, system, model, bid=bid[w],
-                         file_of_pattern=file_of_pattern)
-    home = pattern_costs(tw, pattern_of_row[w], orig, system, model, bid=bid[w], file_of_pattern=file_of_pattern)
-    return back + home
+    if as_reads:
+        tw = Trace.checked({**tw.cols, "op": np.full(len(w), READ, dtype=tw.cols["op"].dtype)}, tw.files)
+    return pattern_costs(tw, pattern_of_row[w], layouts, system, model, bid=bid[w], file_of_pattern=file_of_pattern)
 
 
 def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *, by: str = "auto",
