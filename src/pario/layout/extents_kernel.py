@@ -125,9 +125,22 @@ BLOCK = 64  # requests whose first extents are looked up together
 
 @njit(cache=True)
 def _grow(a, size):
-    out = np.empty(max(size, 2 * len(a)), dtype=a.dtype)
-    out[:len(a)] = a
+    """``a`` (rows × capacity) with at least ``size`` columns."""
+    out = np.empty((a.shape[0], max(size, 2 * a.shape[1])), dtype=a.dtype)
+    out[:, :a.shape[1]] = a
     return out
+
+
+@njit(cache=True)
+def _gap(g, G, i, x, L, leaf):
+    """Gap G (request, start, length, leaf) into ``g``, grown if needed; returns (g, G + 1)."""
+    if G >= g.shape[1]:
+        g = _grow(g, G + 1)
+    g[0, G] = i
+    g[1, G] = x
+    g[2, G] = L
+    g[3, G] = leaf
+    return g, G + 1
 
 
 @njit(cache=True)
@@ -138,20 +151,14 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
     every request's candidate record (and the next record's start), then the checks and
     the output — so that the cache misses of different requests are independent and
     overlap (a lookup whose branch depends on a missed load stalls the next one
-    otherwise).  Returns (ptr, server, local, length, datafile — ``ptr[i]:ptr[i+1]`` the
-    covered pieces of request i, arrays of capacity ≥ ptr[n] —, and the gaps: request,
-    start, length, leaf, count)."""
+    otherwise).  Returns (ptr, sub-requests — rows server, local, length, datafile;
+    ``ptr[i]:ptr[i+1]`` the covered pieces of request i, capacity ≥ ptr[n] —, gaps — rows
+    request, start, length, leaf —, number of gaps)."""
     n = len(fil)
     E = len(rec)
     ptr = np.zeros(n + 1, dtype=np.int64)
-    o_srv = np.empty(cap, dtype=np.int64)
-    o_loc = np.empty(cap, dtype=np.int64)
-    o_len = np.empty(cap, dtype=np.int64)
-    o_df = np.empty(cap, dtype=np.int64)
-    g_req = np.empty(16, dtype=np.int64)
-    g_x = np.empty(16, dtype=np.int64)
-    g_len = np.empty(16, dtype=np.int64)
-    g_leaf = np.empty(16, dtype=np.int64)
+    out = np.empty((4, cap), dtype=np.int64)
+    g = np.empty((4, 16), dtype=np.int64)
     lo = np.empty(BLOCK, dtype=np.int64)
     hi = np.empty(BLOCK, dtype=np.int64)
     R = np.zeros((BLOCK, 6), dtype=np.int64)  # candidate record, then the next record's start
@@ -181,28 +188,16 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
                 for c in range(5):
                     R[j, c] = rec[k, c]
                 R[j, 5] = rec[k + 1, 0] if k + 1 < E else 0
+        if u + 2 * BLOCK > out.shape[1]:
+            out = _grow(out, u + 2 * BLOCK)
         for i in range(b0, b1):  # stage 3: the first record ending after x; the pieces
             j = i - b0
             k = lo[j]
             x = x0[i]
             e = x + ln[i]
-            if u + 2 > len(o_srv):
-                o_srv = _grow(o_srv, u + 2)
-                o_loc = _grow(o_loc, u + 2)
-                o_len = _grow(o_len, u + 2)
-                o_df = _grow(o_df, u + 2)
-            if G + 2 > len(g_req):
-                g_req = _grow(g_req, G + 2)
-                g_x = _grow(g_x, G + 2)
-                g_len = _grow(g_len, G + 2)
-                g_leaf = _grow(g_leaf, G + 2)
             if k < 0:
                 if ln[i] > 0:  # a file whose layout is not an extent map: one gap
-                    g_req[G] = i
-                    g_x[G] = x
-                    g_len[G] = ln[i]
-                    g_leaf[G] = lid[fil[i]]
-                    G += 1
+                    g, G = _gap(g, G, i, x, ln[i], lid[fil[i]])
                 ptr[i + 1] = u
                 continue
             leaf = lid[fil[i]]
@@ -219,90 +214,59 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
                 else:
                     while k < h and rec[k, 1] <= x:
                         k += 1
-            elif k < last and R[j, 0] < e and (k + 1 >= last or R[j, 5] >= e):
-                # the candidate alone covers what is covered (most requests): from the loaded record
-                a = max(x, R[j, 0])
-                if a > x:
-                    g_req[G] = i
-                    g_x[G] = x
-                    g_len[G] = a - x
-                    g_leaf[G] = leaf
-                    G += 1
-                o_srv[u] = R[j, 2]
-                o_loc[u] = R[j, 3] + (a - R[j, 0])
-                o_len[u] = min(e, R[j, 1]) - a
-                o_df[u] = R[j, 4]
-                u += 1
-                if R[j, 1] < e:
-                    g_req[G] = i
-                    g_x[G] = R[j, 1]
-                    g_len[G] = e - R[j, 1]
-                    g_leaf[G] = leaf
-                    G += 1
-                ptr[i + 1] = u
-                continue
-            pos = x  # the general walk: every record from k that starts before e
-            while k < last and rec[k, 0] < e:
-                if u + 1 > len(o_srv):
-                    o_srv = _grow(o_srv, u + 1)
-                    o_loc = _grow(o_loc, u + 1)
-                    o_len = _grow(o_len, u + 1)
-                    o_df = _grow(o_df, u + 1)
-                if G + 2 > len(g_req):
-                    g_req = _grow(g_req, G + 2)
-                    g_x = _grow(g_x, G + 2)
-                    g_len = _grow(g_len, G + 2)
-                    g_leaf = _grow(g_leaf, G + 2)
-                a = max(x, rec[k, 0])
+                if k < E:
+                    for c in range(5):
+                        R[j, c] = rec[k, c]
+            pos = x  # every record from k that starts before e (the first one loaded in R)
+            first = True
+            while k < last:
+                if first:
+                    rs, re_, srv, loc, df = R[j, 0], R[j, 1], R[j, 2], R[j, 3], R[j, 4]
+                else:
+                    rs, re_, srv, loc, df = rec[k, 0], rec[k, 1], rec[k, 2], rec[k, 3], rec[k, 4]
+                if rs >= e:
+                    break
+                a = max(x, rs)
                 if a > pos:
-                    g_req[G] = i
-                    g_x[G] = pos
-                    g_len[G] = a - pos
-                    g_leaf[G] = leaf
-                    G += 1
-                o_srv[u] = rec[k, 2]
-                o_loc[u] = rec[k, 3] + (a - rec[k, 0])
-                o_len[u] = min(e, rec[k, 1]) - a
-                o_df[u] = rec[k, 4]
+                    g, G = _gap(g, G, i, pos, a - pos, leaf)
+                if u >= out.shape[1]:
+                    out = _grow(out, u + 1)
+                out[0, u] = srv
+                out[1, u] = loc + (a - rs)
+                out[2, u] = min(e, re_) - a
+                out[3, u] = df
                 u += 1
-                pos = rec[k, 1]
+                pos = re_
                 k += 1
+                first = False
             if pos < e:
-                g_req[G] = i
-                g_x[G] = pos
-                g_len[G] = e - pos
-                g_leaf[G] = leaf
-                G += 1
+                g, G = _gap(g, G, i, pos, e - pos, leaf)
             ptr[i + 1] = u
-    return ptr, o_srv, o_loc, o_len, o_df, g_req, g_x, g_len, g_leaf, G
+    return ptr, out, g, G
 
 
 @njit(cache=True)
-def _merge(ptr, o_srv, o_loc, o_len, o_df, d_req, d_srv, d_loc, d_len):
-    """Every request's covered pieces followed by its gaps' default sub-requests (``d_*``,
-    in request order)."""
+def _merge(ptr, out, d_req, d_sub):
+    """Every request's covered pieces followed by its gaps' default sub-requests (``d_sub``
+    rows server, local, length; ``d_req``: their requests, in request order)."""
     n = len(ptr) - 1
-    total = ptr[n] + len(d_req)
-    out = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, np.int64))
+    res = np.empty((4, ptr[n] + len(d_req)), dtype=np.int64)
     nptr = np.zeros(n + 1, dtype=np.int64)
     u = 0
     d = 0
     for i in range(n):
         for v in range(ptr[i], ptr[i + 1]):
-            out[0][u] = o_srv[v]
-            out[1][u] = o_loc[v]
-            out[2][u] = o_len[v]
-            out[3][u] = o_df[v]
+            for c in range(4):
+                res[c, u] = out[c, v]
             u += 1
         while d < len(d_req) and d_req[d] == i:
-            out[0][u] = d_srv[d]
-            out[1][u] = d_loc[d]
-            out[2][u] = d_len[d]
-            out[3][u] = 0
+            for c in range(3):
+                res[c, u] = d_sub[c, d]
+            res[3, u] = 0
             u += 1
             d += 1
         nptr[i + 1] = u
-    return nptr, out[0], out[1], out[2], out[3]
+    return nptr, res
 
 
 def map_in_order(leaves, lid, fil, offset, length):
@@ -324,26 +288,24 @@ def map_extent_set(es: ExtentSet, lid, fil, offset, length):
     fil = np.ascontiguousarray(fil)
     offset = np.ascontiguousarray(offset, dtype=np.int64)
     length = np.ascontiguousarray(length, dtype=np.int64)
-    ptr, o_srv, o_loc, o_len, o_df, g_req, g_x, g_len, g_leaf, G = _map(fil, offset, length, lid, *es.arrays(),
-                                                                         n + 1024)
+    ptr, out, g, G = _map(fil, offset, length, lid, *es.arrays(), n + 1024)
+    if G:
+        g_req, g_x, g_len, g_leaf = g[:, :G]
+        parts = []
+        for leaf in np.unique(g_leaf).tolist():  # per leaf: its default layout
+            sel = np.flatnonzero(g_leaf == leaf)
+            default = es.defaults[leaf]
+            if default is None:
+                j = int(sel[0])
+                raise ParioError(f"extent map has no default layout and does not cover bytes [{g_x[j]}, "
+                                 f"{g_x[j] + g_len[j]}) of request {int(g_req[j])}")
+            sub = map_requests(default, g_x[sel], g_len[sel])
+            parts.append((sel[sub.req], np.stack([sub.server.astype(np.int64), sub.local, sub.length])))
+        gidx = np.concatenate([p[0] for p in parts])
+        o = np.argsort(gidx, kind="stable") if len(parts) > 1 else np.arange(len(gidx))
+        ptr, out = _merge(ptr, out, g_req[gidx[o]], np.concatenate([p[1] for p in parts], axis=1)[:, o])
     u = int(ptr[-1])
-    if G == 0:
-        return ptr, o_srv[:u], o_loc[:u], o_len[:u], o_df[:u]
-    g_req, g_x, g_len, g_leaf = g_req[:G], g_x[:G], g_len[:G], g_leaf[:G]
-    parts = []
-    for leaf in np.unique(g_leaf).tolist():  # per leaf: its default layout
-        sel = np.flatnonzero(g_leaf == leaf)
-        default = es.defaults[leaf]
-        if default is None:
-            j = int(sel[0])
-            raise ParioError(f"extent map has no default layout and does not cover bytes [{g_x[j]}, "
-                             f"{g_x[j] + g_len[j]}) of request {int(g_req[j])}")
-        sub = map_requests(default, g_x[sel], g_len[sel])
-        parts.append((sel[sub.req], sub.server.astype(np.int64), sub.local, sub.length))
-    gidx = np.concatenate([p[0] for p in parts])
-    o = np.argsort(gidx, kind="stable") if len(parts) > 1 else np.arange(len(gidx))
-    d_srv, d_loc, d_len = (np.concatenate([p[k] for p in parts])[o] for k in (1, 2, 3))
-    return _merge(ptr, o_srv, o_loc, o_len, o_df, g_req[gidx[o]], d_srv, d_loc, d_len)
+    return ptr, out[0, :u], out[1, :u], out[2, :u], out[3, :u]
 
 
 @njit(cache=True)
