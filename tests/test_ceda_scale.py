@@ -357,3 +357,19 @@ def test_analysis_by_any_model_equals_the_compiled_path(seed):
     tr = random_trace(100 + seed)
     system = load_system("ceda-hdd8")
     _same_pbt(ceda.analyze(tr, system, model=Same(), with_cida=True).pbt, ceda.analyze(tr, system, with_cida=True).pbt)
+
+
+def test_orig_baseline_from_the_analyzer_is_the_model_price():
+    """When the analyzer priced the trace's own requests (one pattern a file, in the trace's
+    batches), its T_O pricing gives the ORIG baseline: exactly the model's price of the
+    whole trace under the original layouts."""
+    system = load_system("ceda-hdd8")
+    for tr in ior_traces()[:3] + [random_trace(3, 300)]:
+        an = ceda.analyze(tr, system)
+        lay = {f: an.per_file[i] for i, f in enumerate(tr.files)}
+        want = DistributionModel().trace_cost(tr, lay, system, batches=an.bid).predicted_s
+        if an.orig_s is not None:
+            assert an.orig_s == want
+        plan = CEDAPlanner().plan(tr, system)
+        assert plan.baselines["ORIG"] == want
+    assert ceda.analyze(ior_traces()[0], system).orig_s is not None  # (one pattern: the analyzer's)

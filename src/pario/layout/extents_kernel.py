@@ -51,6 +51,8 @@ class ExtentSet:
         for i in range(nl):
             nb = _buckets(int(self.e1[i] - self.e0[i]))
             self.d0[i + 1] = self.d0[i] + (nb + 1 if self.is_ext[i] else 0)
+        if len(rec) and (max(int(rec[:, 2].max()), int(rec[:, 4].max())) >= 2 ** 31 or int(rec[:, 4].min()) < 0):
+            raise ParioError("extent map: server and data file indices must lie in [0, 2^31)")
         self.dirs = np.zeros(int(self.d0[-1]), dtype=np.int32 if len(rec) < 2 ** 31 - 1 else np.int64)
         _directories(self.rec, self.is_ext, self.e0, self.e1, self.d0, self.dlo, self.dhi, self.dsh, self.dirs)
 
@@ -151,13 +153,15 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
     every request's candidate record (and the next record's start), then the checks and
     the output — so that the cache misses of different requests are independent and
     overlap (a lookup whose branch depends on a missed load stalls the next one
-    otherwise).  Returns (ptr, sub-requests — rows server, local, length, datafile;
-    ``ptr[i]:ptr[i+1]`` the covered pieces of request i, capacity ≥ ptr[n] —, gaps — rows
-    request, start, length, leaf —, number of gaps)."""
+    otherwise).  Returns (ptr, sub-requests — ``sub64`` rows local, length, ``sub32`` rows
+    server, datafile (int32: a sub-request takes 24 bytes); ``ptr[i]:ptr[i+1]`` the covered
+    pieces of request i, capacity ≥ ptr[n] —, gaps — rows request, start, length, leaf —,
+    number of gaps)."""
     n = len(fil)
     E = len(rec)
     ptr = np.zeros(n + 1, dtype=np.int64)
-    out = np.empty((4, cap), dtype=np.int64)
+    sub64 = np.empty((2, cap), dtype=np.int64)
+    sub32 = np.empty((2, cap), dtype=np.int32)
     g = np.empty((4, 16), dtype=np.int64)
     lo = np.empty(BLOCK, dtype=np.int64)
     hi = np.empty(BLOCK, dtype=np.int64)
@@ -188,8 +192,9 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
                 for c in range(5):
                     R[j, c] = rec[k, c]
                 R[j, 5] = rec[k + 1, 0] if k + 1 < E else 0
-        if u + 2 * BLOCK > out.shape[1]:
-            out = _grow(out, u + 2 * BLOCK)
+        if u + 2 * BLOCK > sub64.shape[1]:
+            sub64 = _grow(sub64, u + 2 * BLOCK)
+            sub32 = _grow(sub32, u + 2 * BLOCK)
         for i in range(b0, b1):  # stage 3: the first record ending after x; the pieces
             j = i - b0
             k = lo[j]
@@ -229,12 +234,13 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
                 a = max(x, rs)
                 if a > pos:
                     g, G = _gap(g, G, i, pos, a - pos, leaf)
-                if u >= out.shape[1]:
-                    out = _grow(out, u + 1)
-                out[0, u] = srv
-                out[1, u] = loc + (a - rs)
-                out[2, u] = min(e, re_) - a
-                out[3, u] = df
+                if u >= sub64.shape[1]:
+                    sub64 = _grow(sub64, u + 1)
+                    sub32 = _grow(sub32, u + 1)
+                sub32[0, u] = srv
+                sub64[0, u] = loc + (a - rs)
+                sub64[1, u] = min(e, re_) - a
+                sub32[1, u] = df
                 u += 1
                 pos = re_
                 k += 1
@@ -242,39 +248,37 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
             if pos < e:
                 g, G = _gap(g, G, i, pos, e - pos, leaf)
             ptr[i + 1] = u
-    return ptr, out, g, G
+    return ptr, sub64, sub32, g, G
 
 
 @njit(cache=True)
-def _merge(ptr, out, d_req, d_sub):
+def _merge(ptr, sub64, sub32, d_req, d_sub):
     """Every request's covered pieces followed by its gaps' default sub-requests (``d_sub``
     rows server, local, length; ``d_req``: their requests, in request order)."""
     n = len(ptr) - 1
-    res = np.empty((4, ptr[n] + len(d_req)), dtype=np.int64)
+    r64 = np.empty((2, ptr[n] + len(d_req)), dtype=np.int64)
+    r32 = np.empty((2, ptr[n] + len(d_req)), dtype=np.int32)
     nptr = np.zeros(n + 1, dtype=np.int64)
     u = 0
     d = 0
     for i in range(n):
         for v in range(ptr[i], ptr[i + 1]):
-            for c in range(4):
-                res[c, u] = out[c, v]
+            r64[0, u], r64[1, u], r32[0, u], r32[1, u] = sub64[0, v], sub64[1, v], sub32[0, v], sub32[1, v]
             u += 1
         while d < len(d_req) and d_req[d] == i:
-            for c in range(3):
-                res[c, u] = d_sub[c, d]
-            res[3, u] = 0
+            r32[0, u], r64[0, u], r64[1, u], r32[1, u] = d_sub[0, d], d_sub[1, d], d_sub[2, d], 0
             u += 1
             d += 1
         nptr[i + 1] = u
-    return nptr, res
+    return nptr, r64, r32
 
 
 def map_in_order(leaves, lid, fil, offset, length):
     """Sub-requests of requests ``(fil, offset, length)`` (in the caller's order) under
     per-file layouts (``leaves``, leaf id ``lid[file]``, at least one an extent map).
 
-    Returns (ptr, server, local, length, datafile), int64: request i's sub-requests are
-    rows ``ptr[i]:ptr[i+1]``, covered parts first (offset order), then the gaps' (mapped
+    Returns (ptr, server, local, length, datafile) — server and datafile int32, the rest
+    int64: request i's sub-requests are rows ``ptr[i]:ptr[i+1]``, covered parts first (offset order), then the gaps' (mapped
     by the default layout)."""
     return map_extent_set(ExtentSet.of_layouts(leaves), lid, fil, offset, length)
 
@@ -288,7 +292,7 @@ def map_extent_set(es: ExtentSet, lid, fil, offset, length):
     fil = np.ascontiguousarray(fil)
     offset = np.ascontiguousarray(offset, dtype=np.int64)
     length = np.ascontiguousarray(length, dtype=np.int64)
-    ptr, out, g, G = _map(fil, offset, length, lid, *es.arrays(), n + 1024)
+    ptr, sub64, sub32, g, G = _map(fil, offset, length, lid, *es.arrays(), n + 1024)
     if G:
         g_req, g_x, g_len, g_leaf = g[:, :G]
         parts = []
@@ -303,9 +307,10 @@ def map_extent_set(es: ExtentSet, lid, fil, offset, length):
             parts.append((sel[sub.req], np.stack([sub.server.astype(np.int64), sub.local, sub.length])))
         gidx = np.concatenate([p[0] for p in parts])
         o = np.argsort(gidx, kind="stable") if len(parts) > 1 else np.arange(len(gidx))
-        ptr, out = _merge(ptr, out, g_req[gidx[o]], np.concatenate([p[1] for p in parts], axis=1)[:, o])
+        ptr, sub64, sub32 = _merge(ptr, sub64, sub32, g_req[gidx[o]],
+                                   np.concatenate([p[1] for p in parts], axis=1)[:, o])
     u = int(ptr[-1])
-    return ptr, out[0, :u], out[1, :u], out[2, :u], out[3, :u]
+    return ptr, sub32[0, :u], sub64[0, :u], sub64[1, :u], sub32[1, :u]
 
 
 @njit(cache=True)

@@ -50,6 +50,7 @@ benefit test prices by default (:func:`flush_costs`; ``flush=False``: the paper'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -320,11 +321,14 @@ def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, serv
     ngroups = int(group_of_pattern.max()) + 1 if len(placed) else 0
     of_request = np.asarray(of_request)
     obj_rows = K.object_order(orders.by_rank, of_request, trace.length, key, max(nkeys, 1))
-    by_offset, bounds = K.sweep_order(orders.by_offset, of_request, trace.length, group_of_pattern, ngroups,
-                                      obj_rows, len(trace))
-    a, b, space = K.place(by_offset, bounds, obj_rows, trace.offset, trace.length, of_request, trace.rank,
-                          group_of_pattern, slot_of_pattern, servers, "ceda" in modes, "cida" in modes, stripe)
-    del obj_rows, by_offset
+    table, bounds = K.sweep_order(orders.by_offset, of_request, trace.offset, trace.length, group_of_pattern, ngroups,
+                                  obj_rows, len(trace))
+    fragments = K.claim(table, bounds, len(obj_rows) // 2 + 1024)
+    del table
+    a, b, space = K.place(fragments, bounds, obj_rows, of_request, trace.rank, group_of_pattern, slot_of_pattern,
+                          servers, "ceda" in modes, "cida" in modes, stripe)
+    del fragments
+    del obj_rows
 
     def placed_extents(res):
         if res is None:
@@ -350,7 +354,7 @@ def plan_layouts(trace: Trace, patterns: AccessPatterns, system, original, *, mo
         raise ParioError(f"unknown placement {mode!r}")
     _, per_file = original_layouts(original, trace, system)
     ext = _planned(trace, patterns, system, per_file, servers, stripe, orders, (mode,))[mode]
-    return _maps(ext, patterns, per_file), ext.space
+    return dict(_maps(ext, patterns, per_file)), ext.space
 
 
 def _planned(trace, patterns: AccessPatterns, system, per_file, servers, stripe, orders, modes) -> dict:
@@ -362,10 +366,35 @@ def _planned(trace, patterns: AccessPatterns, system, per_file, servers, stripe,
     return {"ceda": ceda, "cida": cida}
 
 
-def _maps(ext: PlacedExtents, patterns: AccessPatterns, per_file) -> dict[int, ExtentMap]:
-    """Pattern id → its ExtentMap (default: the original layout of its file)."""
-    files = patterns.table["file"].to_numpy() if len(patterns) else np.zeros(0, dtype=np.int64)
-    return {p: ext.extent_map(p, per_file[int(files[p])]) for p in range(len(patterns))}  # one per pattern
+class _PlannedMaps(Mapping):
+    """Pattern id → the ExtentMap of its placed extents (default: the original layout of its
+    file), made on first use: the analyzer prices the records as they are, and a plan needs
+    the ExtentMaps of its chosen patterns only."""
+
+    def __init__(self, placed: PlacedExtents, patterns: AccessPatterns, per_file):
+        self.placed = placed
+        self.files = patterns.table["file"].to_numpy() if len(patterns) else np.zeros(0, dtype=np.int64)
+        self.per_file = per_file
+        self.made: dict[int, ExtentMap] = {}
+
+    def __getitem__(self, p) -> ExtentMap:
+        if not isinstance(p, (int, np.integer)) or not 0 <= p < len(self.files):
+            raise KeyError(p)
+        p = int(p)
+        if p not in self.made:
+            self.made[p] = self.placed.extent_map(p, self.per_file[int(self.files[p])])
+        return self.made[p]
+
+    def __iter__(self):
+        return iter(range(len(self.files)))
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+
+def _maps(ext: PlacedExtents, patterns: AccessPatterns, per_file) -> Mapping:
+    """Pattern id → its ExtentMap (default: the original layout of its file), made on use."""
+    return _PlannedMaps(ext, patterns, per_file)
 
 
 def _stripe_of(layouts) -> int:
@@ -416,6 +445,7 @@ class PatternPricing:
                                  offset=prep.offset, length=prep.length, nranks=prep.nranks)
             self.slot = files  # layouts by trace file: each file's one pattern
             self.nfiles = len(trace.files)
+            self.whole = True  # the trace's own requests, batches and files
         else:
             vperm = prep.perm if already else vperm
             self.req = _Requests(bid=vb, nb=len(self.pattern_of_batch), rank=trace.rank[vperm], op=trace.op[vperm],
@@ -423,6 +453,7 @@ class PatternPricing:
                                  length=trace.length[vperm], nranks=prep.nranks)
             self.slot = np.arange(self.npat)
             self.nfiles = self.npat
+            self.whole = False
         del vperm, vb
 
     def _layouts(self, layouts_by_pattern: dict[int, Any]) -> list:
@@ -435,14 +466,27 @@ class PatternPricing:
     def costs(self, layouts_by_pattern: dict[int, Any], req: "_Requests | None" = None,
               subrequests=None) -> np.ndarray:
         """Σ over each pattern's batches of T_sys (eq. 3–4) under its layout."""
-        from ..model.engine import price_in_order
-
         if self.npat == 0 or len(self.req.bid) == 0:
             return np.zeros(self.npat)
         layouts = [None] * self.nfiles if layouts_by_pattern is None else self._layouts(layouts_by_pattern)
+        return np.bincount(self.pattern_of_batch, weights=self._per_batch(layouts, req, subrequests),
+                           minlength=self.npat)
+
+    def _per_batch(self, layouts: list, req=None, subrequests=None) -> np.ndarray:
+        from ..model.engine import price_in_order
+
         per_batch, _, _, _ = price_in_order(req or self.req, layouts, self.system, contiguous_alpha_table=self.alpha,
                                             network=self.network, subrequests=subrequests)
-        return np.bincount(self.pattern_of_batch, weights=per_batch, minlength=self.npat)
+        return per_batch
+
+    def original(self, orig: dict[int, Any], per_file: list) -> tuple[np.ndarray, float | None]:
+        """(T_O; and when these requests are the trace's own — one pattern a file, in the
+        trace's batches — the whole trace's time under its original layouts ``per_file``,
+        the plan's ORIG baseline, from the same pricing: else None)."""
+        if not self.whole or self.npat == 0 or len(self.req.bid) == 0:
+            return self.costs(orig), None
+        per_batch = self._per_batch(list(per_file))
+        return np.bincount(self.pattern_of_batch, weights=per_batch, minlength=self.npat), float(per_batch.sum())
 
     def _writes(self) -> np.ndarray | None:
         """The requests' lengths with the reads' set to 0 (None: no write): the writes
@@ -512,6 +556,9 @@ class _ModelPricing:
     def costs(self, layouts_by_pattern):
         return self.ref.pattern_costs(*self.args, layouts_by_pattern, *self.sm, **self.kw)
 
+    def original(self, orig, per_file):
+        return self.costs(orig), None
+
     def replica(self, layouts: dict, back: bool):
         """(T_N, the flush's read-back) under the replica ExtentMaps ``layouts``."""
         npat = len(self.kw["file_of_pattern"])
@@ -525,13 +572,20 @@ class _ModelPricing:
         return self.ref.flush_costs(*self.args, layouts, orig, *self.sm, **self.kw)
 
 
-def _pricing(trace, pattern_of_row, bid, file_of_pattern, system, model):
-    """The analyzer's pricing: compiled for the distribution model (outside
-    :func:`~pario.model.distribution.reference_pricing`), else by the model's trace_cost."""
+def _compiled(model) -> bool:
+    """Whether CEDA prices by the compiled kernel directly: the distribution model itself
+    (another model prices by its ``trace_cost``), outside
+    :func:`~pario.model.distribution.reference_pricing`."""
     from ..model.distribution import DistributionModel
 
-    compiled = type(model) is DistributionModel and not reference_mode()
-    return (PatternPricing if compiled else _ModelPricing)(trace, pattern_of_row, bid, file_of_pattern, system, model)
+    return type(model) is DistributionModel and not reference_mode()
+
+
+def _pricing(trace, pattern_of_row, bid, file_of_pattern, system, model):
+    """The analyzer's pricing: compiled (:class:`PatternPricing`) or by the model's
+    ``trace_cost`` (:func:`_compiled`)."""
+    return (PatternPricing if _compiled(model) else _ModelPricing)(trace, pattern_of_row, bid, file_of_pattern,
+                                                                   system, model)
 
 
 def pattern_costs(trace: Trace, pattern_of_row: np.ndarray, layouts_by_pattern: dict[int, Any], system, model,
@@ -562,10 +616,11 @@ class CEDAAnalysis:
     cida_T, cida_space, non_contiguous).  For :func:`combined_replicas`: ``orders``, the
     trace's request orders (None: computed again if needed); ``servers``, the replica
     servers of ``layouts``; ``cida_placed``: every pattern's CIDA extents (from the same
-    claim as ``layouts``), with ``cida_stripe``."""
+    claim as ``layouts``), with ``cida_stripe``; ``orig_s``: the whole trace's time under
+    its original layouts when the analyzer priced it (None: not)."""
 
     patterns: AccessPatterns
-    layouts: dict[int, ExtentMap]
+    layouts: Mapping[int, ExtentMap]
     cida_layouts: dict[int, ExtentMap]
     pbt: pd.DataFrame
     bid: np.ndarray
@@ -575,6 +630,7 @@ class CEDAAnalysis:
     servers: Any = None
     cida_placed: "PlacedExtents | None" = None
     cida_stripe: int = 0
+    orig_s: float | None = None
 
 
 def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *, by: str = "auto",
@@ -606,20 +662,20 @@ def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *,
     orig = {p: per_file[int(f)] for p, f in enumerate(files)}
     defaults = [per_file[int(f)] for f in files]
     pricing = _pricing(trace, pats.of_request, bid, files, system, model)
-    T_O = pricing.costs(orig)
+    T_O, orig_s = pricing.original(orig, per_file)
     compiled = isinstance(pricing, PatternPricing)
     if compiled:  # the records as placed, before their ExtentMaps are made
         T_N, back = pricing.replica(planned["ceda"], defaults, flush)  # the flush's read-back: same sub-requests
         T_C = pricing.replica(planned["cida"], defaults, False)[0] if with_cida else np.full(len(files), np.nan)
     layouts = _maps(planned.pop("ceda"), pats, per_file)
-    cida = _maps(planned["cida"], pats, per_file) if with_cida else {}
+    cida = dict(_maps(planned["cida"], pats, per_file)) if with_cida else {}
     if not compiled:
         T_N, back = pricing.replica(layouts, flush)
         T_C = pricing.costs(cida) if with_cida else np.full(len(files), np.nan)
     F = back + pricing.home(orig) if flush else np.zeros(len(files))
     del pricing
     pbt = pbt_frame(pats, T_O, T_N, F, space, T_C, cspace)
-    return CEDAAnalysis(pats, layouts, cida, pbt, bid, lay, per_file, orders, servers, planned["cida"], stripe)
+    return CEDAAnalysis(pats, layouts, cida, pbt, bid, lay, per_file, orders, servers, planned["cida"], stripe, orig_s)
 
 
 def pbt_frame(pats: AccessPatterns, T_O, T_N, F, space, T_C, cspace) -> pd.DataFrame:
@@ -649,6 +705,24 @@ def combined_replicas(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system
         from .ceda_reference import combined_replicas as reference
 
         return reference(trace, an, chosen, system, mode=mode, servers=servers, stripe=stripe, name=name)
+    out = {}
+    for f, (rec, pats_f) in _combined_placed(trace, an, chosen, system, mode, servers, stripe).items():
+        emap = an.layouts[pats_f[0]] if mode == "ceda" and rec is None else _records_map(rec, an.per_file[f])
+        out[trace.files[f]] = {"name": name, "layout": emap, "patterns": pats_f if len(emap) else [],
+                               "bytes": int(emap.length.sum()), "datafiles": int(len(unique(emap.datafile)))}
+    return out
+
+
+def _records_map(rec: np.ndarray, default: Layout) -> ExtentMap:
+    """The ExtentMap of extent records (offset, end, server, local, data file)."""
+    return ExtentMap(rec[:, 0], rec[:, 1] - rec[:, 0], rec[:, 2], rec[:, 3], rec[:, 4], default)
+
+
+def _combined_placed(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, mode: str, servers,
+                     stripe: int | None) -> dict[int, tuple]:
+    """:func:`combined_replicas` as records: file index → (its extent records — None for a
+    CEDA file whose one chosen pattern's planned ExtentMap serves —, its patterns with
+    extents)."""
     chosen_ids = np.flatnonzero(chosen)
     if len(chosen_ids) == 0:
         return {}
@@ -674,17 +748,44 @@ def combined_replicas(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system
                             (mode,))
         ext = ceda if mode == "ceda" else cida
     out = {}
-    for f in files.tolist():  # one ExtentMap per replicated file
+    for f in files.tolist():  # one replica per file
         if f in own:
             p = own[f]
-            emap = an.layouts[p] if mode == "ceda" else an.cida_placed.extent_map(p, an.per_file[f])
-            pats_f = [p] if len(emap) else []
+            cp = an.cida_placed
+            rec = None if mode == "ceda" else cp.rec[cp.bounds[p]:cp.bounds[p + 1]]
+            out[f] = (rec, [p])
         else:
-            emap = ext.extent_map(f, an.per_file[f])
-            pats_f = [int(x) for x in unique(ext.pattern[ext.bounds[f]:ext.bounds[f + 1]])]
-        out[trace.files[f]] = {"name": name, "layout": emap, "patterns": pats_f, "bytes": int(emap.length.sum()),
-                               "datafiles": int(len(unique(emap.datafile)))}
+            sl = slice(int(ext.bounds[f]), int(ext.bounds[f + 1]))
+            out[f] = (ext.rec[sl], [int(x) for x in unique(ext.pattern[sl])])
     return out
+
+
+def _cida_cost(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, model, servers, stripe) -> float:
+    """The whole trace's time with CIDA's replicas of the ``chosen`` patterns (the CIDA
+    baseline): :func:`_plan_cost` of :func:`combined_replicas` (mode ``cida``), priced from
+    the placed records as they are, without their ExtentMaps."""
+    from ..layout.extents_kernel import ExtentSet, map_extent_set
+    from ..model import engine
+    from ..model.distribution import _seq_alpha_table
+
+    reps = _combined_placed(trace, an, chosen, system, "cida", servers, stripe)
+    nf = len(trace.files)
+    e0, e1, is_ext = np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=bool)
+    parts, base = [], 0
+    for f, (rec, _) in reps.items():
+        e0[f], e1[f], is_ext[f] = base, base + len(rec), True
+        parts.append(rec)
+        base += len(rec)
+    rec = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    del reps, parts
+    prep = engine.prepared(trace, an.bid)
+    sub = map_extent_set(ExtentSet(rec, e0, e1, is_ext, an.per_file), np.arange(nf), prep.file, prep.offset,
+                         prep.length)
+    per_batch, _, _, _ = engine.price_in_order(prep, [None] * nf, system, subrequests=sub,
+                                               contiguous_alpha_table=_seq_alpha_table(system,
+                                                                                        model.params["contiguous_alpha"]),
+                                               network=model.params["network"])
+    return float(per_batch.sum())
 
 
 def _same_servers(a, b, system) -> bool:
@@ -773,6 +874,8 @@ class CEDAPlanner(Planner):
         an = self.analyze(trace, system)
         results = {}
         cache: dict[bytes, float] = {}
+        if an.orig_s is not None:  # ORIG, priced by the analyzer (T_O of the trace's own requests)
+            cache[np.packbits(np.zeros(len(an.patterns), dtype=bool)).tobytes()] = an.orig_s
 
         def cost_of(mask, reps):
             key = np.packbits(mask).tobytes() + (b"cida" if any(r["name"] == "cida" for r in reps.values()) else b"")
@@ -789,9 +892,13 @@ class CEDAPlanner(Planner):
             reps = placed[mkey]
             results[rule] = {"mask": mask, "replicas": reps, "predicted_s": cost_of(mask, reps)}
         cmask = select_cida(an, budget)
-        creps = combined_replicas(trace, an, cmask, system, mode="cida", servers=p["servers"],
-                                  stripe=p["cida_stripe"], name="cida")
-        t_cida = cost_of(cmask, creps)
+        if not cmask.any():
+            t_cida = cost_of(cmask, {})
+        elif _compiled(model):  # priced from the placed records: CIDA's replicas are not part of the plan
+            t_cida = _cida_cost(trace, an, cmask, system, model, p["servers"], p["cida_stripe"])
+        else:
+            t_cida = cost_of(cmask, combined_replicas(trace, an, cmask, system, mode="cida", servers=p["servers"],
+                                                      stripe=p["cida_stripe"], name="cida"))
         t_orig = cost_of(np.zeros(len(an.patterns), dtype=bool), {})
         chosen = results[p["selection"]]
         dropped = []

@@ -9,21 +9,23 @@ order); the pattern of every request (:func:`pattern_of_rows`).
 ("piece") belongs to a claim group (a pattern, or a file for the combined plan) and has a
 priority: its position in *object order* (group, slot, rank, order, row) — the order in
 which Algorithm 1 appends requested data to the objects.  A byte wanted by several pieces
-of a group is placed once, in the piece that comes first ("if r_j ∉ o_i", line 5).  The
-claim is a sweep over each group's pieces in offset order with a min-heap of the pieces
-covering the sweep position, keyed by priority (:func:`_sweep`): between two events the
-owner of the bytes is the heap's top.  It yields the owned *fragments* in offset order, a
-piece's fragments in increasing offset — the order in which they sit in its object.
+of a group is placed once, in the piece that comes first ("if r_j ∉ o_i", line 5).
 
-Two sweeps: the first counts each piece's owned bytes (:func:`claim_bytes`); from those,
-in object order, every piece's position G in the concatenation of all objects and every
-object's replica file and offset (:func:`objects`); the second sweep (:func:`emit_extents`)
-computes each fragment's replica extent — CEDA: object i of a pattern in replica file
-l = i mod n, objects of one file in ascending i; CIDA: the pattern's objects concatenated
-and striped round-robin — and merges an extent into the previous one when it continues it
-logically, physically and in object order (G), which yields the extents of the
-reference's merge over object order (:mod:`pario.plan.ceda_reference`), sorted by offset.
-Memory: a few arrays per piece and per object; nothing per elementary segment.
+- :func:`claim`: a sweep over each group's pieces in offset order (:func:`sweep_order`)
+  with a min-heap of the pieces covering the sweep position, keyed by priority: between
+  two events the owner of the bytes is the heap's top.  It records the owned *fragments*
+  in offset order (a piece's fragments in increasing offset: the order in which they sit
+  in its object).
+- :func:`owned_bytes`, :func:`objects`: each piece's owned bytes; from those, in object
+  order, every piece's position G in the concatenation of all objects, and every object's
+  replica file and offset.
+- :func:`extents`: each fragment's replica extent — CEDA: object i of a pattern in replica
+  file l = i mod n, objects of one file in ascending i; CIDA: the pattern's objects
+  concatenated and striped round-robin — merged into the previous one when it continues
+  it logically, physically and in object order (G).  That yields the extents of the
+  reference's merge over object order (:mod:`pario.plan.ceda_reference`), sorted by offset.
+
+Memory: a few arrays per piece and per fragment; nothing per elementary segment.
 """
 
 from __future__ import annotations
@@ -133,205 +135,145 @@ def object_order(rank_rows, of_request, length, key_of_pattern, nkeys):
 
 
 @njit(cache=True)
-def sweep_order(offset_rows, of_request, length, group_of_pattern, ngroups, obj_rows, n):
+def sweep_order(offset_rows, of_request, off, length, group_of_pattern, ngroups, obj_rows, n):
     """The placed pieces by (group, offset) — ``offset_rows`` (rows by offset) stably
-    counting-sorted by group — as priorities (positions in ``obj_rows``), and each group's
-    first index in that order (``ngroups + 1`` bounds)."""
+    counting-sorted by group — as a table of (priority = position in ``obj_rows``, start,
+    end, pattern), read in order by the sweeps, and each group's first index in that order
+    (``ngroups + 1`` bounds)."""
     rows = object_order(offset_rows, of_request, length, group_of_pattern, ngroups)
     prio_of_row = np.empty(n, dtype=obj_rows.dtype)
     for q in range(len(obj_rows)):
         prio_of_row[obj_rows[q]] = q
     bounds = np.zeros(ngroups + 1, dtype=np.int64)
+    table = np.empty((len(rows), 4), dtype=np.int64)
     for i in range(len(rows)):
         r = rows[i]
-        bounds[group_of_pattern[of_request[r]] + 1] += 1
-        rows[i] = prio_of_row[r]
+        p = of_request[r]
+        bounds[group_of_pattern[p] + 1] += 1
+        table[i, 0] = prio_of_row[r]
+        table[i, 1] = off[r]
+        table[i, 2] = off[r] + length[r]
+        table[i, 3] = p
     for g in range(ngroups):
         bounds[g + 1] += bounds[g]
-    return rows, bounds
+    return table, bounds
 
 
 # ---------------------------------------------------------------------------- planner: claim sweep
-# The sweep is written out once for both passes (``emit``: False = count the owned bytes of
-# every piece, True = place the fragments): one predictable branch a fragment.  Its pieces
-# come in offset order, their data (row, offset, end, pattern, per-piece state) from arrays
-# in object order: random accesses, loaded a block of pieces at a time before the block is
-# swept, so that the cache misses of different pieces overlap.  Placed extents are written
-# as records (offset, end, server, local, slot): the layout the extent lookups read
+# Three passes: the claim sweep (branchy: heap logic) only records the owned fragments, in
+# offset order, sequentially; the per-piece sums and the replica extents are then tight
+# loops over the fragments, whose random accesses (the piece's state, in object order)
+# overlap instead of waiting behind mispredicted branches.  Placed extents are written as
+# records (offset, end, server, local, data file): the layout the extent lookups read
 # (:class:`pario.layout.extents_kernel.ExtentSet`).
-
-SWEEP_BLOCK = 64
 
 
 @njit(cache=True)
-def _sweep(emit, by_offset, bounds, obj_rows, off, ln, of_request, owned, cum, obj_of_piece, shift_a, slot_a, shift_b,
-           df_a, df_b, servers, stripe, rec_a, pat_a, rec_b, pat_b):
-    """Owned fragments of every group in offset order (module docstring): piece q (a
-    priority) owns [s, e) when no piece of smaller q in its group covers it.  A min-heap
-    (``hq`` priorities, ``he`` their ends, ``hp`` their patterns) holds the pieces covering
-    the sweep position ``cur``; ended pieces leave it when they reach the top.
+def _add_fragment(fq, fs, ft, fp, nf, q, s, t, p):
+    """Appends fragment (q, s, t, pattern p), growing the arrays; returns them and nf + 1."""
+    if nf == len(fq):
+        size = nf + nf // 2 + 1024
+        gq, gs, gt, gp = np.empty(size, fq.dtype), np.empty(size, fs.dtype), np.empty(size, ft.dtype), \
+            np.empty(size, fp.dtype)
+        gq[:nf], gs[:nf], gt[:nf], gp[:nf] = fq, fs, ft, fp
+        fq, fs, ft, fp = gq, gs, gt, gp
+    fq[nf], fs[nf], ft[nf], fp[nf] = q, s, t, p
+    return fq, fs, ft, fp, nf + 1
 
-    ``emit=False``: adds each fragment's length to ``owned[q]``; returns the number of
-    fragments.  ``emit=True``: ``cum[q]`` is the position G of piece q's next owned byte;
-    appends each fragment's CEDA extent to ``rec_a``/``pat_a`` (when ``rec_a`` has rows:
-    object o in replica file l = ``slot_a[o]`` — data file ``df_a[pattern] + l``, server
-    ``servers[l]`` — at local offset G + ``shift_a[o]``) and its CIDA extents to
-    ``rec_b``/``pat_b`` (when ``rec_b`` has rows: data file ``df_b[pattern]``, offset G +
-    ``shift_b[o]`` in it, split at the stripes), each merged with the previous extent of its
-    table when they continue each other logically, physically and in object order (G);
-    returns the numbers of extents.  (And a sum of the loaded state, so that the compiler
-    keeps those loads.)"""
-    cap = 64
-    hq = np.empty(cap, dtype=np.int64)
-    he = np.empty(cap, dtype=np.int64)
-    hp = np.empty(cap, dtype=np.int64)
-    bq = np.empty(SWEEP_BLOCK, dtype=np.int64)
-    br = np.empty(SWEEP_BLOCK, dtype=np.int64)
-    bs = np.empty(SWEEP_BLOCK, dtype=np.int64)
-    be = np.empty(SWEEP_BLOCK, dtype=np.int64)
-    bp = np.empty(SWEEP_BLOCK, dtype=np.int64)
-    touch = np.int64(0)
-    do_a = len(rec_a) > 0
-    do_b = len(rec_b) > 0
-    na = 0
-    nb = 0
-    nfrag = 0
-    n_srv = len(servers)
-    a_G = np.int64(-1)  # G after the last extent of each table, and its group
-    a_g = -1
-    b_G = np.int64(-1)
-    b_g = -1
+
+@njit(cache=True)
+def claim(table, bounds, cap):
+    """Owned fragments of every group, in offset order (module docstring): piece q (a
+    priority) owns [s, e) when no piece of smaller q in its group covers it.
+
+    A run of pieces with one extent that overlaps nothing else (no piece still open, the
+    next one starting at or after its end — IOR's write and read-back of a block) is owned
+    whole by its smallest q, without the heap.  Otherwise a min-heap (``hq`` priorities,
+    ``he`` their ends, ``hp`` their patterns) holds the pieces covering the sweep position
+    ``cur``, the owner of the bytes up to the next start is its top, and ended pieces leave
+    it when they reach the top.  Returns (piece, start, end, pattern of each fragment —
+    capacity ``cap`` to start, grown —, number of fragments)."""
+    cap = max(cap, 16)
+    fq = np.empty(cap, dtype=np.int64)
+    fs = np.empty(cap, dtype=np.int64)
+    ft = np.empty(cap, dtype=np.int64)
+    fp = np.empty(cap, dtype=np.int32)
+    nf = 0
+    hcap = 64
+    hq = np.empty(hcap, dtype=np.int64)
+    he = np.empty(hcap, dtype=np.int64)
+    hp = np.empty(hcap, dtype=np.int64)
     for g in range(len(bounds) - 1):
         hs = 0
         cur = np.int64(0)
-        for b0 in range(bounds[g], bounds[g + 1] + 1, SWEEP_BLOCK):
-            b1 = min(bounds[g + 1], b0 + SWEEP_BLOCK)
-            for idx in range(b0, b1):  # stage 1: the pieces' rows
-                q = by_offset[idx]
-                bq[idx - b0] = q
-                br[idx - b0] = obj_rows[q]
-            for j in range(b1 - b0):  # stage 2: their extents, patterns and state
-                r = br[j]
-                bs[j] = off[r]
-                be[j] = off[r] + ln[r]
-                bp[j] = of_request[r]
-                if emit:
-                    touch += cum[bq[j]] + obj_of_piece[bq[j]]
-                else:
-                    touch += owned[bq[j]]
-            for idx in range(b0, b1 + 1):  # stage 3: sweep (idx == end of the group: drain)
-                last = idx == bounds[g + 1]
-                if idx == b1 and not last:
-                    break
-                q = np.int64(0)
-                s = np.int64(0)
-                e = np.int64(0)
-                pq = np.int64(0)
-                if not last:
-                    j = idx - b0
-                    q = bq[j]
-                    s = bs[j]
-                    e = be[j]
-                    pq = bp[j]
-                # the owners of [cur, s) (of everything left when last)
-                while hs > 0 and (last or cur < s):
-                    top = hq[0]
-                    te = he[0]
-                    if te > cur:
-                        t = te if last else min(te, s)
-                        # ---- fragment (top, cur, t)
-                        nfrag += 1
-                        if not emit:
-                            owned[top] += t - cur
-                        else:
-                            G0 = cum[top]
-                            cum[top] = G0 + (t - cur)
-                            o = obj_of_piece[top]
-                            pat = hp[0]
-                            if do_a:  # CEDA: one extent
-                                slot = slot_a[o]
-                                srv = servers[slot]
-                                loc = G0 + shift_a[o]
-                                df = df_a[pat] + slot
-                                k = na - 1
-                                if (na > 0 and a_g == g and a_G == G0 and pat_a[k] == pat and rec_a[k, 1] == cur
-                                        and rec_a[k, 2] == srv and rec_a[k, 4] == df
-                                        and rec_a[k, 3] + (rec_a[k, 1] - rec_a[k, 0]) == loc):
-                                    rec_a[k, 1] = t
-                                else:
-                                    rec_a[na, 0] = cur
-                                    rec_a[na, 1] = t
-                                    rec_a[na, 2] = srv
-                                    rec_a[na, 3] = loc
-                                    rec_a[na, 4] = df
-                                    pat_a[na] = pat
-                                    na += 1
-                                a_G = G0 + (t - cur)
-                                a_g = g
-                            if do_b:  # CIDA: split at the stripes of the pattern's replica file
-                                v = G0 + shift_b[o]
-                                x = cur
-                                G = G0
-                                while x < t:
-                                    chunk = v // stripe
-                                    d = min(t - x, (chunk + 1) * stripe - v)
-                                    srv = servers[chunk % n_srv]
-                                    loc = (chunk // n_srv) * stripe + v % stripe
-                                    k = nb - 1
-                                    if (nb > 0 and b_g == g and b_G == G and pat_b[k] == pat and rec_b[k, 1] == x
-                                            and rec_b[k, 2] == srv and rec_b[k, 3] + (rec_b[k, 1] - rec_b[k, 0]) == loc):
-                                        rec_b[k, 1] = x + d
-                                    else:
-                                        rec_b[nb, 0] = x
-                                        rec_b[nb, 1] = x + d
-                                        rec_b[nb, 2] = srv
-                                        rec_b[nb, 3] = loc
-                                        rec_b[nb, 4] = df_b[pat]
-                                        pat_b[nb] = pat
-                                        nb += 1
-                                    x += d
-                                    v += d
-                                    G += d
-                                    b_G = G
-                                    b_g = g
-                        cur = t
-                    if te <= cur:  # pop the top: the last leaf sifts down from the root
-                        hs -= 1
-                        xq = hq[hs]
-                        xe = he[hs]
-                        xp = hp[hs]
-                        i = 0
-                        while True:
-                            c = 2 * i + 1
-                            if c >= hs:
-                                break
-                            if c + 1 < hs and hq[c + 1] < hq[c]:
-                                c += 1
-                            if hq[c] >= xq:
-                                break
-                            hq[i] = hq[c]
-                            he[i] = he[c]
-                            hp[i] = hp[c]
-                            i = c
-                        if hs > 0:
-                            hq[i] = xq
-                            he[i] = xe
-                            hp[i] = xp
-                if last:
-                    break
-                cur = s
-                if hs == cap:  # grow the heap
-                    cap *= 2
-                    nq = np.empty(cap, dtype=np.int64)
-                    ne = np.empty(cap, dtype=np.int64)
-                    np_ = np.empty(cap, dtype=np.int64)
+        idx = bounds[g]
+        end = bounds[g + 1]
+        while True:
+            last = idx == end
+            s = np.int64(0)
+            if not last:
+                s = table[idx, 1]
+            # the owners of [cur, s) (of everything left when last)
+            while hs > 0 and (last or cur < s):
+                top = hq[0]
+                te = he[0]
+                if te > cur:
+                    t = te if last else min(te, s)
+                    fq, fs, ft, fp, nf = _add_fragment(fq, fs, ft, fp, nf, top, cur, t, hp[0])
+                    cur = t
+                if te <= cur:  # pop the top: the last leaf sifts down from the root
+                    hs -= 1
+                    xq = hq[hs]
+                    xe = he[hs]
+                    xp = hp[hs]
+                    i = 0
+                    while True:
+                        c = 2 * i + 1
+                        if c >= hs:
+                            break
+                        if c + 1 < hs and hq[c + 1] < hq[c]:
+                            c += 1
+                        if hq[c] >= xq:
+                            break
+                        hq[i] = hq[c]
+                        he[i] = he[c]
+                        hp[i] = hp[c]
+                        i = c
+                    if hs > 0:
+                        hq[i] = xq
+                        he[i] = xe
+                        hp[i] = xp
+            if last:
+                break
+            cur = s
+            e = table[idx, 2]
+            j = idx + 1  # the run of pieces with this extent, and its smallest priority
+            qmin = table[idx, 0]
+            pmin = table[idx, 3]
+            while j < end and table[j, 1] == s and table[j, 2] == e:
+                if table[j, 0] < qmin:
+                    qmin = table[j, 0]
+                    pmin = table[j, 3]
+                j += 1
+            if hs == 0 and (j == end or table[j, 1] >= e):  # isolated: owned whole by qmin
+                fq, fs, ft, fp, nf = _add_fragment(fq, fs, ft, fp, nf, qmin, s, e, pmin)
+                cur = e
+                idx = j
+                continue
+            for k in range(idx, j):  # push the run's pieces
+                if hs == hcap:  # grow the heap
+                    hcap *= 2
+                    nq = np.empty(hcap, dtype=np.int64)
+                    ne = np.empty(hcap, dtype=np.int64)
+                    np_ = np.empty(hcap, dtype=np.int64)
                     nq[:hs] = hq[:hs]
                     ne[:hs] = he[:hs]
                     np_[:hs] = hp[:hs]
                     hq = nq
                     he = ne
                     hp = np_
-                i = hs  # push q: sift up
+                q = table[k, 0]
+                i = hs  # sift up
                 hs += 1
                 while i > 0:
                     pa = (i - 1) // 2
@@ -343,28 +285,125 @@ def _sweep(emit, by_offset, bounds, obj_rows, off, ln, of_request, owned, cum, o
                     i = pa
                 hq[i] = q
                 he[i] = e
-                hp[i] = pq
-    return nfrag, na, nb, touch
+                hp[i] = table[k, 3]
+            idx = j
+    return fq, fs, ft, fp, nf
 
 
 @njit(cache=True)
-def objects(obj_rows, owned, of_request, rank, group_of_pattern, n_servers, npat):
-    """Algorithm 1's objects from the owned bytes of every piece (in object order).
+def owned_bytes(fq, fs, ft, nf, m):
+    """Bytes each piece owns (the sum of its fragments)."""
+    state = np.zeros((m, 2), dtype=np.int64)
+    for i in range(nf):
+        state[fq[i], 0] += ft[i] - fs[i]
+    return state
+
+
+@njit(cache=True)
+def extents(fq, fs, ft, fp, nf, bounds_f, state, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe, rec_a, rec_b,
+            pat_b):
+    """The replica extents of the fragments (in offset order): ``state[q]`` = (position G
+    of piece q's next owned byte, its object o); each fragment's CEDA extent into
+    ``rec_a`` (when it has rows: object o in replica file l = ``slot_a[o]`` — data file
+    ``df_a[pattern] + l``, server ``servers[l]`` — at local offset G + ``shift_a[o]``) and
+    its CIDA extents into ``rec_b``/``pat_b`` (when it has rows, grown as needed: data file
+    ``df_b[pattern]``, offset G + ``shift_b[o]`` in it, split at the stripes), each merged
+    with the previous extent of its table when they continue each other logically,
+    physically and in object order (G), within a group (``bounds_f``: each group's first
+    fragment).  Returns (CEDA patterns, number of CEDA extents, the CIDA table, its
+    patterns, number of CIDA extents)."""
+    do_a = len(rec_a) > 0
+    do_b = len(rec_b) > 0
+    pat_a = np.empty(len(rec_a), dtype=np.int32)
+    na = 0
+    nb = 0
+    n_srv = len(servers)
+    a_G = np.int64(-1)  # G after the last extent of each table
+    b_G = np.int64(-1)
+    g = 0
+    for i in range(nf):
+        while i == bounds_f[g + 1]:  # a new group: nothing merges across
+            g += 1
+            a_G = -1
+            b_G = -1
+        q = fq[i]
+        cur = fs[i]
+        t = ft[i]
+        pat = fp[i]
+        G0 = state[q, 0]
+        state[q, 0] = G0 + (t - cur)
+        o = state[q, 1]
+        if do_a:  # CEDA: one extent
+            slot = slot_a[o]
+            srv = servers[slot]
+            loc = G0 + shift_a[o]
+            df = df_a[pat] + slot
+            k = na - 1
+            if (na > 0 and a_G == G0 and pat_a[k] == pat and rec_a[k, 1] == cur and rec_a[k, 2] == srv
+                    and rec_a[k, 4] == df and rec_a[k, 3] + (rec_a[k, 1] - rec_a[k, 0]) == loc):
+                rec_a[k, 1] = t
+            else:
+                rec_a[na, 0] = cur
+                rec_a[na, 1] = t
+                rec_a[na, 2] = srv
+                rec_a[na, 3] = loc
+                rec_a[na, 4] = df
+                pat_a[na] = pat
+                na += 1
+            a_G = G0 + (t - cur)
+        if do_b:  # CIDA: split at the stripes of the pattern's replica file
+            v = G0 + shift_b[o]
+            x = cur
+            G = G0
+            while x < t:
+                chunk = v // stripe
+                d = min(t - x, (chunk + 1) * stripe - v)
+                srv = servers[chunk % n_srv]
+                loc = (chunk // n_srv) * stripe + v % stripe
+                k = nb - 1
+                if (nb > 0 and b_G == G and pat_b[k] == pat and rec_b[k, 1] == x and rec_b[k, 2] == srv
+                        and rec_b[k, 3] + (rec_b[k, 1] - rec_b[k, 0]) == loc):
+                    rec_b[k, 1] = x + d
+                else:
+                    if nb == len(rec_b):  # grow the CIDA table
+                        grown = np.empty((nb + nb // 2 + 1024, 5), dtype=np.int64)
+                        grown[:nb] = rec_b
+                        rec_b = grown
+                        gp = np.empty(len(grown), dtype=np.int32)
+                        gp[:nb] = pat_b
+                        pat_b = gp
+                    rec_b[nb, 0] = x
+                    rec_b[nb, 1] = x + d
+                    rec_b[nb, 2] = srv
+                    rec_b[nb, 3] = loc
+                    rec_b[nb, 4] = df_b[pat]
+                    pat_b[nb] = pat
+                    nb += 1
+                x += d
+                v += d
+                G += d
+                b_G = G
+    return pat_a, na, rec_b, pat_b, nb
+
+
+@njit(cache=True)
+def objects(obj_rows, state, of_request, rank, group_of_pattern, n_servers, npat):
+    """Algorithm 1's objects from the owned bytes of every piece (``state[q, 0]``, in object
+    order).
 
     An object is a maximal run of pieces with owned bytes of one (group, pattern, rank);
     object i of its (group, pattern) run goes to replica file l = i mod n (CEDA), objects
-    of one file in ascending i; CIDA concatenates the run's objects.  Turns ``owned`` into
-    ``cum`` in place (G: bytes owned by the pieces before, in object order) and returns
-    (object of each piece; per object: CEDA shift — local offset = G + shift — and file l,
-    CIDA shift — offset in the pattern's replica file = G + shift; space per pattern)."""
+    of one file in ascending i; CIDA concatenates the run's objects.  Turns ``state[q]``
+    into (G: bytes owned by the pieces before, in object order; the piece's object) and
+    returns (per object: CEDA shift — local offset = G + shift — and file l, CIDA shift —
+    offset in the pattern's replica file = G + shift; space per pattern)."""
     m = len(obj_rows)
-    obj_of_piece = np.empty(m, dtype=obj_rows.dtype)
     nobj = 0
     pg = -1
     pp = -1
     pr = -1
     for q in range(m):  # count the objects
-        if owned[q] > 0:
+        if state[q, 0] > 0:
             r = obj_rows[q]
             p = of_request[r]
             if group_of_pattern[p] != pg or p != pp or rank[r] != pr:
@@ -383,7 +422,7 @@ def objects(obj_rows, owned, of_request, rank, group_of_pattern, n_servers, npat
     pp = -1
     pr = -1
     for q in range(m):
-        w = owned[q]
+        w = state[q, 0]
         r = obj_rows[q]
         p = of_request[r]
         if w > 0:
@@ -403,34 +442,31 @@ def objects(obj_rows, owned, of_request, rank, group_of_pattern, n_servers, npat
                 pg, pp, pr = grp, p, rank[r]
             file_bytes[slot_a[o]] += w
             space[p] += w
-        obj_of_piece[q] = max(o, 0)
-        owned[q] = G
+        state[q, 0] = G
+        state[q, 1] = max(o, 0)
         G += w
-    return obj_of_piece, shift_a, slot_a, shift_b, space
+    return shift_a, slot_a, shift_b, space
 
 
-def place(by_offset, bounds, obj_rows, off, ln, of_request, rank, group_of_pattern, slot_of_pattern, servers,
-          ceda: bool, cida: bool, stripe: int):
-    """Both sweeps and the objects: (CEDA extents, CIDA extents — each ``(records, pattern)``
-    sorted by (group, offset), records (offset, end, server, local, data file), or None when
-    not asked —, space per pattern).
+def place(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_of_pattern, servers, ceda: bool,
+          cida: bool, stripe: int):
+    """The objects and the extents of the claimed ``fragments`` (:func:`claim`): (CEDA
+    extents, CIDA extents — each ``(records, pattern)`` sorted by (group, offset), records
+    (offset, end, server, local, data file), or None when not asked —, space per pattern).
 
     Data files: the patterns of a group with replica bytes, in ascending ``slot_of_pattern``
     (then id), have the replica files 1 + b·n … (CEDA: n each) or 1 + b (CIDA: one each)."""
     m = len(obj_rows)
     npat = len(group_of_pattern)
     n = len(servers)
-    owned = np.zeros(m, dtype=np.int64)
-    z64 = np.zeros(0, dtype=np.int64)
-    zi = np.zeros(0, dtype=obj_rows.dtype)
-    z2 = np.zeros((0, 5), dtype=np.int64)
-    z32 = np.zeros(0, dtype=np.int32)
     servers = np.asarray(servers, dtype=np.int64)
     stripe = max(int(stripe), 1)
-    nfrag, _, _, _ = _sweep(False, by_offset, bounds, obj_rows, off, ln, of_request, owned, z64, zi, z64, z64, z64,
-                            z64, z64, servers, stripe, z2, z32, z2, z32)
-    obj_of_piece, shift_a, slot_a, shift_b, space = objects(obj_rows, owned, of_request, rank, group_of_pattern, n,
-                                                            npat)
+    fq, fs, ft, fp, nf = fragments
+    del fragments
+    # each group's first fragment (fragments are in group order)
+    bounds_f = np.searchsorted(np.asarray(group_of_pattern)[fp[:nf]], np.arange(len(bounds)))
+    state = owned_bytes(fq, fs, ft, nf, m)
+    shift_a, slot_a, shift_b, space = objects(obj_rows, state, of_request, rank, group_of_pattern, n, npat)
     used = np.flatnonzero((group_of_pattern >= 0) & (space > 0))
     o = np.lexsort((used, np.asarray(slot_of_pattern)[used], group_of_pattern[used]))
     ps = used[o]
@@ -441,14 +477,14 @@ def place(by_offset, bounds, obj_rows, off, ln, of_request, rank, group_of_patte
     df_b = np.ones(npat, dtype=np.int64)
     df_a[ps] = 1 + base * n
     df_b[ps] = 1 + base
-    cap_a = nfrag if ceda else 0
-    cap_b = 2 * nfrag + int(space.sum()) // stripe if cida else 0  # fragments split at the stripes
-    rec_a, pat_a = np.empty((cap_a, 5), dtype=np.int64), np.empty(cap_a, dtype=np.int32)
+    cap_a = nf if ceda else 0  # at most one extent a fragment
+    cap_b = nf + 1024 if cida else 0  # grown when fragments split at the stripes
+    rec_a = np.empty((cap_a, 5), dtype=np.int64)
     rec_b, pat_b = np.empty((cap_b, 5), dtype=np.int64), np.empty(cap_b, dtype=np.int32)
-    _, na, nb, _ = _sweep(True, by_offset, bounds, obj_rows, off, ln, of_request, z64, owned, obj_of_piece, shift_a,
-                          slot_a, shift_b, df_a, df_b, servers, stripe, rec_a, pat_a, rec_b, pat_b)
-    del owned, obj_of_piece
-    trim = lambda a, k: a[:k].copy() if k < len(a) else a  # noqa: E731
+    pat_a, na, rec_b, pat_b, nb = extents(fq, fs, ft, fp, nf, bounds_f, state, shift_a, slot_a, shift_b, df_a, df_b,
+                                          servers, stripe, rec_a, rec_b, pat_b)
+    del state, fq, fs, ft, fp
+    trim = lambda a, k: a[:k].copy() if k < 0.9 * len(a) else a[:k]  # noqa: E731  (a copy if it frees much)
     return ((trim(rec_a, na), trim(pat_a, na)) if ceda else None,
             (trim(rec_b, nb), trim(pat_b, nb)) if cida else None, space)
 
