@@ -256,7 +256,14 @@ def claim(table, bounds, cap):
                     pmin = table[j, 3]
                 j += 1
             if hs == 0 and (j == end or table[j, 1] >= e):  # isolated: owned whole by qmin
-                fq, fs, ft, fp, nf = _add_fragment(fq, fs, ft, fp, nf, qmin, s, e, pmin)
+                if nf < len(fq):  # (written out: the common case)
+                    fq[nf] = qmin
+                    fs[nf] = s
+                    ft[nf] = e
+                    fp[nf] = pmin
+                    nf += 1
+                else:
+                    fq, fs, ft, fp, nf = _add_fragment(fq, fs, ft, fp, nf, qmin, s, e, pmin)
                 cur = e
                 idx = j
                 continue
