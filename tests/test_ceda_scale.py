@@ -216,8 +216,18 @@ def _same_pbt(a: pd.DataFrame, b: pd.DataFrame):
             assert x.tolist() == y.tolist(), c
 
 
+@pytest.fixture
+def small_chunks(monkeypatch, request):
+    """Extent maps priced a few batches at a time (:func:`pario.model.engine.price_extents_by_chunks`)."""
+    from pario.model import engine
+
+    monkeypatch.setattr(engine, "MAP_CHUNK", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("small_chunks", [5, 1 << 22], indirect=True)
 @pytest.mark.parametrize("seed", SEEDS)
-def test_analysis_equals_reference(seed):
+def test_analysis_equals_reference(seed, small_chunks):
     tr = random_trace(seed)
     system = load_system(("ceda-hdd8", "padp-6h2s", "psa-4h4s")[seed % 3])
     kw = dict(by=("auto", "order", "all", "request")[seed % 4], with_cida=seed % 2 == 0, flush=seed % 5 != 0,
@@ -264,8 +274,9 @@ def _same_json(a, b, path=""):
         assert a == b, path
 
 
+@pytest.mark.parametrize("small_chunks", [3, 1 << 22], indirect=True)
 @pytest.mark.parametrize("seed", range(24))
-def test_plan_equals_reference(seed):
+def test_plan_equals_reference(seed, small_chunks):
     tr = random_trace(seed)
     system = load_system(("ceda-hdd8", "padp-6h2s")[seed % 2])
     rng = np.random.default_rng(seed)
@@ -373,3 +384,33 @@ def test_orig_baseline_from_the_analyzer_is_the_model_price():
         plan = CEDAPlanner().plan(tr, system)
         assert plan.baselines["ORIG"] == want
     assert ceda.analyze(ior_traces()[0], system).orig_s is not None  # (one pattern: the analyzer's)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_chunked_extent_pricing_equals_one_pricing(seed):
+    """Priced a chunk of batches at a time, each chunk after a primer batch that leaves every
+    server where the previous chunk's last sub-request ended: the per-batch times are those
+    of one pricing of all the requests (to the bit), and those of the model."""
+    from pario.layout.extents_kernel import ExtentSet
+    from pario.model import engine
+    from pario.model.distribution import _seq_alpha_table
+
+    rng = np.random.default_rng(seed)
+    tr = random_trace(seed)
+    system = load_system("ceda-hdd8")
+    per_file = [random_extent_map(rng, 8, Striped.fixed(int(rng.choice([4096, 65536])), range(8)))
+                for _ in tr.files]
+    bid = batch_ids(tr, ("auto", "order", "all", "request")[seed % 4])
+    prep = engine.prepared(tr, bid)
+    es = ExtentSet.of_layouts(per_file)
+    alpha = _seq_alpha_table(system, "profile")
+    w = prep.op == 1
+    variants = [(None, None), (w, np.zeros_like(prep.op))]
+    whole = engine.price_extents_by_chunks(prep, es, system, contiguous_alpha_table=alpha, variants=variants,
+                                           chunk=len(tr) + 1)
+    for chunk in (1, 2, 7, 50):
+        got = engine.price_extents_by_chunks(prep, es, system, contiguous_alpha_table=alpha, variants=variants,
+                                             chunk=chunk)
+        assert all(np.array_equal(a, b) for a, b in zip(got, whole)), chunk
+    cost = DistributionModel().trace_cost(tr, dict(zip(tr.files, per_file)), system, batches=bid)
+    assert np.array_equal(cost.per_batch, whole[0])

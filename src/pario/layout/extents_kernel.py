@@ -78,9 +78,9 @@ class ExtentSet:
 
 
 def _buckets(E: int) -> int:
-    """Buckets of a directory of E extents: the power of two ≥ E (at least 1)."""
+    """Buckets of a directory of E extents: the power of two ≥ E / 2 (at least 1)."""
     nb = 1
-    while nb < E:
+    while 2 * nb < E:
         nb *= 2
     return nb
 

@@ -566,3 +566,101 @@ def price_in_order(req, layouts, system, *, contiguous_alpha_table, network: boo
                                                          e_net, t_net, lim, subrequests)
     terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3])}
     return per_batch, servers, terms, bool(stopped)
+
+
+# ---------------------------------------------------------------------------- extent maps, chunk by chunk
+
+MAP_CHUNK = 1 << 22  # requests mapped at a time by price_extents_by_chunks
+
+
+@njit(cache=True)
+def _last_served(ptr, srv, loc, ln, df, fil, has, lf, ldf, lend):
+    """Per server, the last sub-request served (requests in order, each request's on one
+    server by ascending local offset, ties in their order): ``has``, its file ``lf``, data
+    file ``ldf`` and end ``lend`` — the state eq. 3's contiguity test reads (updated)."""
+    last_i = np.full(len(has), -1, dtype=np.int64)
+    best = np.zeros(len(has), dtype=np.int64)
+    for i in range(len(ptr) - 1):
+        for u in range(ptr[i], ptr[i + 1]):
+            j = srv[u]
+            if last_i[j] != i or loc[u] >= best[j]:
+                last_i[j] = i
+                best[j] = loc[u]
+                has[j] = True
+                lf[j] = fil[i]
+                ldf[j] = df[u]
+                lend[j] = loc[u] + ln[u]
+
+
+def price_extents_by_chunks(req, es, system, *, contiguous_alpha_table, network: bool = False,
+                            variants=((None, None),), chunk: int | None = None) -> list[np.ndarray]:
+    """Per-batch T_sys (CEDA seed 000 eq. 3–4) of requests ``req`` in service order (the
+    columns of a :class:`Prepared`, ``bid`` dense and non-decreasing) under extent maps
+    ``es`` (:class:`pario.layout.extents_kernel.ExtentSet`, leaf = file index), once for
+    each variant ``(keep, op)``: the requests whose ``keep`` is False (a mask; None: keep
+    all) priced without their sub-requests, under the op column ``op`` (None: ``req.op``).
+
+    The requests are mapped and priced about ``chunk`` (:data:`MAP_CHUNK`) at a time, whole
+    batches, so that their sub-requests never exist all at once (at 10^8 requests they would
+    take 3 GB).  The only thing a batch inherits from the batches before it is, per server,
+    where the previous sub-request it served ended (its file, data file and end: the
+    contiguity of eq. 3, :mod:`pario.model.distribution`).  So each chunk is priced after a
+    *primer* batch that recreates it — one sub-request per server ending where the previous
+    chunk's last one ended — whose own cost is left out: the per-batch times equal those of
+    one pricing of all the requests (the tests compare both)."""
+    from ..layout.extents_kernel import keep_requests, map_extent_set
+
+    n = system.n
+    at = system.alpha_table()
+    params = (n, np.ascontiguousarray(at[:, :, 0]), np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64),
+              np.ascontiguousarray(system.beta_table(), dtype=np.float64), _A3, bool(network),
+              *((float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)), np.inf)
+    total = len(req.bid)
+    chunk = int(chunk or MAP_CHUNK)
+    lid = np.arange(len(es.e0), dtype=np.int64)
+    out = [np.zeros(req.nb) for _ in variants]
+    states = [(np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32),
+               np.zeros(n, dtype=np.int64)) for _ in variants]
+    a = 0
+    while a < total:
+        b = min(total, a + chunk)
+        if b < total:  # to the end of the batch
+            b = int(np.searchsorted(req.bid, req.bid[b - 1], side="right"))
+        sub = map_extent_set(es, lid, req.file[a:b], req.offset[a:b], req.length[a:b])
+        if len(sub[1]) and int(sub[1].max()) >= n:
+            raise ParioError(f"layout uses server index {int(sub[1].max())} but system {system.name!r} has {n} "
+                             f"servers")
+        b0 = int(req.bid[a])
+        for (keep, op), res, st in zip(variants, out, states):
+            s = sub
+            if keep is not None:  # the kept requests' sub-requests (a copy: the next variant reads sub)
+                ptr, srv, loc, ln, df = (x.copy() for x in sub)
+                u = keep_requests(ptr, srv, loc, ln, df, keep[a:b])
+                s = (ptr, srv[:u], loc[:u], ln[:u], df[:u])
+            per_batch = _price_primed(req, a, b, op, s, st, params)
+            res[b0:b0 + len(per_batch) - 1] = per_batch[1:]
+            _last_served(*s, req.file[a:b], *st)
+        a = b
+    return out
+
+
+def _price_primed(req, a, b, op, sub, state, params) -> np.ndarray:
+    """Per-batch T_sys of requests ``a:b`` (whole batches; sub-requests ``sub``) after a primer
+    batch (id 0) that leaves each server as ``state`` says (see
+    :func:`price_extents_by_chunks`); the returned array starts with the primer's."""
+    has, lf, ldf, lend = state
+    j = np.flatnonzero(has)
+    P = len(j)
+    ptr, srv, loc, ln, df = sub
+    cat = np.concatenate
+    bid = cat([np.zeros(P, dtype=np.int64), req.bid[a:b] - (req.bid[a] - 1)])
+    ops = (req.op if op is None else op)[a:b]
+    cols = (bid, int(bid[-1]) + 1, cat([np.zeros(P, dtype=req.rank.dtype), req.rank[a:b]]),
+            cat([np.zeros(P, dtype=ops.dtype), ops]), cat([lf[j].astype(req.file.dtype), req.file[a:b]]),
+            cat([np.zeros(P, dtype=np.int64), req.offset[a:b]]), cat([np.ones(P, dtype=np.int64), req.length[a:b]]))
+    sub_p = (cat([np.arange(P, dtype=np.int64), P + ptr]), cat([j.astype(srv.dtype), srv]), cat([lend[j] - 1, loc]),
+             cat([np.ones(P, dtype=np.int64), ln]), cat([ldf[j].astype(df.dtype), df]))
+    n = params[0]
+    per_batch, _, _, _ = price_kernel(1, *cols, _Z8, req.nranks, np.zeros(1, dtype=np.int64),
+                                      *_EMPTY_TABLES.arrays(), *sub_p, n, *params[1:])
+    return per_batch

@@ -134,7 +134,7 @@ class AccessPatterns:
     mixed < random), ``stride`` (when every stream is strided with one stride), ``size``
     (request size if constant), ``ops`` (read / write / read+write), ``repeated`` (bool),
     ``ranks``, ``requests``, ``bytes`` (requested, counting repeats), ``template``.
-    ``of_request``: pattern id of every trace row.  ``streams``: the identifier's streams
+    ``of_request``: pattern id of every trace row (int32).  ``streams``: the identifier's streams
     with their ``sequence`` and ``pattern``.
     """
 
@@ -504,29 +504,27 @@ class PatternPricing:
         """(T_N: each pattern under its replica layout — the extents ``placed`` by pattern,
         read as they are, ``defaults[p]`` for bytes they would not cover —; with ``back``,
         the flush's first half — its writes read back from the replica — from the same
-        sub-requests, the reads' dropped, else zeros)."""
-        from ..layout.extents_kernel import ExtentSet, keep_requests, map_extent_set
+        sub-requests, the reads' dropped, else zeros), mapped and priced a chunk of batches
+        at a time (:func:`pario.model.engine.price_extents_by_chunks`)."""
+        from ..layout.extents_kernel import ExtentSet
+        from ..model.engine import price_extents_by_chunks
 
         zeros = np.zeros(self.npat)
         if self.npat == 0 or len(self.req.bid) == 0:
             return zeros, zeros
-        wlen = self._writes() if back else None
         nf = self.nfiles
         e0, e1 = np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=np.int64)
         is_ext, dft = np.zeros(nf, dtype=bool), [None] * nf
         for p in range(self.npat):  # leaf = the pattern's (virtual) file
             f = int(self.slot[p])
             e0[f], e1[f], is_ext[f], dft[f] = placed.bounds[p], placed.bounds[p + 1], True, defaults[p]
-        sub = map_extent_set(ExtentSet(placed.rec, e0, e1, is_ext, dft), np.arange(nf), self.req.file,
-                             self.req.offset, self.req.length)
-        T_N = self.costs(None, subrequests=sub)
-        if wlen is None:
-            return T_N, zeros
-        ptr, srv, loc, ln, df = sub
-        del sub
-        u = keep_requests(ptr, srv, loc, ln, df, wlen > 0)
-        reads = self.req.replace(length=wlen, op=np.zeros_like(self.req.op))
-        return T_N, self.costs(None, reads, subrequests=(ptr, srv[:u], loc[:u], ln[:u], df[:u]))
+        w = self.req.op == WRITE if back else None
+        variants = [(None, None)] + ([(w, np.zeros_like(self.req.op))] if back and w.any() else [])
+        per_batch = price_extents_by_chunks(self.req, ExtentSet(placed.rec, e0, e1, is_ext, dft), self.system,
+                                            contiguous_alpha_table=self.alpha, network=self.network,
+                                            variants=variants)
+        sums = [np.bincount(self.pattern_of_batch, weights=pb, minlength=self.npat) for pb in per_batch]
+        return sums[0], (sums[1] if len(sums) > 1 else zeros)
 
     def back(self, layouts: dict[int, Any]) -> np.ndarray:
         """The patterns' writes read from their replica layouts (the flush's first half)."""
@@ -764,7 +762,7 @@ def _cida_cost(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, model
     """The whole trace's time with CIDA's replicas of the ``chosen`` patterns (the CIDA
     baseline): :func:`_plan_cost` of :func:`combined_replicas` (mode ``cida``), priced from
     the placed records as they are, without their ExtentMaps."""
-    from ..layout.extents_kernel import ExtentSet, map_extent_set
+    from ..layout.extents_kernel import ExtentSet
     from ..model import engine
     from ..model.distribution import _seq_alpha_table
 
@@ -779,12 +777,9 @@ def _cida_cost(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, model
     rec = parts[0] if len(parts) == 1 else np.concatenate(parts)
     del reps, parts
     prep = engine.prepared(trace, an.bid)
-    sub = map_extent_set(ExtentSet(rec, e0, e1, is_ext, an.per_file), np.arange(nf), prep.file, prep.offset,
-                         prep.length)
-    per_batch, _, _, _ = engine.price_in_order(prep, [None] * nf, system, subrequests=sub,
-                                               contiguous_alpha_table=_seq_alpha_table(system,
-                                                                                        model.params["contiguous_alpha"]),
-                                               network=model.params["network"])
+    alpha = _seq_alpha_table(system, model.params["contiguous_alpha"])
+    per_batch, = engine.price_extents_by_chunks(prep, ExtentSet(rec, e0, e1, is_ext, an.per_file), system,
+                                                contiguous_alpha_table=alpha, network=model.params["network"])
     return float(per_batch.sum())
 
 

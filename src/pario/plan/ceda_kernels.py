@@ -99,8 +99,8 @@ def stream_repeats(by_stream, stream_of_row, ns, off, ln):
 
 @njit(cache=True)
 def pattern_of_rows(rows, s_first, s_count, pat_of_stream, n):
-    """Pattern id of every trace row (rows in stream order)."""
-    out = np.empty(n, dtype=np.int64)
+    """Pattern id of every trace row (rows in stream order), int32."""
+    out = np.empty(n, dtype=np.int32)
     for s in range(len(s_first)):
         p = pat_of_stream[s]
         for i in range(s_first[s], s_first[s] + s_count[s]):
