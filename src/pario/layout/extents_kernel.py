@@ -30,8 +30,9 @@ from .types import ExtentMap
 
 
 class ExtentSet:
-    """Extent maps as one table of records ``rec[k] = (offset, end, server, local,
-    datafile)`` — the fields a lookup reads sit in one or two cache lines, not five arrays —
+    """Extent maps as one table of records ``rec[k] = (offset, end, local, server·2^32 +
+    datafile)`` — the fields a lookup reads sit in one cache line (32 bytes), not five
+    arrays —
     with a directory per map.  Leaf l (a file's layout) has the records ``e0[l]:e1[l]``
     (sorted by offset, disjoint) and maps its uncovered bytes by ``defaults[l]``; a leaf
     that is not an extent map (``is_ext[l]`` False) maps all its requests by
@@ -51,8 +52,6 @@ class ExtentSet:
         for i in range(nl):
             nb = _buckets(int(self.e1[i] - self.e0[i]))
             self.d0[i + 1] = self.d0[i] + (nb + 1 if self.is_ext[i] else 0)
-        if len(rec) and (max(int(rec[:, 2].max()), int(rec[:, 4].max())) >= 2 ** 31 or int(rec[:, 4].min()) < 0):
-            raise ParioError("extent map: server and data file indices must lie in [0, 2^31)")
         self.dirs = np.zeros(int(self.d0[-1]), dtype=np.int32 if len(rec) < 2 ** 31 - 1 else np.int64)
         _directories(self.rec, self.is_ext, self.e0, self.e1, self.d0, self.dlo, self.dhi, self.dsh, self.dirs)
 
@@ -61,12 +60,15 @@ class ExtentSet:
         """The extent maps among ``leaves`` (copied into records); other layouts map their
         requests whole."""
         E = sum(len(lay) for lay in leaves if isinstance(lay, ExtentMap))
-        rec = np.empty((E, 5), dtype=np.int64)
+        rec = np.empty((E, 4), dtype=np.int64)
         nl = len(leaves)
         e0, e1 = np.zeros(nl, dtype=np.int64), np.zeros(nl, dtype=np.int64)
         base = 0
         for i, lay in enumerate(leaves):
             if isinstance(lay, ExtentMap):
+                if len(lay) and max(int(lay.server.max()), int(lay.datafile.max())) >= 2 ** 31 or (
+                        len(lay) and int(lay.datafile.min()) < 0):
+                    raise ParioError("extent map: server and data file indices must lie in [0, 2^31)")
                 e0[i], e1[i] = base, base + len(lay)
                 _records(rec, base, lay.offset, lay.length, lay.server, lay.local, lay.datafile)
                 base += len(lay)
@@ -90,9 +92,8 @@ def _records(rec, base, off, ln, srv, loc, df):
     for k in range(len(off)):
         rec[base + k, 0] = off[k]
         rec[base + k, 1] = off[k] + ln[k]
-        rec[base + k, 2] = srv[k]
-        rec[base + k, 3] = loc[k]
-        rec[base + k, 4] = df[k]
+        rec[base + k, 2] = loc[k]
+        rec[base + k, 3] = (srv[k] << 32) | df[k]
 
 
 @njit(cache=True)
@@ -165,7 +166,7 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
     g = np.empty((4, 16), dtype=np.int64)
     lo = np.empty(BLOCK, dtype=np.int64)
     hi = np.empty(BLOCK, dtype=np.int64)
-    R = np.zeros((BLOCK, 6), dtype=np.int64)  # candidate record, then the next record's start
+    R = np.zeros((BLOCK, 5), dtype=np.int64)  # candidate record, then the next record's start
     u = 0
     G = 0
     for b0 in range(0, n, BLOCK):
@@ -189,9 +190,9 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
         for j in range(b1 - b0):  # stage 2: the candidate record and the next one's start
             k = lo[j]
             if 0 <= k < E:
-                for c in range(5):
+                for c in range(4):
                     R[j, c] = rec[k, c]
-                R[j, 5] = rec[k + 1, 0] if k + 1 < E else 0
+                R[j, 4] = rec[k + 1, 0] if k + 1 < E else 0
         if u + 2 * BLOCK > sub64.shape[1]:
             sub64 = _grow(sub64, u + 2 * BLOCK)
             sub32 = _grow(sub32, u + 2 * BLOCK)
@@ -220,15 +221,20 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
                     while k < h and rec[k, 1] <= x:
                         k += 1
                 if k < E:
-                    for c in range(5):
+                    for c in range(4):
                         R[j, c] = rec[k, c]
-            pos = x  # every record from k that starts before e (the first one loaded in R)
-            first = True
+                    R[j, 4] = rec[k + 1, 0] if k + 1 < E else 0
+            pos = x  # every record from k that starts before e (the first one and the next's start in R)
+            k0 = k
             while k < last:
-                if first:
-                    rs, re_, srv, loc, df = R[j, 0], R[j, 1], R[j, 2], R[j, 3], R[j, 4]
+                if k == k0:
+                    rs, re_, loc, sd = R[j, 0], R[j, 1], R[j, 2], R[j, 3]
+                elif k == k0 + 1 and R[j, 4] >= e:
+                    break
                 else:
-                    rs, re_, srv, loc, df = rec[k, 0], rec[k, 1], rec[k, 2], rec[k, 3], rec[k, 4]
+                    rs, re_, loc, sd = rec[k, 0], rec[k, 1], rec[k, 2], rec[k, 3]
+                srv = sd >> 32
+                df = sd & 0xFFFFFFFF
                 if rs >= e:
                     break
                 a = max(x, rs)
@@ -244,7 +250,6 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, cap):
                 u += 1
                 pos = re_
                 k += 1
-                first = False
             if pos < e:
                 g, G = _gap(g, G, i, pos, e - pos, leaf)
             ptr[i + 1] = u

@@ -570,7 +570,7 @@ def price_in_order(req, layouts, system, *, contiguous_alpha_table, network: boo
 
 # ---------------------------------------------------------------------------- extent maps, chunk by chunk
 
-MAP_CHUNK = 1 << 22  # requests mapped at a time by price_extents_by_chunks
+MAP_CHUNK = 1 << 20  # requests mapped at a time by price_extents_by_chunks (arrays of ≤ 8 MB: reused by malloc)
 
 
 @njit(cache=True)

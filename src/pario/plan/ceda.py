@@ -264,7 +264,7 @@ def _pattern_table(trace: Trace, st: pd.DataFrame, seq_key: pd.Series, requests:
 @dataclass
 class PlacedExtents:
     """Replica extents placed by Algorithm 1 for several claim groups, sorted by (group,
-    offset): ``rec`` records (offset, end, server, local, data file) — the table the extent
+    offset): ``rec`` records (offset, end, local, server·2^32 + data file) — the table the extent
     lookups read (:class:`pario.layout.extents_kernel.ExtentSet`) —, the ``pattern`` of
     each, ``bounds`` (group g: ``rec[bounds[g]:bounds[g+1]]``); ``space``: replica bytes
     per pattern."""
@@ -275,8 +275,7 @@ class PlacedExtents:
     space: np.ndarray
 
     def extent_map(self, g: int, default: Layout) -> ExtentMap:
-        r = self.rec[self.bounds[g]:self.bounds[g + 1]]
-        return ExtentMap(r[:, 0], r[:, 1] - r[:, 0], r[:, 2], r[:, 3], r[:, 4], default)
+        return _records_map(self.rec[self.bounds[g]:self.bounds[g + 1]], default)
 
 
 def place_objects(trace: Trace, of_request: np.ndarray, group_of_pattern: np.ndarray, slot_of_pattern: np.ndarray,
@@ -323,7 +322,7 @@ def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, serv
     obj_rows = K.object_order(orders.by_rank, of_request, trace.length, key, max(nkeys, 1))
     table, bounds = K.sweep_order(orders.by_offset, of_request, trace.offset, trace.length, group_of_pattern, ngroups,
                                   obj_rows, len(trace))
-    fragments = K.claim(table, bounds, len(obj_rows) // 2 + 1024)
+    fragments = K.claim(table, bounds, len(obj_rows) // 2 + 1024, obj_rows[:0])
     del table
     a, b, space = K.place(fragments, bounds, obj_rows, of_request, trace.rank, group_of_pattern, slot_of_pattern,
                           servers, "ceda" in modes, "cida" in modes, stripe)
@@ -712,8 +711,8 @@ def combined_replicas(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system
 
 
 def _records_map(rec: np.ndarray, default: Layout) -> ExtentMap:
-    """The ExtentMap of extent records (offset, end, server, local, data file)."""
-    return ExtentMap(rec[:, 0], rec[:, 1] - rec[:, 0], rec[:, 2], rec[:, 3], rec[:, 4], default)
+    """The ExtentMap of extent records (offset, end, local, server·2^32 + data file)."""
+    return ExtentMap(rec[:, 0], rec[:, 1] - rec[:, 0], rec[:, 3] >> 32, rec[:, 2], rec[:, 3] & 0xFFFFFFFF, default)
 
 
 def _combined_placed(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, mode: str, servers,

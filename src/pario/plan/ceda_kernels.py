@@ -164,7 +164,7 @@ def sweep_order(offset_rows, of_request, off, length, group_of_pattern, ngroups,
 # offset order, sequentially; the per-piece sums and the replica extents are then tight
 # loops over the fragments, whose random accesses (the piece's state, in object order)
 # overlap instead of waiting behind mispredicted branches.  Placed extents are written as
-# records (offset, end, server, local, data file): the layout the extent lookups read
+# records (offset, end, local, server·2^32 + data file): the layout the extent lookups read
 # (:class:`pario.layout.extents_kernel.ExtentSet`).
 
 
@@ -182,7 +182,7 @@ def _add_fragment(fq, fs, ft, fp, nf, q, s, t, p):
 
 
 @njit(cache=True)
-def claim(table, bounds, cap):
+def claim(table, bounds, cap, qtype):
     """Owned fragments of every group, in offset order (module docstring): piece q (a
     priority) owns [s, e) when no piece of smaller q in its group covers it.
 
@@ -191,10 +191,10 @@ def claim(table, bounds, cap):
     whole by its smallest q, without the heap.  Otherwise a min-heap (``hq`` priorities,
     ``he`` their ends, ``hp`` their patterns) holds the pieces covering the sweep position
     ``cur``, the owner of the bytes up to the next start is its top, and ended pieces leave
-    it when they reach the top.  Returns (piece, start, end, pattern of each fragment —
-    capacity ``cap`` to start, grown —, number of fragments)."""
+    it when they reach the top.  Returns (piece — of ``qtype``'s dtype —, start, end,
+    pattern of each fragment — capacity ``cap`` to start, grown —, number of fragments)."""
     cap = max(cap, 16)
-    fq = np.empty(cap, dtype=np.int64)
+    fq = np.empty(cap, dtype=qtype.dtype)
     fs = np.empty(cap, dtype=np.int64)
     ft = np.empty(cap, dtype=np.int64)
     fp = np.empty(cap, dtype=np.int32)
@@ -300,17 +300,17 @@ def claim(table, bounds, cap):
 @njit(cache=True)
 def owned_bytes(fq, fs, ft, nf, m):
     """Bytes each piece owns (the sum of its fragments)."""
-    state = np.zeros((m, 2), dtype=np.int64)
+    owned = np.zeros(m, dtype=np.int64)
     for i in range(nf):
-        state[fq[i], 0] += ft[i] - fs[i]
-    return state
+        owned[fq[i]] += ft[i] - fs[i]
+    return owned
 
 
 @njit(cache=True)
-def extents(fq, fs, ft, fp, nf, bounds_f, state, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe, rec_a, rec_b,
-            pat_b):
-    """The replica extents of the fragments (in offset order): ``state[q]`` = (position G
-    of piece q's next owned byte, its object o); each fragment's CEDA extent into
+def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe, rec_a,
+            rec_b, pat_b):
+    """The replica extents of the fragments (in offset order): ``cum[q]``, the position G of
+    piece q's next owned byte, ``obj[q]`` its object o; each fragment's CEDA extent into
     ``rec_a`` (when it has rows: object o in replica file l = ``slot_a[o]`` — data file
     ``df_a[pattern] + l``, server ``servers[l]`` — at local offset G + ``shift_a[o]``) and
     its CIDA extents into ``rec_b``/``pat_b`` (when it has rows, grown as needed: data file
@@ -337,24 +337,24 @@ def extents(fq, fs, ft, fp, nf, bounds_f, state, shift_a, slot_a, shift_b, df_a,
         cur = fs[i]
         t = ft[i]
         pat = fp[i]
-        G0 = state[q, 0]
-        state[q, 0] = G0 + (t - cur)
-        o = state[q, 1]
+        G0 = cum[q]
+        cum[q] = G0 + (t - cur)
+        o = obj[q]
         if do_a:  # CEDA: one extent
             slot = slot_a[o]
             srv = servers[slot]
             loc = G0 + shift_a[o]
             df = df_a[pat] + slot
             k = na - 1
-            if (na > 0 and a_G == G0 and pat_a[k] == pat and rec_a[k, 1] == cur and rec_a[k, 2] == srv
-                    and rec_a[k, 4] == df and rec_a[k, 3] + (rec_a[k, 1] - rec_a[k, 0]) == loc):
+            sd = (srv << 32) | df
+            if (na > 0 and a_G == G0 and pat_a[k] == pat and rec_a[k, 1] == cur and rec_a[k, 3] == sd
+                    and rec_a[k, 2] + (rec_a[k, 1] - rec_a[k, 0]) == loc):
                 rec_a[k, 1] = t
             else:
                 rec_a[na, 0] = cur
                 rec_a[na, 1] = t
-                rec_a[na, 2] = srv
-                rec_a[na, 3] = loc
-                rec_a[na, 4] = df
+                rec_a[na, 2] = loc
+                rec_a[na, 3] = sd
                 pat_a[na] = pat
                 na += 1
             a_G = G0 + (t - cur)
@@ -368,12 +368,13 @@ def extents(fq, fs, ft, fp, nf, bounds_f, state, shift_a, slot_a, shift_b, df_a,
                 srv = servers[chunk % n_srv]
                 loc = (chunk // n_srv) * stripe + v % stripe
                 k = nb - 1
-                if (nb > 0 and b_G == G and pat_b[k] == pat and rec_b[k, 1] == x and rec_b[k, 2] == srv
-                        and rec_b[k, 3] + (rec_b[k, 1] - rec_b[k, 0]) == loc):
+                sd = (srv << 32) | df_b[pat]
+                if (nb > 0 and b_G == G and pat_b[k] == pat and rec_b[k, 1] == x and rec_b[k, 3] == sd
+                        and rec_b[k, 2] + (rec_b[k, 1] - rec_b[k, 0]) == loc):
                     rec_b[k, 1] = x + d
                 else:
                     if nb == len(rec_b):  # grow the CIDA table
-                        grown = np.empty((nb + nb // 2 + 1024, 5), dtype=np.int64)
+                        grown = np.empty((nb + nb // 2 + 1024, 4), dtype=np.int64)
                         grown[:nb] = rec_b
                         rec_b = grown
                         gp = np.empty(len(grown), dtype=np.int32)
@@ -381,9 +382,8 @@ def extents(fq, fs, ft, fp, nf, bounds_f, state, shift_a, slot_a, shift_b, df_a,
                         pat_b = gp
                     rec_b[nb, 0] = x
                     rec_b[nb, 1] = x + d
-                    rec_b[nb, 2] = srv
-                    rec_b[nb, 3] = loc
-                    rec_b[nb, 4] = df_b[pat]
+                    rec_b[nb, 2] = loc
+                    rec_b[nb, 3] = sd
                     pat_b[nb] = pat
                     nb += 1
                 x += d
@@ -394,23 +394,24 @@ def extents(fq, fs, ft, fp, nf, bounds_f, state, shift_a, slot_a, shift_b, df_a,
 
 
 @njit(cache=True)
-def objects(obj_rows, state, of_request, rank, group_of_pattern, n_servers, npat):
-    """Algorithm 1's objects from the owned bytes of every piece (``state[q, 0]``, in object
+def objects(obj_rows, cum, of_request, rank, group_of_pattern, n_servers, npat):
+    """Algorithm 1's objects from the owned bytes of every piece (``cum[q]``, in object
     order).
 
     An object is a maximal run of pieces with owned bytes of one (group, pattern, rank);
     object i of its (group, pattern) run goes to replica file l = i mod n (CEDA), objects
-    of one file in ascending i; CIDA concatenates the run's objects.  Turns ``state[q]``
-    into (G: bytes owned by the pieces before, in object order; the piece's object) and
-    returns (per object: CEDA shift — local offset = G + shift — and file l, CIDA shift —
+    of one file in ascending i; CIDA concatenates the run's objects.  Turns ``cum[q]`` into
+    G, the bytes owned by the pieces before (in object order), and returns (each piece's
+    object; per object: CEDA shift — local offset = G + shift — and file l, CIDA shift —
     offset in the pattern's replica file = G + shift; space per pattern)."""
     m = len(obj_rows)
+    obj = np.empty(m, dtype=obj_rows.dtype)
     nobj = 0
     pg = -1
     pp = -1
     pr = -1
     for q in range(m):  # count the objects
-        if state[q, 0] > 0:
+        if cum[q] > 0:
             r = obj_rows[q]
             p = of_request[r]
             if group_of_pattern[p] != pg or p != pp or rank[r] != pr:
@@ -429,7 +430,7 @@ def objects(obj_rows, state, of_request, rank, group_of_pattern, n_servers, npat
     pp = -1
     pr = -1
     for q in range(m):
-        w = state[q, 0]
+        w = cum[q]
         r = obj_rows[q]
         p = of_request[r]
         if w > 0:
@@ -449,17 +450,17 @@ def objects(obj_rows, state, of_request, rank, group_of_pattern, n_servers, npat
                 pg, pp, pr = grp, p, rank[r]
             file_bytes[slot_a[o]] += w
             space[p] += w
-        state[q, 0] = G
-        state[q, 1] = max(o, 0)
+        cum[q] = G
+        obj[q] = max(o, 0)
         G += w
-    return shift_a, slot_a, shift_b, space
+    return obj, shift_a, slot_a, shift_b, space
 
 
 def place(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_of_pattern, servers, ceda: bool,
           cida: bool, stripe: int):
     """The objects and the extents of the claimed ``fragments`` (:func:`claim`): (CEDA
     extents, CIDA extents — each ``(records, pattern)`` sorted by (group, offset), records
-    (offset, end, server, local, data file), or None when not asked —, space per pattern).
+    (offset, end, local, server·2^32 + data file), or None when not asked —, space per pattern).
 
     Data files: the patterns of a group with replica bytes, in ascending ``slot_of_pattern``
     (then id), have the replica files 1 + b·n … (CEDA: n each) or 1 + b (CIDA: one each)."""
@@ -472,8 +473,8 @@ def place(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_
     del fragments
     # each group's first fragment (fragments are in group order)
     bounds_f = np.searchsorted(np.asarray(group_of_pattern)[fp[:nf]], np.arange(len(bounds)))
-    state = owned_bytes(fq, fs, ft, nf, m)
-    shift_a, slot_a, shift_b, space = objects(obj_rows, state, of_request, rank, group_of_pattern, n, npat)
+    cum = owned_bytes(fq, fs, ft, nf, m)
+    obj, shift_a, slot_a, shift_b, space = objects(obj_rows, cum, of_request, rank, group_of_pattern, n, npat)
     used = np.flatnonzero((group_of_pattern >= 0) & (space > 0))
     o = np.lexsort((used, np.asarray(slot_of_pattern)[used], group_of_pattern[used]))
     ps = used[o]
@@ -486,11 +487,11 @@ def place(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_
     df_b[ps] = 1 + base
     cap_a = nf if ceda else 0  # at most one extent a fragment
     cap_b = nf + 1024 if cida else 0  # grown when fragments split at the stripes
-    rec_a = np.empty((cap_a, 5), dtype=np.int64)
-    rec_b, pat_b = np.empty((cap_b, 5), dtype=np.int64), np.empty(cap_b, dtype=np.int32)
-    pat_a, na, rec_b, pat_b, nb = extents(fq, fs, ft, fp, nf, bounds_f, state, shift_a, slot_a, shift_b, df_a, df_b,
-                                          servers, stripe, rec_a, rec_b, pat_b)
-    del state, fq, fs, ft, fp
+    rec_a = np.empty((cap_a, 4), dtype=np.int64)
+    rec_b, pat_b = np.empty((cap_b, 4), dtype=np.int64), np.empty(cap_b, dtype=np.int32)
+    pat_a, na, rec_b, pat_b, nb = extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a,
+                                          df_b, servers, stripe, rec_a, rec_b, pat_b)
+    del cum, obj, fq, fs, ft, fp
     trim = lambda a, k: a[:k].copy() if k < 0.9 * len(a) else a[:k]  # noqa: E731  (a copy if it frees much)
     return ((trim(rec_a, na), trim(pat_a, na)) if ceda else None,
             (trim(rec_b, nb), trim(pat_b, nb)) if cida else None, space)
