@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 
 from .. import ParioError
-from ..layout import Grouped, Regions, Striped, layout_for_files, map_trace
+from ..layout import Grouped, Regions, Striped, layout_for_files
 from ..memo import IdentityCache
 from .batches import service_order
 
@@ -549,23 +549,12 @@ def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool =
             lid, *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, n, a_rand, a_seq, beta, _A3, bool(network),
             e_net, t_net, lim, suffix)
     else:
-        sub = map_trace(trace, layout)
-        if len(sub) and int(sub.server.max()) >= n:
-            raise ParioError(f"layout uses server index {int(sub.server.max())} but system {system.name!r} has {n} servers")
-        # per request (service order) its run of sub-requests: map_trace's rows are grouped by request
-        cnt = np.bincount(sub.req, minlength=len(trace))
-        first = np.zeros(len(trace), dtype=np.int64)
-        np.cumsum(cnt[:-1], out=first[1:])
-        ptr = np.zeros(len(trace) + 1, dtype=np.int64)
-        np.cumsum(cnt[prep.perm], out=ptr[1:])
-        srow = np.repeat(first[prep.perm] - ptr[:-1], cnt[prep.perm]) + np.arange(len(sub))  # gather index
-        per_batch, servers, tot, stopped = price_kernel(
-            1, prep.bid, prep.nb, prep.rank, prep.op, prep.file, prep.offset, prep.length, _Z8, prep.nranks,
-            lid, *_EMPTY_TABLES.arrays(), ptr, sub.server[srow].astype(np.int64),
-            sub.local[srow].astype(np.int64, copy=False), sub.length[srow].astype(np.int64, copy=False),
-            sub.datafile[srow].astype(np.int64), n, a_rand, a_seq, beta, _A3, bool(network), e_net, t_net, lim)
+        # extent maps (CEDA's replicas): mapped in service order by the compiled directory
+        # lookup of pario.layout.extents_kernel, fed to the kernel as per-request runs
+        per_batch, servers, tot, stopped = _price_mapped(prep, leaves, lid, system, a_rand, a_seq, beta, network,
+                                                         e_net, t_net, lim)
     terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3]),
-             "priced": int(tot[4])}
+             "priced": int(tot[4]) if len(tot) > 4 else len(per_batch)}
     return per_batch, servers, terms, bool(stopped)
 
 
@@ -612,3 +601,164 @@ def busy(trace, layout, system, seq) -> np.ndarray | None:
         np.ascontiguousarray(system.beta_table()), np.ascontiguousarray(system.alpha_table()), False, 0.0, 0.0,
         np.inf)
     return out
+
+
+# ---------------------------------------------------------------------------- mapped layouts, given orders
+
+
+def _price_mapped(req, leaves, lid, system, a_rand, a_seq, beta, network, e_net, t_net, limit, sub=None):
+    """Mode 1 of :func:`price_kernel` for requests ``req`` in service order (the columns of a
+    :class:`Prepared`): layouts without byte-count functions (extent maps) mapped request by
+    request in that order (:func:`pario.layout.extents_kernel.map_in_order`), or the
+    sub-requests ``sub`` = (ptr, server, local, length, datafile) given."""
+    from ..layout.extents_kernel import map_in_order
+
+    n = system.n
+    ptr, srv, loc, sln, sdf = sub if sub is not None else map_in_order(leaves, lid, req.file, req.offset, req.length)
+    if len(srv) and int(srv.max()) >= n:
+        raise ParioError(f"layout uses server index {int(srv.max())} but system {system.name!r} has {n} servers")
+    return price_kernel(
+        1, req.bid, req.nb, req.rank, req.op, req.file, req.offset, req.length, _Z8, req.nranks, lid,
+        *_EMPTY_TABLES.arrays(), ptr, srv, loc, sln, sdf, n, a_rand, a_seq, beta, _A3, bool(network), e_net, t_net,
+        limit)
+
+
+def leaves_of(layouts) -> tuple[list, np.ndarray]:
+    """(distinct layouts, leaf id of each) of a list of layouts (one per file index)."""
+    leaves, ids = [], {}
+    lid = np.zeros(max(1, len(layouts)), dtype=np.int64)
+    for fi, lay in enumerate(layouts):
+        lid[fi] = ids.setdefault(id(lay), len(leaves))
+        if lid[fi] == len(leaves):
+            leaves.append(lay)
+    return leaves, lid
+
+
+def price_in_order(req, layouts, system, *, contiguous_alpha_table, network: bool = False, limit: float = np.inf,
+                   subrequests=None):
+    """:func:`price` of requests already in service order: ``req`` has the columns of a
+    :class:`Prepared` (``bid``, ``nb``, ``rank``, ``op``, ``file``, ``offset``, ``length``,
+    ``nranks``), ``layouts`` one layout per file index.  For callers that build their own
+    order (CEDA's analyzer prices every access pattern on its own: the requests by
+    pattern, then batch — :mod:`pario.plan.ceda`) without a trace and its sort.
+    ``subrequests``: the requests' sub-requests under ``layouts`` when the caller has them
+    (:func:`pario.layout.extents_kernel.map_in_order`; ``layouts`` then unused)."""
+    n = system.n
+    at = system.alpha_table()
+    a_rand = np.ascontiguousarray(at[:, :, 0])
+    a_seq = np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64)
+    beta = np.ascontiguousarray(system.beta_table(), dtype=np.float64)
+    e_net, t_net = (float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)
+    leaves, lid = leaves_of(layouts)
+    tabs = layout_tables(leaves) if subrequests is None else None
+    lim = float(limit)
+    if tabs is not None:
+        if tabs.max_server >= n:
+            raise ParioError(f"layout uses server index {tabs.max_server} but system {system.name!r} has {n} servers")
+        per_batch, servers, tot, stopped = price_kernel(
+            0, req.bid, req.nb, req.rank, req.op, req.file, req.offset, req.length, _Z8, req.nranks, lid,
+            *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, n, a_rand, a_seq, beta, _A3, bool(network), e_net, t_net,
+            lim)
+    else:
+        per_batch, servers, tot, stopped = _price_mapped(req, leaves, lid, system, a_rand, a_seq, beta, network,
+                                                         e_net, t_net, lim, subrequests)
+    terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3])}
+    return per_batch, servers, terms, bool(stopped)
+
+
+# ---------------------------------------------------------------------------- extent maps, chunk by chunk
+
+MAP_CHUNK = 1 << 20  # requests mapped at a time by price_extents_by_chunks (arrays of ≤ 8 MB: reused by malloc)
+
+
+@njit(cache=True)
+def _last_served(ptr, srv, loc, ln, df, fil, has, lf, ldf, lend):
+    """Per server, the last sub-request served (requests in order, each request's on one
+    server by ascending local offset, ties in their order): ``has``, its file ``lf``, data
+    file ``ldf`` and end ``lend`` — the state eq. 3's contiguity test reads (updated)."""
+    last_i = np.full(len(has), -1, dtype=np.int64)
+    best = np.zeros(len(has), dtype=np.int64)
+    for i in range(len(ptr) - 1):
+        for u in range(ptr[i], ptr[i + 1]):
+            j = srv[u]
+            if last_i[j] != i or loc[u] >= best[j]:
+                last_i[j] = i
+                best[j] = loc[u]
+                has[j] = True
+                lf[j] = fil[i]
+                ldf[j] = df[u]
+                lend[j] = loc[u] + ln[u]
+
+
+def price_extents_by_chunks(req, es, system, *, contiguous_alpha_table, network: bool = False,
+                            variants=((None, None),), chunk: int | None = None) -> list[np.ndarray]:
+    """Per-batch T_sys (CEDA seed 000 eq. 3–4) of requests ``req`` in service order (the
+    columns of a :class:`Prepared`, ``bid`` dense and non-decreasing) under extent maps
+    ``es`` (:class:`pario.layout.extents_kernel.ExtentSet`, leaf = file index), once for
+    each variant ``(keep, op)``: the requests whose ``keep`` is False (a mask; None: keep
+    all) priced without their sub-requests, under the op column ``op`` (None: ``req.op``).
+
+    The requests are mapped and priced about ``chunk`` (:data:`MAP_CHUNK`) at a time, whole
+    batches, so that their sub-requests never exist all at once (at 10^8 requests they would
+    take 3 GB).  The only thing a batch inherits from the batches before it is, per server,
+    where the previous sub-request it served ended (its file, data file and end: the
+    contiguity of eq. 3, :mod:`pario.model.distribution`).  So each chunk is priced after a
+    *primer* batch that recreates it — one sub-request per server ending where the previous
+    chunk's last one ended — whose own cost is left out: the per-batch times equal those of
+    one pricing of all the requests (the tests compare both)."""
+    from ..layout.extents_kernel import keep_requests, map_extent_set
+
+    n = system.n
+    at = system.alpha_table()
+    params = (n, np.ascontiguousarray(at[:, :, 0]), np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64),
+              np.ascontiguousarray(system.beta_table(), dtype=np.float64), _A3, bool(network),
+              *((float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)), np.inf)
+    total = len(req.bid)
+    chunk = int(chunk or MAP_CHUNK)
+    lid = np.arange(len(es.e0), dtype=np.int64)
+    out = [np.zeros(req.nb) for _ in variants]
+    states = [(np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32),
+               np.zeros(n, dtype=np.int64)) for _ in variants]
+    a = 0
+    while a < total:
+        b = min(total, a + chunk)
+        if b < total:  # to the end of the batch
+            b = int(np.searchsorted(req.bid, req.bid[b - 1], side="right"))
+        sub = map_extent_set(es, lid, req.file[a:b], req.offset[a:b], req.length[a:b])
+        if len(sub[1]) and int(sub[1].max()) >= n:
+            raise ParioError(f"layout uses server index {int(sub[1].max())} but system {system.name!r} has {n} "
+                             f"servers")
+        b0 = int(req.bid[a])
+        for (keep, op), res, st in zip(variants, out, states):
+            s = sub
+            if keep is not None:  # the kept requests' sub-requests (a copy: the next variant reads sub)
+                ptr, srv, loc, ln, df = (x.copy() for x in sub)
+                u = keep_requests(ptr, srv, loc, ln, df, keep[a:b])
+                s = (ptr, srv[:u], loc[:u], ln[:u], df[:u])
+            per_batch = _price_primed(req, a, b, op, s, st, params)
+            res[b0:b0 + len(per_batch) - 1] = per_batch[1:]
+            _last_served(*s, req.file[a:b], *st)
+        a = b
+    return out
+
+
+def _price_primed(req, a, b, op, sub, state, params) -> np.ndarray:
+    """Per-batch T_sys of requests ``a:b`` (whole batches; sub-requests ``sub``) after a primer
+    batch (id 0) that leaves each server as ``state`` says (see
+    :func:`price_extents_by_chunks`); the returned array starts with the primer's."""
+    has, lf, ldf, lend = state
+    j = np.flatnonzero(has)
+    P = len(j)
+    ptr, srv, loc, ln, df = sub
+    cat = np.concatenate
+    bid = cat([np.zeros(P, dtype=np.int64), req.bid[a:b] - (req.bid[a] - 1)])
+    ops = (req.op if op is None else op)[a:b]
+    cols = (bid, int(bid[-1]) + 1, cat([np.zeros(P, dtype=req.rank.dtype), req.rank[a:b]]),
+            cat([np.zeros(P, dtype=ops.dtype), ops]), cat([lf[j].astype(req.file.dtype), req.file[a:b]]),
+            cat([np.zeros(P, dtype=np.int64), req.offset[a:b]]), cat([np.ones(P, dtype=np.int64), req.length[a:b]]))
+    sub_p = (cat([np.arange(P, dtype=np.int64), P + ptr]), cat([j.astype(srv.dtype), srv]), cat([lend[j] - 1, loc]),
+             cat([np.ones(P, dtype=np.int64), ln]), cat([ldf[j].astype(df.dtype), df]))
+    n = params[0]
+    per_batch, _, _, _ = price_kernel(1, *cols, _Z8, req.nranks, np.zeros(1, dtype=np.int64),
+                                      *_EMPTY_TABLES.arrays(), *sub_p, n, *params[1:])
+    return per_batch

@@ -50,6 +50,7 @@ benefit test prices by default (:func:`flush_costs`; ``flush=False``: the paper'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,9 +61,12 @@ from .. import ParioError
 from ..layout import ExtentMap, Layout, Striped, describe, layout_for_files
 from ..model.base import resolve_layout
 from ..model.batches import batch_ids
+from ..model.distribution import reference_mode
 from ..trace import Trace
-from ..trace.core import OP_NAMES, READ, WRITE
+from ..trace.core import OP_NAMES, WRITE
 from ..trace.patterns import segment
+from ..trace.sorting import by_key_then_order, counting_order, offset_order
+from . import ceda_kernels as K
 from .base import Plan, Planner
 from .ceda_select import select_knapsack, select_paper
 from ..arrays import unique
@@ -89,14 +93,6 @@ def original_layouts(original, trace: Trace, system) -> tuple[Any, list[Layout]]
     return lay, layout_for_files(lay, trace.files)
 
 
-def _splitmix(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-
 def _dense(*keys) -> np.ndarray:
     """Dense group id (0..G-1, in lexicographic key order) of rows keyed by the arrays ``keys``."""
     n = len(keys[0])
@@ -113,6 +109,21 @@ def _dense(*keys) -> np.ndarray:
     return out
 
 
+@dataclass
+class TraceOrders:
+    """The request orders the identifier and the planner share, computed once per trace in
+    O(n) (:mod:`pario.trace.sorting`): ``by_rank`` — rows by (rank, order, row), the order
+    of Algorithm 1's objects; ``by_offset`` — rows by offset, the order of the claim sweep
+    and of the identifier's repetition test."""
+
+    by_rank: np.ndarray
+    by_offset: np.ndarray
+
+    @classmethod
+    def of(cls, trace: Trace) -> "TraceOrders":
+        return cls(by_key_then_order(trace.rank, trace.order), offset_order(trace.offset))
+
+
 # ====================================================================== identifier
 @dataclass(frozen=True)
 class AccessPatterns:
@@ -123,7 +134,7 @@ class AccessPatterns:
     mixed < random), ``stride`` (when every stream is strided with one stride), ``size``
     (request size if constant), ``ops`` (read / write / read+write), ``repeated`` (bool),
     ``ranks``, ``requests``, ``bytes`` (requested, counting repeats), ``template``.
-    ``of_request``: pattern id of every trace row.  ``streams``: the identifier's streams
+    ``of_request``: pattern id of every trace row (int32).  ``streams``: the identifier's streams
     with their ``sequence`` and ``pattern``.
     """
 
@@ -135,33 +146,66 @@ class AccessPatterns:
         return len(self.table)
 
 
-def identify_patterns(trace: Trace) -> AccessPatterns:
-    """CEDA's identifier (seed 000 §4.2), see the module docstring.  Vectorised over
-    requests; Python work is per stream (rank × file × op), not per request."""
+def identify_patterns(trace: Trace, *, orders: TraceOrders | None = None) -> AccessPatterns:
+    """CEDA's identifier (seed 000 §4.2), see the module docstring.  The streams come from
+    :func:`pario.trace.patterns.segment`; per request only compiled passes (a stream's
+    signature, its repetition test on the requests in offset order, the pattern of every
+    row); the grouping into sequences and patterns is per stream (rank × file × op)."""
+    if reference_mode():
+        from .ceda_reference import identify_patterns as reference
+
+        return reference(trace)
     n = len(trace)
     seg = segment(trace, by_op=True)
     st = seg.streams.copy()
     ns = len(st)
     if n == 0:
-        empty = pd.DataFrame(columns=["file", "file_name", "kind", "stride", "size", "ops", "repeated",
-                                      "ranks", "requests", "bytes", "template"])
-        return AccessPatterns(empty, np.zeros(0, dtype=np.int64), st)
-    rows, stream = seg.rows, seg.stream
-    s_first = np.flatnonzero(np.r_[True, stream[1:] != stream[:-1]])
-    off, ln = trace.offset[rows], trace.length[rows]
+        return _no_patterns(st)
+    rows = seg.rows
+    off, ln = trace.offset, trace.length
+    s_count = st["requests"].to_numpy()
+    s_first = np.zeros(ns, dtype=np.int64)
+    np.cumsum(s_count[:-1], out=s_first[1:])
     # order-independent signature of a stream's multiset of extents
-    h = _splitmix(off.astype(np.uint64)) ^ _splitmix(ln.astype(np.uint64) + np.uint64(0x632BE59BD9B4E019))
-    sig = np.add.reduceat(h, s_first)
-    # in-stream repetition: distinct (offset, length) < requests
-    d = _dense(stream, off, ln)
-    first_of = np.r_[True, np.diff(np.sort(d)) != 0]
-    distinct = np.bincount(stream[np.argsort(d, kind="stable")][first_of], minlength=ns)
-    st["self_repeat"] = distinct < st["requests"].to_numpy()
+    sig = K.stream_signatures(rows, s_first, s_count, off, ln)
+    # in-stream repetition: some (offset, length) twice
+    by_offset = orders.by_offset if orders is not None else offset_order(off)
+    stream_of_row = K.stream_of_rows(rows, s_first, s_count, n)
+    st["self_repeat"] = K.stream_repeats(counting_order(by_offset, stream_of_row, ns), stream_of_row, ns, off, ln)
+    del stream_of_row
+    seq_key = _sequences(st, sig)
+    # patterns numbered in order of first appearance in the trace (a stream's first row)
+    pat_of_stream = st["pattern"].to_numpy()
+    first_row = np.full(int(pat_of_stream.max()) + 1, n, dtype=np.int64)
+    np.minimum.at(first_row, pat_of_stream, np.minimum.reduceat(rows, s_first))
+    renum = np.empty_like(first_row)
+    renum[np.lexsort((first_row, np.zeros_like(first_row)))] = np.arange(len(first_row))
+    st["pattern"] = renum[pat_of_stream]
+    pat_row = K.pattern_of_rows(rows, s_first, s_count, st["pattern"].to_numpy(), n)
+    npat = len(first_row)
+    requests = np.zeros(npat, dtype=np.int64)
+    nbytes = np.zeros(npat, dtype=np.int64)
+    np.add.at(requests, st["pattern"].to_numpy(), s_count)
+    np.add.at(nbytes, st["pattern"].to_numpy(), st["bytes"].to_numpy())
+    table, st = _pattern_table(trace, st, seq_key, requests, nbytes)
+    return AccessPatterns(table, pat_row, st)
+
+
+def _no_patterns(streams: pd.DataFrame) -> AccessPatterns:
+    empty = pd.DataFrame(columns=["file", "file_name", "kind", "stride", "size", "ops", "repeated",
+                                  "ranks", "requests", "bytes", "template"])
+    return AccessPatterns(empty, np.zeros(0, dtype=np.int64), streams)
+
+
+def _sequences(st: pd.DataFrame, sig: np.ndarray) -> pd.Series:
+    """Streams of one rank and file with the same extents (``sig``, requests, bytes) are one
+    sequence; sequences of one file with the same template are one pattern.  Sets the
+    streams' ``sequence``, ``repeated``, ``stream_template`` and ``pattern`` (numbered in
+    (file, template) order); returns each sequence's template."""
     st["sequence"] = _dense(st["rank"].to_numpy(), st["file"].to_numpy(), sig,
                             st["requests"].to_numpy(), st["bytes"].to_numpy())
     nstream_per_seq = np.bincount(st["sequence"].to_numpy())
     st["repeated"] = (nstream_per_seq[st["sequence"].to_numpy()] > 1) | st["self_repeat"].to_numpy()
-
     kinds = st["kind"].astype(str).to_numpy()
     size = st["size"].fillna(-1).astype(np.int64).to_numpy()
     ops = st["op"].to_numpy()
@@ -173,21 +217,18 @@ def identify_patterns(trace: Trace) -> AccessPatterns:
     seq_file = st.groupby("sequence", sort=True)["file"].first()
     seq_key = seq_t + np.where(seq_rep, " (repeated)", "")
     pat_of_seq = _dense(seq_file.to_numpy(), seq_key.to_numpy().astype(str))
-    # patterns numbered in order of first appearance in the trace
     st["pattern"] = pat_of_seq[st["sequence"].to_numpy()]
-    of_stream_row = np.empty(n, dtype=np.int64)
-    of_stream_row[rows] = stream
-    pat_row = st["pattern"].to_numpy()[of_stream_row]
-    first_row = np.full(pat_row.max() + 1, n, dtype=np.int64)
-    np.minimum.at(first_row, pat_row, np.arange(n))
-    renum = np.empty_like(first_row)
-    renum[np.lexsort((first_row, np.zeros_like(first_row)))] = np.arange(len(first_row))
-    pat_row = renum[pat_row]
-    st["pattern"] = renum[st["pattern"].to_numpy()]
+    return seq_key
 
-    npat = int(pat_row.max()) + 1
+
+def _pattern_table(trace: Trace, st: pd.DataFrame, seq_key: pd.Series, requests: np.ndarray,
+                   nbytes: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The patterns table (:class:`AccessPatterns`) from the streams with their final
+    ``pattern``, and the streams with their ``template``."""
+    npat = len(requests)
     st["template"] = seq_key.to_numpy()[st["sequence"].to_numpy()]
     g = st.groupby("pattern", sort=True)
+    kinds = st["kind"].astype(str).to_numpy()
     kind_code = st["kind"].astype(str).map(KIND_RANK).to_numpy()
     worst = np.zeros(npat, dtype=np.int64)
     np.maximum.at(worst, st["pattern"].to_numpy(), kind_code)
@@ -209,188 +250,150 @@ def identify_patterns(trace: Trace) -> AccessPatterns:
         "ops": opset.to_numpy(),
         "repeated": g["repeated"].any().to_numpy(),
         "ranks": g["rank"].nunique().to_numpy().astype(np.int64),
-        "requests": np.bincount(pat_row, minlength=npat).astype(np.int64),
-        "bytes": np.bincount(pat_row, weights=trace.length, minlength=npat).astype(np.int64),
+        "requests": requests,
+        "bytes": nbytes,
         "template": g["template"].first().to_numpy(),
     })
     table.loc[~uni_stride, "stride"] = pd.NA
     table.loc[~uni_size, "size"] = pd.NA
     table.index.name = "pattern"
-    st = st.drop(columns=["_strided", "_sized"])
-    return AccessPatterns(table, pat_row, st)
+    return table, st.drop(columns=["_strided", "_sized"])
 
 
 # ====================================================================== planner (Algorithm 1)
 @dataclass
-class ReplicaExtents:
-    """Placed replica extents (columns), for several groups at once.
+class PlacedExtents:
+    """Replica extents placed by Algorithm 1 for several claim groups, sorted by (group,
+    offset): ``rec`` records (offset, end, local, server·2^32 + data file) — the table the extent
+    lookups read (:class:`pario.layout.extents_kernel.ExtentSet`) —, the ``pattern`` of
+    each, ``bounds`` (group g: ``rec[bounds[g]:bounds[g+1]]``); ``space``: replica bytes
+    per pattern."""
 
-    ``group`` (the claim group: a pattern, or a file for a combined plan), ``pattern``,
-    ``offset``, ``length`` (logical extent of the original file), ``server``, ``local``
-    (offset in the replica data file), ``slot`` (replica data file index inside the
-    pattern: l = i mod n for CEDA, 0 for CIDA).  ``space``: replica bytes per pattern.
-    """
-
-    group: np.ndarray
+    rec: np.ndarray
     pattern: np.ndarray
-    offset: np.ndarray
-    length: np.ndarray
-    server: np.ndarray
-    local: np.ndarray
-    slot: np.ndarray
+    bounds: np.ndarray
     space: np.ndarray
 
-    def take(self, mask) -> "ReplicaExtents":
-        return ReplicaExtents(self.group[mask], self.pattern[mask], self.offset[mask], self.length[mask],
-                              self.server[mask], self.local[mask], self.slot[mask], self.space)
+    def extent_map(self, g: int, default: Layout) -> ExtentMap:
+        return _records_map(self.rec[self.bounds[g]:self.bounds[g + 1]], default)
 
 
-def _claim(group, start, end, prio):
-    """Elementary pieces of ``[start, end)`` owned by their highest-priority claimant.
+def place_objects(trace: Trace, of_request: np.ndarray, group_of_pattern: np.ndarray, slot_of_pattern: np.ndarray,
+                  n_servers: int, servers=None, *, mode: str = "ceda", stripe: int = 65536,
+                  orders: TraceOrders | None = None) -> PlacedExtents:
+    """Algorithm 1 (CEDA seed 000 §4.3) for many patterns at once (compiled:
+    :mod:`pario.plan.ceda_kernels`).
 
-    Returns (piece index, seg_start, seg_end) of every owned elementary segment: within a
-    group, each byte covered by several pieces goes to the piece with the smallest ``prio``.
+    The requests of pattern p (``of_request``) are placed in claim group
+    ``group_of_pattern[p]`` (a dense id ≥ 0; -1: not placed) with priority
+    ``slot_of_pattern[p]`` inside the group (lower claims first); zero-length requests are
+    not placed.  ``mode="ceda"``: objects (pattern, rank) in ascending rank, object i →
+    replica file i mod n on server ``servers[i mod n]``; ``mode="cida"``: the pattern's
+    objects concatenated into one replica file striped round-robin over ``servers`` with
+    ``stripe``.  The patterns of a group have replica data files of their own, in priority
+    order: 1 + b·n … (CEDA), 1 + b (CIDA).
     """
-    m = len(start)
-    if m == 0:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, z
-    bg = np.concatenate([group, group])
-    bp = np.concatenate([start, end])
-    o = np.lexsort((bp, bg))
-    sg, sp = bg[o], bp[o]
-    new = np.r_[True, (sg[1:] != sg[:-1]) | (sp[1:] != sp[:-1])]
-    up = sp[new]
-    uid = np.empty(2 * m, dtype=np.int64)
-    uid[o] = np.cumsum(new) - 1
-    a, b = uid[:m], uid[m:]
-    cnt = b - a
-    rep = np.repeat(np.arange(m), cnt)
-    within = np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    segid = a[rep] + within
-    o2 = np.lexsort((prio[rep], segid))
-    first = np.r_[True, segid[o2][1:] != segid[o2][:-1]]
-    win = o2[first]
-    piece = rep[win]
-    s = segid[win]
-    return piece, up[s], up[s + 1]
-
-
-def place_objects(trace: Trace, rows: np.ndarray, group: np.ndarray, slot_key: np.ndarray, pattern: np.ndarray,
-                  n_servers: int, servers=None, *, mode: str = "ceda", stripe: int = 65536) -> ReplicaExtents:
-    """Algorithm 1 (CEDA seed 000 §4.3) for many patterns at once (vectorised).
-
-    ``rows``: trace rows to place; per row its claim ``group``, ``slot_key`` (priority of
-    its pattern inside the group: lower claims first) and ``pattern``.  ``mode="ceda"``:
-    objects (pattern, rank) in ascending rank, object i → replica file i mod n on server
-    ``servers[i mod n]``; ``mode="cida"``: the pattern's objects concatenated into one
-    replica file striped round-robin over ``servers`` with ``stripe``.
-    """
-    servers = np.arange(n_servers) if servers is None else np.asarray(servers, dtype=np.int64)
-    n = len(servers)
-    rows = np.asarray(rows, dtype=np.int64)
-    keep = trace.length[rows] > 0
-    rows, group, slot_key, pattern = rows[keep], group[keep], slot_key[keep], pattern[keep]
-    npat = int(pattern.max()) + 1 if len(pattern) else 0
-    rank = trace.rank[rows].astype(np.int64)
-    order = trace.order[rows]
-    start = trace.offset[rows]
-    end = start + trace.length[rows]
-    prio = np.empty(len(rows), dtype=np.int64)
-    prio[np.lexsort((rows, order, rank, slot_key, group))] = np.arange(len(rows))
-    piece, s, e = _claim(group, start, end, prio)
-    # object order: (group, slot, rank, order, row) = prio, then logical offset inside a request
-    o = np.lexsort((s, prio[piece]))
-    piece, s, e = piece[o], s[o], e[o]
-    L = e - s
-    pat = pattern[piece]
-    rk = rank[piece]
-    space = np.bincount(pat, weights=L, minlength=npat).astype(np.int64)
-    if len(piece) == 0:
-        z = np.zeros(0, dtype=np.int64)
-        return ReplicaExtents(z, z, z, z, z, z, z, space)
-    obj_change = np.r_[True, (group[piece][1:] != group[piece][:-1]) | (pat[1:] != pat[:-1]) | (rk[1:] != rk[:-1])]
-    obj = np.cumsum(obj_change) - 1
-    obj_first = np.flatnonzero(obj_change)
-    obj_pat = pat[obj_first]
-    obj_size = np.bincount(obj, weights=L).astype(np.int64)
-    within_obj = (np.cumsum(L) - L) - (np.cumsum(obj_size) - obj_size)[obj]
-    obj_grp = group[piece][obj_first]
-    pat_change = np.r_[True, (obj_pat[1:] != obj_pat[:-1]) | (obj_grp[1:] != obj_grp[:-1])]
-    pat_start = np.maximum.accumulate(np.where(pat_change, np.arange(len(obj_pat)), 0))
-    i = np.arange(len(obj_pat)) - pat_start  # object index within its pattern (ascending rank)
-    if mode == "ceda":
-        l = i % n
-        # objects of one (pattern, file l) follow each other in ascending i
-        ok = np.lexsort((i, l, pat_start))
-        sz = obj_size[ok]
-        grp_change = np.r_[True, (pat_start[ok][1:] != pat_start[ok][:-1]) | (l[ok][1:] != l[ok][:-1])]
-        csum = np.cumsum(sz) - sz
-        gstart = np.maximum.accumulate(np.where(grp_change, csum, 0))
-        base = np.empty(len(ok), dtype=np.int64)
-        base[ok] = csum - gstart
-        local = base[obj] + within_obj
-        server = servers[l[obj]]
-        slot = l[obj]
-    elif mode == "cida":
-        pat_bytes_before = np.cumsum(obj_size) - obj_size
-        v0 = pat_bytes_before - pat_bytes_before[pat_start]  # virtual offset of each object in its pattern file
-        v = v0[obj] + within_obj
-        # split at stripe boundaries of the virtual replica file
-        first_chunk = v // stripe
-        last_chunk = (v + L - 1) // stripe
-        cnt = last_chunk - first_chunk + 1
-        rep = np.repeat(np.arange(len(v)), cnt)
-        k = np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        cs = np.maximum((first_chunk[rep] + k) * stripe, v[rep])
-        ce = np.minimum((first_chunk[rep] + k + 1) * stripe, v[rep] + L[rep])
-        s = s[rep] + (cs - v[rep])
-        L = ce - cs
-        chunk = cs // stripe
-        server = servers[chunk % n]
-        local = (chunk // n) * stripe + cs % stripe
-        slot = np.zeros(len(rep), dtype=np.int64)
-        piece = piece[rep]
-        pat = pat[rep]
-    else:
+    if mode not in ("ceda", "cida"):
         raise ParioError(f"unknown placement {mode!r}")
-    grp = group[piece]
-    # merge extents that continue both logically and physically
-    e = s + L
-    le = local + L
-    cont = np.r_[False, (grp[1:] == grp[:-1]) & (pat[1:] == pat[:-1]) & (s[1:] == e[:-1])
-                 & (server[1:] == server[:-1]) & (slot[1:] == slot[:-1]) & (local[1:] == le[:-1])]
-    heads = np.flatnonzero(~cont)
-    merged_len = np.add.reduceat(L, heads) if len(heads) else L
-    return ReplicaExtents(grp[heads], pat[heads], s[heads], merged_len, server[heads].astype(np.int64),
-                          local[heads], slot[heads].astype(np.int64), space)
+    ceda, cida = _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, servers, stripe, orders,
+                        (mode,))
+    return ceda if mode == "ceda" else cida
 
 
-def _extent_map(ext: ReplicaExtents, mask, default: Layout, datafile: np.ndarray) -> ExtentMap:
-    return ExtentMap(ext.offset[mask], ext.length[mask], ext.server[mask], ext.local[mask], datafile, default)
+def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, servers, stripe, orders, modes):
+    """:func:`place_objects` for the placements ``modes`` (both from one claim): (CEDA's
+    PlacedExtents or None, CIDA's or None)."""
+    servers = np.arange(n_servers) if servers is None else np.asarray(servers, dtype=np.int64)
+    orders = orders or TraceOrders.of(trace)
+    group_of_pattern = np.asarray(group_of_pattern, dtype=np.int64)
+    slot_of_pattern = np.asarray(slot_of_pattern, dtype=np.int64)
+    npat = len(group_of_pattern)
+    # object order: (group, slot) — a dense key over the placed patterns — then rank, order, row
+    placed = np.flatnonzero(group_of_pattern >= 0)
+    key = np.full(npat, -1, dtype=np.int64)
+    if len(placed):
+        gs, ss = group_of_pattern[placed], slot_of_pattern[placed]
+        o = np.lexsort((ss, gs))
+        new = np.r_[True, (gs[o][1:] != gs[o][:-1]) | (ss[o][1:] != ss[o][:-1])]
+        key[placed[o]] = np.cumsum(new) - 1
+    nkeys = int(key.max()) + 1 if len(placed) else 0
+    ngroups = int(group_of_pattern.max()) + 1 if len(placed) else 0
+    of_request = np.asarray(of_request)
+    obj_rows = K.object_order(orders.by_rank, of_request, trace.length, key, max(nkeys, 1))
+    table, bounds = K.sweep_order(orders.by_offset, of_request, trace.offset, trace.length, group_of_pattern, ngroups,
+                                  obj_rows, len(trace))
+    fragments = K.claim(table, bounds, len(obj_rows) // 2 + 1024, obj_rows[:0])
+    del table
+    a, b, space = K.place(fragments, bounds, obj_rows, of_request, trace.rank, group_of_pattern, slot_of_pattern,
+                          servers, "ceda" in modes, "cida" in modes, stripe)
+    del fragments
+    del obj_rows
+
+    def placed_extents(res):
+        if res is None:
+            return None
+        rec, pat = res
+        grp = group_of_pattern[pat]
+        return PlacedExtents(rec, pat, np.searchsorted(grp, np.arange(max(ngroups, 1) + 1)), space)
+
+    return placed_extents(a), placed_extents(b)
 
 
 def plan_layouts(trace: Trace, patterns: AccessPatterns, system, original, *, mode: str = "ceda",
-                 servers=None, stripe: int | None = None) -> tuple[dict[int, ExtentMap], np.ndarray]:
+                 servers=None, stripe: int | None = None,
+                 orders: TraceOrders | None = None) -> tuple[dict[int, ExtentMap], np.ndarray]:
     """The planning layout of every pattern on its own (Algorithm 1): pattern id →
     ExtentMap (default = the original layout of its file, replica data files 1 … n), and
     the replica size c_p of each pattern (bytes)."""
+    if reference_mode():
+        from .ceda_reference import plan_layouts as reference
+
+        return reference(trace, patterns, system, original, mode=mode, servers=servers, stripe=stripe)
+    if mode not in ("ceda", "cida"):
+        raise ParioError(f"unknown placement {mode!r}")
     _, per_file = original_layouts(original, trace, system)
-    rows = np.arange(len(trace))
-    pid = patterns.of_request
-    servers = np.arange(system.n) if servers is None else np.asarray(servers, dtype=np.int64)
-    ext = place_objects(trace, rows, pid, np.zeros(len(rows), dtype=np.int64), pid, system.n, servers,
-                        mode=mode, stripe=stripe or _stripe_of(per_file))
-    out = {}
-    grp_sorted = np.argsort(ext.group, kind="stable")
-    bounds = np.searchsorted(ext.group[grp_sorted], np.arange(len(patterns) + 1))
-    for p in range(len(patterns)):  # one ExtentMap per pattern
-        idx = grp_sorted[bounds[p]:bounds[p + 1]]
-        f = int(patterns.table["file"].iat[p])
-        out[p] = _extent_map(ext, idx, per_file[f], 1 + ext.slot[idx])
-    space = np.zeros(len(patterns), dtype=np.int64)
-    space[: len(ext.space)] = ext.space
-    return out, space
+    ext = _planned(trace, patterns, system, per_file, servers, stripe, orders, (mode,))[mode]
+    return dict(_maps(ext, patterns, per_file)), ext.space
+
+
+def _planned(trace, patterns: AccessPatterns, system, per_file, servers, stripe, orders, modes) -> dict:
+    """Every pattern placed on its own (its own claim group), for the placements ``modes``:
+    mode → PlacedExtents (group = pattern)."""
+    npat = len(patterns)
+    ceda, cida = _place(trace, patterns.of_request, np.arange(npat), np.zeros(npat, dtype=np.int64), system.n,
+                        servers, stripe or _stripe_of(per_file), orders, modes)
+    return {"ceda": ceda, "cida": cida}
+
+
+class _PlannedMaps(Mapping):
+    """Pattern id → the ExtentMap of its placed extents (default: the original layout of its
+    file), made on first use: the analyzer prices the records as they are, and a plan needs
+    the ExtentMaps of its chosen patterns only."""
+
+    def __init__(self, placed: PlacedExtents, patterns: AccessPatterns, per_file):
+        self.placed = placed
+        self.files = patterns.table["file"].to_numpy() if len(patterns) else np.zeros(0, dtype=np.int64)
+        self.per_file = per_file
+        self.made: dict[int, ExtentMap] = {}
+
+    def __getitem__(self, p) -> ExtentMap:
+        if not isinstance(p, (int, np.integer)) or not 0 <= p < len(self.files):
+            raise KeyError(p)
+        p = int(p)
+        if p not in self.made:
+            self.made[p] = self.placed.extent_map(p, self.per_file[int(self.files[p])])
+        return self.made[p]
+
+    def __iter__(self):
+        return iter(range(len(self.files)))
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+
+def _maps(ext: PlacedExtents, patterns: AccessPatterns, per_file) -> Mapping:
+    """Pattern id → its ExtentMap (default: the original layout of its file), made on use."""
+    return _PlannedMaps(ext, patterns, per_file)
 
 
 def _stripe_of(layouts) -> int:
@@ -401,21 +404,192 @@ def _stripe_of(layouts) -> int:
 
 
 # ====================================================================== analyzer
+class _Requests:
+    """Requests in service order, as the columns of :class:`pario.model.engine.Prepared`."""
+
+    __slots__ = ("bid", "nb", "rank", "op", "file", "offset", "length", "nranks")
+
+    def __init__(self, **cols):
+        for k, v in cols.items():
+            setattr(self, k, v)
+
+    def replace(self, **cols) -> "_Requests":
+        return _Requests(**{**{k: getattr(self, k) for k in self.__slots__}, **cols})
+
+
+class PatternPricing:
+    """The analyzer's pricing (CEDA seed 000 §4.4): every pattern's requests on their own,
+    in the service order of the pattern's own batches — (pattern, trace batch, the rank's
+    request order, row): the engine's service order of the trace, stably counted by
+    pattern — priced by the compiled kernel (:func:`pario.model.engine.price_in_order`).
+    Nothing of one pattern interacts with another: each is its own file and its own
+    batches.  When the patterns already follow each other in the trace's service order,
+    one to a file, and no batch holds two of them (one pattern: IOR), the engine's
+    columns serve as they are; otherwise they are gathered once in pattern order."""
+
+    def __init__(self, trace: Trace, pattern_of_row: np.ndarray, bid: np.ndarray, file_of_pattern, system, model):
+        from ..model import engine
+        from ..model.distribution import _seq_alpha_table
+
+        self.npat = len(file_of_pattern)
+        self.system = system
+        self.alpha = _seq_alpha_table(system, model.params["contiguous_alpha"])
+        self.network = bool(model.params["network"])
+        prep = engine.prepared(trace, bid)
+        already, vperm, vb, self.pattern_of_batch = K.by_pattern(prep.perm, pattern_of_row, bid, self.npat)
+        files = np.asarray(file_of_pattern, dtype=np.int64)
+        one_per_file = len(unique(files)) == len(files)
+        if already and one_per_file and np.array_equal(vb, prep.bid):
+            self.req = _Requests(bid=prep.bid, nb=prep.nb, rank=prep.rank, op=prep.op, file=prep.file,
+                                 offset=prep.offset, length=prep.length, nranks=prep.nranks)
+            self.slot = files  # layouts by trace file: each file's one pattern
+            self.nfiles = len(trace.files)
+            self.whole = True  # the trace's own requests, batches and files
+        else:
+            vperm = prep.perm if already else vperm
+            self.req = _Requests(bid=vb, nb=len(self.pattern_of_batch), rank=trace.rank[vperm], op=trace.op[vperm],
+                                 file=pattern_of_row[vperm].astype(np.int32), offset=trace.offset[vperm],
+                                 length=trace.length[vperm], nranks=prep.nranks)
+            self.slot = np.arange(self.npat)
+            self.nfiles = self.npat
+            self.whole = False
+        del vperm, vb
+
+    def _layouts(self, layouts_by_pattern: dict[int, Any]) -> list:
+        out = [None] * self.nfiles
+        for p in range(self.npat):
+            out[int(self.slot[p])] = layouts_by_pattern[p]
+        fill = next((x for x in out if x is not None), None)
+        return [fill if x is None else x for x in out]  # files without requests: any layout
+
+    def costs(self, layouts_by_pattern: dict[int, Any], req: "_Requests | None" = None,
+              subrequests=None) -> np.ndarray:
+        """Σ over each pattern's batches of T_sys (eq. 3–4) under its layout."""
+        if self.npat == 0 or len(self.req.bid) == 0:
+            return np.zeros(self.npat)
+        layouts = [None] * self.nfiles if layouts_by_pattern is None else self._layouts(layouts_by_pattern)
+        return np.bincount(self.pattern_of_batch, weights=self._per_batch(layouts, req, subrequests),
+                           minlength=self.npat)
+
+    def _per_batch(self, layouts: list, req=None, subrequests=None) -> np.ndarray:
+        from ..model.engine import price_in_order
+
+        per_batch, _, _, _ = price_in_order(req or self.req, layouts, self.system, contiguous_alpha_table=self.alpha,
+                                            network=self.network, subrequests=subrequests)
+        return per_batch
+
+    def original(self, orig: dict[int, Any], per_file: list) -> tuple[np.ndarray, float | None]:
+        """(T_O; and when these requests are the trace's own — one pattern a file, in the
+        trace's batches — the whole trace's time under its original layouts ``per_file``,
+        the plan's ORIG baseline, from the same pricing: else None)."""
+        if not self.whole or self.npat == 0 or len(self.req.bid) == 0:
+            return self.costs(orig), None
+        per_batch = self._per_batch(list(per_file))
+        return np.bincount(self.pattern_of_batch, weights=per_batch, minlength=self.npat), float(per_batch.sum())
+
+    def _writes(self) -> np.ndarray | None:
+        """The requests' lengths with the reads' set to 0 (None: no write): the writes
+        priced alone — a read maps to nothing and its batches cost 0 — in their own order
+        and batches."""
+        w = self.req.op == WRITE
+        return np.where(w, self.req.length, 0) if self.npat and w.any() else None
+
+    def home(self, orig: dict[int, Any]) -> np.ndarray:
+        """The patterns' writes under the original layout (the flush's second half)."""
+        wlen = self._writes()
+        return np.zeros(self.npat) if wlen is None else self.costs(orig, self.req.replace(length=wlen))
+
+    def replica(self, placed: "PlacedExtents", defaults: list, back: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(T_N: each pattern under its replica layout — the extents ``placed`` by pattern,
+        read as they are, ``defaults[p]`` for bytes they would not cover —; with ``back``,
+        the flush's first half — its writes read back from the replica — from the same
+        sub-requests, the reads' dropped, else zeros), mapped and priced a chunk of batches
+        at a time (:func:`pario.model.engine.price_extents_by_chunks`)."""
+        from ..layout.extents_kernel import ExtentSet
+        from ..model.engine import price_extents_by_chunks
+
+        zeros = np.zeros(self.npat)
+        if self.npat == 0 or len(self.req.bid) == 0:
+            return zeros, zeros
+        nf = self.nfiles
+        e0, e1 = np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=np.int64)
+        is_ext, dft = np.zeros(nf, dtype=bool), [None] * nf
+        for p in range(self.npat):  # leaf = the pattern's (virtual) file
+            f = int(self.slot[p])
+            e0[f], e1[f], is_ext[f], dft[f] = placed.bounds[p], placed.bounds[p + 1], True, defaults[p]
+        w = self.req.op == WRITE if back else None
+        variants = [(None, None)] + ([(w, np.zeros_like(self.req.op))] if back and w.any() else [])
+        per_batch = price_extents_by_chunks(self.req, ExtentSet(placed.rec, e0, e1, is_ext, dft), self.system,
+                                            contiguous_alpha_table=self.alpha, network=self.network,
+                                            variants=variants)
+        sums = [np.bincount(self.pattern_of_batch, weights=pb, minlength=self.npat) for pb in per_batch]
+        return sums[0], (sums[1] if len(sums) > 1 else zeros)
+
+    def back(self, layouts: dict[int, Any]) -> np.ndarray:
+        """The patterns' writes read from their replica layouts (the flush's first half)."""
+        wlen = self._writes()
+        if wlen is None:
+            return np.zeros(self.npat)
+        return self.costs(layouts, self.req.replace(length=wlen, op=np.zeros_like(self.req.op)))
+
+    def flush(self, layouts: dict[int, Any], orig: dict[int, Any]) -> np.ndarray:
+        """:func:`flush_costs`: each pattern's writes read from its replica plus written to
+        the original."""
+        return self.back(layouts) + self.home(orig)
+
+
+class _ModelPricing:
+    """The analyzer's pricing by any cost model's ``trace_cost`` (the pre-issue-18 path of
+    :mod:`pario.plan.ceda_reference`: a virtual trace per call)."""
+
+    def __init__(self, trace, pattern_of_row, bid, file_of_pattern, system, model):
+        from . import ceda_reference
+
+        self.ref = ceda_reference
+        self.args = (trace, pattern_of_row)
+        self.sm = (system, model)
+        self.kw = {"bid": bid, "file_of_pattern": file_of_pattern}
+
+    def costs(self, layouts_by_pattern):
+        return self.ref.pattern_costs(*self.args, layouts_by_pattern, *self.sm, **self.kw)
+
+    def original(self, orig, per_file):
+        return self.costs(orig), None
+
+    def replica(self, layouts: dict, back: bool):
+        """(T_N, the flush's read-back) under the replica ExtentMaps ``layouts``."""
+        npat = len(self.kw["file_of_pattern"])
+        F = self.ref.write_costs(*self.args, layouts, *self.sm, as_reads=True, **self.kw) if back else np.zeros(npat)
+        return self.costs(layouts), F
+
+    def home(self, orig):
+        return self.ref.write_costs(*self.args, orig, *self.sm, as_reads=False, **self.kw)
+
+    def flush(self, layouts, orig):
+        return self.ref.flush_costs(*self.args, layouts, orig, *self.sm, **self.kw)
+
+
+def _compiled(model) -> bool:
+    """Whether CEDA prices by the compiled kernel directly: the distribution model itself
+    (another model prices by its ``trace_cost``), outside
+    :func:`~pario.model.distribution.reference_pricing`."""
+    from ..model.distribution import DistributionModel
+
+    return type(model) is DistributionModel and not reference_mode()
+
+
+def _pricing(trace, pattern_of_row, bid, file_of_pattern, system, model):
+    """The analyzer's pricing: compiled (:class:`PatternPricing`) or by the model's
+    ``trace_cost`` (:func:`_compiled`)."""
+    return (PatternPricing if _compiled(model) else _ModelPricing)(trace, pattern_of_row, bid, file_of_pattern,
+                                                                   system, model)
+
+
 def pattern_costs(trace: Trace, pattern_of_row: np.ndarray, layouts_by_pattern: dict[int, Any], system, model,
                   *, bid: np.ndarray, file_of_pattern) -> np.ndarray:
     """Cost of every pattern's requests on their own under its layout (one model call):
     each pattern gets a virtual file and its own batches (pattern, trace batch)."""
-    npat = len(file_of_pattern)
-    if len(trace) == 0 or npat == 0:
-        return np.zeros(npat)
-    names = tuple(f"{trace.files[int(f)]}#pattern{p}" for p, f in enumerate(file_of_pattern))
-    vt = Trace.checked({**trace.cols, "file": pattern_of_row.astype(np.int32)}, names)
-    nb = int(bid.max()) + 1
-    key = pattern_of_row.astype(np.int64) * nb + bid
-    ukey, vb = unique(key, return_inverse=True)
-    cost = model.trace_cost(vt, {names[p]: layouts_by_pattern[p] for p in range(npat)}, system, batches=vb)
-    per_batch = np.asarray(cost.per_batch, dtype=float)
-    return np.bincount(ukey // nb, weights=per_batch, minlength=npat)
+    return _pricing(trace, pattern_of_row, bid, file_of_pattern, system, model).costs(layouts_by_pattern)
 
 
 def flush_costs(trace: Trace, pattern_of_row: np.ndarray, layouts: dict[int, Any], orig: dict[int, Any], system,
@@ -429,31 +603,31 @@ def flush_costs(trace: Trace, pattern_of_row: np.ndarray, layouts: dict[int, Any
     write + read of the same bytes: measured on the testbed, docs/RESULTS.md).  Priced with
     the same model, request by request: the pattern's writes as reads of its replica layout
     plus the same writes under the original layout.  Zero for read-only patterns."""
-    npat = len(file_of_pattern)
-    w = np.flatnonzero(trace.cols["op"] == WRITE)
-    if npat == 0 or len(w) == 0:
-        return np.zeros(npat)
-    tw = trace.take(w)
-    back = pattern_costs(Trace.checked({**tw.cols, "op": np.full(len(w), READ, dtype=tw.cols["op"].dtype)},
-                                       tw.files), pattern_of_row[w], layouts, system, model, bid=bid[w],
-                         file_of_pattern=file_of_pattern)
-    home = pattern_costs(tw, pattern_of_row[w], orig, system, model, bid=bid[w], file_of_pattern=file_of_pattern)
-    return back + home
+    return _pricing(trace, pattern_of_row, bid, file_of_pattern, system, model).flush(layouts, orig)
 
 
 @dataclass
 class CEDAAnalysis:
     """Identifier + planner + analyzer output: the patterns, their planned layouts and the
     pattern benefit table ``pbt`` (columns T_O, T_N, flush, B = T_O − T_N − flush, space,
-    cida_T, cida_space, non_contiguous)."""
+    cida_T, cida_space, non_contiguous).  For :func:`combined_replicas`: ``orders``, the
+    trace's request orders (None: computed again if needed); ``servers``, the replica
+    servers of ``layouts``; ``cida_placed``: every pattern's CIDA extents (from the same
+    claim as ``layouts``), with ``cida_stripe``; ``orig_s``: the whole trace's time under
+    its original layouts when the analyzer priced it (None: not)."""
 
     patterns: AccessPatterns
-    layouts: dict[int, ExtentMap]
+    layouts: Mapping[int, ExtentMap]
     cida_layouts: dict[int, ExtentMap]
     pbt: pd.DataFrame
     bid: np.ndarray
     original: Any
     per_file: list[Layout] = field(default_factory=list)
+    orders: TraceOrders | None = None
+    servers: Any = None
+    cida_placed: "PlacedExtents | None" = None
+    cida_stripe: int = 0
+    orig_s: float | None = None
 
 
 def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *, by: str = "auto",
@@ -465,22 +639,44 @@ def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *,
     ``cida_T``, NaN otherwise: one more model call).  ``flush``: B counts the copy of the
     pattern's dirty bytes back to the original when the program ends (:func:`flush_costs`);
     False is the paper's analyzer (B = T_O − T_N, §4.4: the PBT's flush column is 0)."""
+    if reference_mode():
+        from .ceda_reference import analyze as reference
+
+        return reference(trace, system, original, model, by=by, servers=servers, cida_stripe=cida_stripe,
+                         model_params=model_params, with_cida=with_cida, flush=flush)
     model = get_cost_model(model, model_params)
     lay, per_file = original_layouts(original, trace, system)
-    pats = identify_patterns(trace)
+    orders = TraceOrders.of(trace)
+    pats = identify_patterns(trace, orders=orders)
     bid = batch_ids(trace, by)
-    layouts, space = plan_layouts(trace, pats, system, lay, mode="ceda", servers=servers)
-    # CIDA claims the same bytes (same objects), so its replica size is the same c_p
-    cida, cspace = (plan_layouts(trace, pats, system, lay, mode="cida", servers=servers, stripe=cida_stripe)
-                    if with_cida else ({}, space))
+    # CEDA's and CIDA's placements from one claim (same objects: CIDA's replica size is c_p too)
+    stripe = cida_stripe or _stripe_of(per_file)
+    planned = _planned(trace, pats, system, per_file, servers, stripe, orders, ("ceda", "cida"))
     files = pats.table["file"].to_numpy() if len(pats) else np.zeros(0, dtype=np.int64)
+    if len(unique(files)) == len(files):
+        orders = None  # a combined plan of one pattern a file reuses the patterns' own placements
+    space, cspace = planned["ceda"].space, planned["cida"].space
     orig = {p: per_file[int(f)] for p, f in enumerate(files)}
-    T_O = pattern_costs(trace, pats.of_request, orig, system, model, bid=bid, file_of_pattern=files)
-    T_N = pattern_costs(trace, pats.of_request, layouts, system, model, bid=bid, file_of_pattern=files)
-    T_C = (pattern_costs(trace, pats.of_request, cida, system, model, bid=bid, file_of_pattern=files)
-           if with_cida else np.full(len(files), np.nan))
-    F = (flush_costs(trace, pats.of_request, layouts, orig, system, model, bid=bid, file_of_pattern=files)
-         if flush else np.zeros(len(files)))
+    defaults = [per_file[int(f)] for f in files]
+    pricing = _pricing(trace, pats.of_request, bid, files, system, model)
+    T_O, orig_s = pricing.original(orig, per_file)
+    compiled = isinstance(pricing, PatternPricing)
+    if compiled:  # the records as placed, before their ExtentMaps are made
+        T_N, back = pricing.replica(planned["ceda"], defaults, flush)  # the flush's read-back: same sub-requests
+        T_C = pricing.replica(planned["cida"], defaults, False)[0] if with_cida else np.full(len(files), np.nan)
+    layouts = _maps(planned.pop("ceda"), pats, per_file)
+    cida = dict(_maps(planned["cida"], pats, per_file)) if with_cida else {}
+    if not compiled:
+        T_N, back = pricing.replica(layouts, flush)
+        T_C = pricing.costs(cida) if with_cida else np.full(len(files), np.nan)
+    F = back + pricing.home(orig) if flush else np.zeros(len(files))
+    del pricing
+    pbt = pbt_frame(pats, T_O, T_N, F, space, T_C, cspace)
+    return CEDAAnalysis(pats, layouts, cida, pbt, bid, lay, per_file, orders, servers, planned["cida"], stripe, orig_s)
+
+
+def pbt_frame(pats: AccessPatterns, T_O, T_N, F, space, T_C, cspace) -> pd.DataFrame:
+    """The pattern benefit table (§4.4): B = T_O − T_N − flush (eq. 5, with the flush)."""
     pbt = pd.DataFrame({
         "file_name": pats.table["file_name"].to_numpy() if len(pats) else [],
         "kind": pats.table["kind"].to_numpy() if len(pats) else [],
@@ -490,7 +686,7 @@ def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *,
         "non_contiguous": (pats.table["kind"].to_numpy() != "contiguous") if len(pats) else [],
     })
     pbt.index.name = "pattern"
-    return CEDAAnalysis(pats, layouts, cida, pbt, bid, lay, per_file)
+    return pbt
 
 
 # ====================================================================== combined plan
@@ -498,35 +694,99 @@ def combined_replicas(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system
                       servers=None, stripe: int | None = None, name: str = "ceda") -> dict[str, dict]:
     """Replica extent maps per file for the chosen patterns (priority: descending benefit,
     as the replicator would copy them), one ExtentMap per file.  Returns file name →
-    ``{"name", "layout", "patterns", "bytes", "datafiles"}``."""
+    ``{"name", "layout", "patterns", "bytes", "datafiles"}``.
+
+    A file with one chosen pattern is that pattern's own placement (same requests, same
+    claim, same objects, replica files 1 …): the analysis's, not placed again."""
+    if reference_mode():
+        from .ceda_reference import combined_replicas as reference
+
+        return reference(trace, an, chosen, system, mode=mode, servers=servers, stripe=stripe, name=name)
+    out = {}
+    for f, (rec, pats_f) in _combined_placed(trace, an, chosen, system, mode, servers, stripe).items():
+        emap = an.layouts[pats_f[0]] if mode == "ceda" and rec is None else _records_map(rec, an.per_file[f])
+        out[trace.files[f]] = {"name": name, "layout": emap, "patterns": pats_f if len(emap) else [],
+                               "bytes": int(emap.length.sum()), "datafiles": int(len(unique(emap.datafile)))}
+    return out
+
+
+def _records_map(rec: np.ndarray, default: Layout) -> ExtentMap:
+    """The ExtentMap of extent records (offset, end, local, server·2^32 + data file)."""
+    return ExtentMap(rec[:, 0], rec[:, 1] - rec[:, 0], rec[:, 3] >> 32, rec[:, 2], rec[:, 3] & 0xFFFFFFFF, default)
+
+
+def _combined_placed(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, mode: str, servers,
+                     stripe: int | None) -> dict[int, tuple]:
+    """:func:`combined_replicas` as records: file index → (its extent records — None for a
+    CEDA file whose one chosen pattern's planned ExtentMap serves —, its patterns with
+    extents)."""
     chosen_ids = np.flatnonzero(chosen)
     if len(chosen_ids) == 0:
         return {}
     B = an.pbt["B"].to_numpy()
-    prio_of_pat = np.full(len(an.patterns), -1, dtype=np.int64)
+    npat = len(an.patterns)
+    prio_of_pat = np.full(npat, -1, dtype=np.int64)
     ordered = chosen_ids[np.lexsort((chosen_ids, -B[chosen_ids]))]
     prio_of_pat[ordered] = np.arange(len(ordered))
-    pid = an.patterns.of_request
-    rows = np.flatnonzero(prio_of_pat[pid] >= 0)
-    fil = trace.file[rows].astype(np.int64)
-    servers_arr = np.arange(system.n) if servers is None else np.asarray(servers, dtype=np.int64)
-    ext = place_objects(trace, rows, fil, prio_of_pat[pid[rows]], pid[rows], system.n, servers_arr,
-                        mode=mode, stripe=stripe or _stripe_of(an.per_file))
-    n = len(servers_arr)
+    file_of_pat = an.patterns.table["file"].to_numpy().astype(np.int64)
+    stripe = stripe or _stripe_of(an.per_file)
+    files = unique(file_of_pat[chosen_ids])
+    own = {}  # file → its one chosen pattern, placed by the analysis
+    if _same_servers(an.servers, servers, system) and (mode == "ceda" or an.cida_placed is not None
+                                                        and stripe == an.cida_stripe):
+        for f in files.tolist():
+            ps = chosen_ids[file_of_pat[chosen_ids] == f]
+            if len(ps) == 1:
+                own[f] = int(ps[0])
+    group = np.where((prio_of_pat >= 0) & ~np.isin(file_of_pat, list(own)), file_of_pat, -1)
+    ext = None
+    if (group >= 0).any():
+        ceda, cida = _place(trace, an.patterns.of_request, group, prio_of_pat, system.n, servers, stripe, an.orders,
+                            (mode,))
+        ext = ceda if mode == "ceda" else cida
     out = {}
-    for f in unique(fil):  # one ExtentMap per replicated file
-        m = ext.group == f
-        pats_f = unique(ext.pattern[m])
-        slot_arr = np.full(len(an.patterns), -1, dtype=np.int64)
-        slot_arr[pats_f[np.argsort(prio_of_pat[pats_f], kind="stable")]] = np.arange(len(pats_f))
-        base = slot_arr[ext.pattern[m]]
-        datafile = 1 + base * (n if mode == "ceda" else 1) + ext.slot[m]
-        emap = _extent_map(ext, m, an.per_file[int(f)], datafile)
-        out[trace.files[int(f)]] = {
-            "name": name, "layout": emap, "patterns": [int(p) for p in pats_f],
-            "bytes": int(ext.length[m].sum()), "datafiles": int(len(unique(datafile))),
-        }
+    for f in files.tolist():  # one replica per file
+        if f in own:
+            p = own[f]
+            cp = an.cida_placed
+            rec = None if mode == "ceda" else cp.rec[cp.bounds[p]:cp.bounds[p + 1]]
+            out[f] = (rec, [p])
+        else:
+            sl = slice(int(ext.bounds[f]), int(ext.bounds[f + 1]))
+            out[f] = (ext.rec[sl], [int(x) for x in unique(ext.pattern[sl])])
     return out
+
+
+def _cida_cost(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, model, servers, stripe) -> float:
+    """The whole trace's time with CIDA's replicas of the ``chosen`` patterns (the CIDA
+    baseline): :func:`_plan_cost` of :func:`combined_replicas` (mode ``cida``), priced from
+    the placed records as they are, without their ExtentMaps."""
+    from ..layout.extents_kernel import ExtentSet
+    from ..model import engine
+    from ..model.distribution import _seq_alpha_table
+
+    reps = _combined_placed(trace, an, chosen, system, "cida", servers, stripe)
+    nf = len(trace.files)
+    e0, e1, is_ext = np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=bool)
+    parts, base = [], 0
+    for f, (rec, _) in reps.items():
+        e0[f], e1[f], is_ext[f] = base, base + len(rec), True
+        parts.append(rec)
+        base += len(rec)
+    rec = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    del reps, parts
+    prep = engine.prepared(trace, an.bid)
+    alpha = _seq_alpha_table(system, model.params["contiguous_alpha"])
+    per_batch, = engine.price_extents_by_chunks(prep, ExtentSet(rec, e0, e1, is_ext, an.per_file), system,
+                                                contiguous_alpha_table=alpha, network=model.params["network"])
+    return float(per_batch.sum())
+
+
+def _same_servers(a, b, system) -> bool:
+    """Whether two ``servers`` parameters name the same replica servers."""
+    fa = np.arange(system.n) if a is None else np.asarray(a, dtype=np.int64)
+    fb = np.arange(system.n) if b is None else np.asarray(b, dtype=np.int64)
+    return np.array_equal(fa, fb)
 
 
 def _plan_cost(trace, an: CEDAAnalysis, reps: dict[str, dict], system, model) -> float:
@@ -608,6 +868,8 @@ class CEDAPlanner(Planner):
         an = self.analyze(trace, system)
         results = {}
         cache: dict[bytes, float] = {}
+        if an.orig_s is not None:  # ORIG, priced by the analyzer (T_O of the trace's own requests)
+            cache[np.packbits(np.zeros(len(an.patterns), dtype=bool)).tobytes()] = an.orig_s
 
         def cost_of(mask, reps):
             key = np.packbits(mask).tobytes() + (b"cida" if any(r["name"] == "cida" for r in reps.values()) else b"")
@@ -624,9 +886,13 @@ class CEDAPlanner(Planner):
             reps = placed[mkey]
             results[rule] = {"mask": mask, "replicas": reps, "predicted_s": cost_of(mask, reps)}
         cmask = select_cida(an, budget)
-        creps = combined_replicas(trace, an, cmask, system, mode="cida", servers=p["servers"],
-                                  stripe=p["cida_stripe"], name="cida")
-        t_cida = cost_of(cmask, creps)
+        if not cmask.any():
+            t_cida = cost_of(cmask, {})
+        elif _compiled(model):  # priced from the placed records: CIDA's replicas are not part of the plan
+            t_cida = _cida_cost(trace, an, cmask, system, model, p["servers"], p["cida_stripe"])
+        else:
+            t_cida = cost_of(cmask, combined_replicas(trace, an, cmask, system, mode="cida", servers=p["servers"],
+                                                      stripe=p["cida_stripe"], name="cida"))
         t_orig = cost_of(np.zeros(len(an.patterns), dtype=bool), {})
         chosen = results[p["selection"]]
         dropped = []
