@@ -322,7 +322,7 @@ def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, serv
     obj_rows = K.object_order(orders.by_rank, of_request, trace.length, key, max(nkeys, 1))
     table, bounds = K.sweep_order(orders.by_offset, of_request, trace.offset, trace.length, group_of_pattern, ngroups,
                                   obj_rows, len(trace))
-    fragments = K.claim(table, bounds, len(obj_rows) // 2 + 1024, obj_rows[:0])
+    fragments = K.claim(table, bounds, obj_rows[:0])
     del table
     a, b, space = K.place(fragments, bounds, obj_rows, of_request, trace.rank, group_of_pattern, slot_of_pattern,
                           servers, "ceda" in modes, "cida" in modes, stripe)

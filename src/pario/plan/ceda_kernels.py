@@ -169,20 +169,7 @@ def sweep_order(offset_rows, of_request, off, length, group_of_pattern, ngroups,
 
 
 @njit(cache=True)
-def _add_fragment(fq, fs, ft, fp, nf, q, s, t, p):
-    """Appends fragment (q, s, t, pattern p), growing the arrays; returns them and nf + 1."""
-    if nf == len(fq):
-        size = nf + nf // 2 + 1024
-        gq, gs, gt, gp = np.empty(size, fq.dtype), np.empty(size, fs.dtype), np.empty(size, ft.dtype), \
-            np.empty(size, fp.dtype)
-        gq[:nf], gs[:nf], gt[:nf], gp[:nf] = fq, fs, ft, fp
-        fq, fs, ft, fp = gq, gs, gt, gp
-    fq[nf], fs[nf], ft[nf], fp[nf] = q, s, t, p
-    return fq, fs, ft, fp, nf + 1
-
-
-@njit(cache=True)
-def claim(table, bounds, cap, qtype):
+def claim(table, bounds, qtype):
     """Owned fragments of every group, in offset order (module docstring): piece q (a
     priority) owns [s, e) when no piece of smaller q in its group covers it.
 
@@ -192,8 +179,11 @@ def claim(table, bounds, cap, qtype):
     ``he`` their ends, ``hp`` their patterns) holds the pieces covering the sweep position
     ``cur``, the owner of the bytes up to the next start is its top, and ended pieces leave
     it when they reach the top.  Returns (piece — of ``qtype``'s dtype —, start, end,
-    pattern of each fragment — capacity ``cap`` to start, grown —, number of fragments)."""
-    cap = max(cap, 16)
+    pattern of each fragment, number of fragments).  A fragment ends where a piece ends or
+    starts, so there are at most 2 a piece: the arrays are made that long (only the pages
+    written take memory) and never grown — a loop that may rebind an array is compiled far
+    slower."""
+    cap = 2 * len(table) + len(bounds)
     fq = np.empty(cap, dtype=qtype.dtype)
     fs = np.empty(cap, dtype=np.int64)
     ft = np.empty(cap, dtype=np.int64)
@@ -219,7 +209,11 @@ def claim(table, bounds, cap, qtype):
                 te = he[0]
                 if te > cur:
                     t = te if last else min(te, s)
-                    fq, fs, ft, fp, nf = _add_fragment(fq, fs, ft, fp, nf, top, cur, t, hp[0])
+                    fq[nf] = top
+                    fs[nf] = cur
+                    ft[nf] = t
+                    fp[nf] = hp[0]
+                    nf += 1
                     cur = t
                 if te <= cur:  # pop the top: the last leaf sifts down from the root
                     hs -= 1
@@ -256,14 +250,11 @@ def claim(table, bounds, cap, qtype):
                     pmin = table[j, 3]
                 j += 1
             if hs == 0 and (j == end or table[j, 1] >= e):  # isolated: owned whole by qmin
-                if nf < len(fq):  # (written out: the common case)
-                    fq[nf] = qmin
-                    fs[nf] = s
-                    ft[nf] = e
-                    fp[nf] = pmin
-                    nf += 1
-                else:
-                    fq, fs, ft, fp, nf = _add_fragment(fq, fs, ft, fp, nf, qmin, s, e, pmin)
+                fq[nf] = qmin
+                fs[nf] = s
+                ft[nf] = e
+                fp[nf] = pmin
+                nf += 1
                 cur = e
                 idx = j
                 continue
@@ -308,27 +299,24 @@ def owned_bytes(fq, fs, ft, nf, m):
 
 @njit(cache=True)
 def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe, rec_a,
-            rec_b, pat_b):
-    """The replica extents of the fragments (in offset order): ``cum[q]``, the position G of
-    piece q's next owned byte, ``obj[q]`` its object o; each fragment's CEDA extent into
-    ``rec_a`` (when it has rows: object o in replica file l = ``slot_a[o]`` — data file
-    ``df_a[pattern] + l``, server ``servers[l]`` — at local offset G + ``shift_a[o]``) and
-    its CIDA extents into ``rec_b``/``pat_b`` (when it has rows, grown as needed: data file
-    ``df_b[pattern]``, offset G + ``shift_b[o]`` in it, split at the stripes), each merged
-    with the previous extent of its table when they continue each other logically,
-    physically and in object order (G), within a group (``bounds_f``: each group's first
-    fragment).  Returns (CEDA patterns, number of CEDA extents, the CIDA table, its
-    patterns, number of CIDA extents)."""
+            pat_a, rec_b, pat_b, i0, na, nb, a_G, b_G, g):
+    """The replica extents of fragments ``i0`` … (in offset order) until the last or a
+    full CIDA table: ``cum[q]``, the position G of piece q's next owned byte, ``obj[q]`` its
+    object o; each fragment's CEDA extent into ``rec_a``/``pat_a`` (when it has rows: object
+    o in replica file l = ``slot_a[o]`` — data file ``df_a[pattern] + l``, server
+    ``servers[l]`` — at local offset G + ``shift_a[o]``) and its CIDA extents into
+    ``rec_b``/``pat_b`` (when it has rows: data file ``df_b[pattern]``, offset G +
+    ``shift_b[o]`` in it, split at the stripes), each merged with the previous extent of its
+    table when they continue each other logically, physically and in object order (G),
+    within a group (``bounds_f``: each group's first fragment; ``g`` the current one).
+    Returns (the first fragment not done, numbers of extents, G after the last extent of
+    each table, group) to resume with: the tables are never reallocated here (a loop that
+    may rebind an array is compiled far slower)."""
     do_a = len(rec_a) > 0
     do_b = len(rec_b) > 0
-    pat_a = np.empty(len(rec_a), dtype=np.int32)
-    na = 0
-    nb = 0
+    cap_b = len(rec_b)
     n_srv = len(servers)
-    a_G = np.int64(-1)  # G after the last extent of each table
-    b_G = np.int64(-1)
-    g = 0
-    for i in range(nf):
+    for i in range(i0, nf):
         while i == bounds_f[g + 1]:  # a new group: nothing merges across
             g += 1
             a_G = -1
@@ -338,8 +326,10 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
         t = ft[i]
         pat = fp[i]
         G0 = cum[q]
-        cum[q] = G0 + (t - cur)
         o = obj[q]
+        if do_b and nb + (t - cur) // stripe + 2 > cap_b:
+            return i, na, nb, a_G, b_G, g  # (room for this fragment's stripes: the caller grows the table)
+        cum[q] = G0 + (t - cur)
         if do_a:  # CEDA: one extent
             slot = slot_a[o]
             srv = servers[slot]
@@ -373,13 +363,6 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
                         and rec_b[k, 2] + (rec_b[k, 1] - rec_b[k, 0]) == loc):
                     rec_b[k, 1] = x + d
                 else:
-                    if nb == len(rec_b):  # grow the CIDA table
-                        grown = np.empty((nb + nb // 2 + 1024, 4), dtype=np.int64)
-                        grown[:nb] = rec_b
-                        rec_b = grown
-                        gp = np.empty(len(grown), dtype=np.int32)
-                        gp[:nb] = pat_b
-                        pat_b = gp
                     rec_b[nb, 0] = x
                     rec_b[nb, 1] = x + d
                     rec_b[nb, 2] = loc
@@ -390,7 +373,7 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
                 v += d
                 G += d
                 b_G = G
-    return pat_a, na, rec_b, pat_b, nb
+    return nf, na, nb, a_G, b_G, g
 
 
 @njit(cache=True)
@@ -487,10 +470,21 @@ def place(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_
     df_b[ps] = 1 + base
     cap_a = nf if ceda else 0  # at most one extent a fragment
     cap_b = nf + 1024 if cida else 0  # grown when fragments split at the stripes
-    rec_a = np.empty((cap_a, 4), dtype=np.int64)
+    rec_a, pat_a = np.empty((cap_a, 4), dtype=np.int64), np.empty(cap_a, dtype=np.int32)
     rec_b, pat_b = np.empty((cap_b, 4), dtype=np.int64), np.empty(cap_b, dtype=np.int32)
-    pat_a, na, rec_b, pat_b, nb = extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a,
-                                          df_b, servers, stripe, rec_a, rec_b, pat_b)
+    state = (0, 0, 0, -1, -1, 0)
+    while True:
+        state = extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe,
+                        rec_a, pat_a, rec_b, pat_b, *state)
+        if state[0] == nf:
+            break
+        nb = state[2]  # the CIDA table is full: grown
+        grown = np.empty((nb + nb // 2 + 1024 + int(ft[state[0]] - fs[state[0]]) // stripe + 2, 4), dtype=np.int64)
+        grown[:nb] = rec_b[:nb]
+        gp = np.empty(len(grown), dtype=np.int32)
+        gp[:nb] = pat_b[:nb]
+        rec_b, pat_b = grown, gp
+    na, nb = state[1], state[2]
     del cum, obj, fq, fs, ft, fp
     trim = lambda a, k: a[:k].copy() if k < 0.9 * len(a) else a[:k]  # noqa: E731  (a copy if it frees much)
     return ((trim(rec_a, na), trim(pat_a, na)) if ceda else None,
