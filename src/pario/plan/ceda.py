@@ -300,9 +300,11 @@ def place_objects(trace: Trace, of_request: np.ndarray, group_of_pattern: np.nda
     return ceda if mode == "ceda" else cida
 
 
-def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, servers, stripe, orders, modes):
+def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, servers, stripe, orders, modes,
+           release: bool = False):
     """:func:`place_objects` for the placements ``modes`` (both from one claim): (CEDA's
-    PlacedExtents or None, CIDA's or None)."""
+    PlacedExtents or None, CIDA's or None).  ``release``: the ``orders`` are emptied once
+    used (their last use: memory for the claim)."""
     servers = np.arange(n_servers) if servers is None else np.asarray(servers, dtype=np.int64)
     orders = orders or TraceOrders.of(trace)
     group_of_pattern = np.asarray(group_of_pattern, dtype=np.int64)
@@ -322,18 +324,23 @@ def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, serv
     obj_rows = K.object_order(orders.by_rank, of_request, trace.length, key, max(nkeys, 1))
     table, bounds = K.sweep_order(orders.by_offset, of_request, trace.offset, trace.length, group_of_pattern, ngroups,
                                   obj_rows, len(trace))
+    if release:
+        orders.by_rank = orders.by_offset = None
     fragments = K.claim(table, bounds, obj_rows[:0])
     del table
-    a, b, space = K.place(fragments, bounds, obj_rows, of_request, trace.rank, group_of_pattern, slot_of_pattern,
-                          servers, "ceda" in modes, "cida" in modes, stripe)
-    del fragments
+    state = K.object_state(fragments, bounds, obj_rows, of_request, trace.rank, group_of_pattern, slot_of_pattern,
+                           len(servers))
     del obj_rows
+    space = state[-1]
+    a, b = K.place(fragments, state, servers, "ceda" in modes, "cida" in modes, stripe)
+    del fragments, state
+    identity = np.array_equal(group_of_pattern, np.arange(npat))
 
     def placed_extents(res):
         if res is None:
             return None
         rec, pat = res
-        grp = group_of_pattern[pat]
+        grp = pat if identity else group_of_pattern[pat]
         return PlacedExtents(rec, pat, np.searchsorted(grp, np.arange(max(ngroups, 1) + 1)), space)
 
     return placed_extents(a), placed_extents(b)
@@ -356,12 +363,13 @@ def plan_layouts(trace: Trace, patterns: AccessPatterns, system, original, *, mo
     return dict(_maps(ext, patterns, per_file)), ext.space
 
 
-def _planned(trace, patterns: AccessPatterns, system, per_file, servers, stripe, orders, modes) -> dict:
+def _planned(trace, patterns: AccessPatterns, system, per_file, servers, stripe, orders, modes,
+             release: bool = False) -> dict:
     """Every pattern placed on its own (its own claim group), for the placements ``modes``:
-    mode → PlacedExtents (group = pattern)."""
+    mode → PlacedExtents (group = pattern).  ``release``: see :func:`_place`."""
     npat = len(patterns)
     ceda, cida = _place(trace, patterns.of_request, np.arange(npat), np.zeros(npat, dtype=np.int64), system.n,
-                        servers, stripe or _stripe_of(per_file), orders, modes)
+                        servers, stripe or _stripe_of(per_file), orders, modes, release)
     return {"ceda": ceda, "cida": cida}
 
 
@@ -651,10 +659,11 @@ def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *,
     bid = batch_ids(trace, by)
     # CEDA's and CIDA's placements from one claim (same objects: CIDA's replica size is c_p too)
     stripe = cida_stripe or _stripe_of(per_file)
-    planned = _planned(trace, pats, system, per_file, servers, stripe, orders, ("ceda", "cida"))
     files = pats.table["file"].to_numpy() if len(pats) else np.zeros(0, dtype=np.int64)
-    if len(unique(files)) == len(files):
-        orders = None  # a combined plan of one pattern a file reuses the patterns' own placements
+    one_per_file = len(unique(files)) == len(files)  # (then a combined plan reuses the patterns' own placements)
+    planned = _planned(trace, pats, system, per_file, servers, stripe, orders, ("ceda", "cida"), release=one_per_file)
+    if one_per_file:
+        orders = None
     space, cspace = planned["ceda"].space, planned["cida"].space
     orig = {p: per_file[int(f)] for p, f in enumerate(files)}
     defaults = [per_file[int(f)] for f in files]

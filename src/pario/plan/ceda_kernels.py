@@ -439,24 +439,18 @@ def objects(obj_rows, cum, of_request, rank, group_of_pattern, n_servers, npat):
     return obj, shift_a, slot_a, shift_b, space
 
 
-def place(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_of_pattern, servers, ceda: bool,
-          cida: bool, stripe: int):
-    """The objects and the extents of the claimed ``fragments`` (:func:`claim`): (CEDA
-    extents, CIDA extents — each ``(records, pattern)`` sorted by (group, offset), records
-    (offset, end, local, server·2^32 + data file), or None when not asked —, space per pattern).
+def object_state(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_of_pattern, n: int):
+    """From the claimed ``fragments`` (:func:`claim`): the objects and every piece's state —
+    (each group's first fragment, cum, obj, per object CEDA shift and file, CIDA shift, per
+    pattern CEDA and CIDA first data file, space per pattern); ``n`` replica servers.
 
     Data files: the patterns of a group with replica bytes, in ascending ``slot_of_pattern``
     (then id), have the replica files 1 + b·n … (CEDA: n each) or 1 + b (CIDA: one each)."""
-    m = len(obj_rows)
-    npat = len(group_of_pattern)
-    n = len(servers)
-    servers = np.asarray(servers, dtype=np.int64)
-    stripe = max(int(stripe), 1)
     fq, fs, ft, fp, nf = fragments
-    del fragments
+    npat = len(group_of_pattern)
     # each group's first fragment (fragments are in group order)
     bounds_f = np.searchsorted(np.asarray(group_of_pattern)[fp[:nf]], np.arange(len(bounds)))
-    cum = owned_bytes(fq, fs, ft, nf, m)
+    cum = owned_bytes(fq, fs, ft, nf, len(obj_rows))
     obj, shift_a, slot_a, shift_b, space = objects(obj_rows, cum, of_request, rank, group_of_pattern, n, npat)
     used = np.flatnonzero((group_of_pattern >= 0) & (space > 0))
     o = np.lexsort((used, np.asarray(slot_of_pattern)[used], group_of_pattern[used]))
@@ -468,27 +462,38 @@ def place(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_
     df_b = np.ones(npat, dtype=np.int64)
     df_a[ps] = 1 + base * n
     df_b[ps] = 1 + base
+    return bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, space
+
+
+def place(fragments, state, servers, ceda: bool, cida: bool, stripe: int):
+    """The extents of the claimed ``fragments`` (:func:`claim`) with their ``state``
+    (:func:`object_state`): (CEDA extents, CIDA extents — each ``(records, pattern)`` sorted
+    by (group, offset), records (offset, end, local, server·2^32 + data file), or None when
+    not asked)."""
+    fq, fs, ft, fp, nf = fragments
+    bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, _ = state
+    servers = np.asarray(servers, dtype=np.int64)
+    stripe = max(int(stripe), 1)
     cap_a = nf if ceda else 0  # at most one extent a fragment
     cap_b = nf + 1024 if cida else 0  # grown when fragments split at the stripes
     rec_a, pat_a = np.empty((cap_a, 4), dtype=np.int64), np.empty(cap_a, dtype=np.int32)
     rec_b, pat_b = np.empty((cap_b, 4), dtype=np.int64), np.empty(cap_b, dtype=np.int32)
-    state = (0, 0, 0, -1, -1, 0)
+    resume = (0, 0, 0, -1, -1, 0)
     while True:
-        state = extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe,
-                        rec_a, pat_a, rec_b, pat_b, *state)
-        if state[0] == nf:
+        resume = extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe,
+                         rec_a, pat_a, rec_b, pat_b, *resume)
+        if resume[0] == nf:
             break
-        nb = state[2]  # the CIDA table is full: grown
-        grown = np.empty((nb + nb // 2 + 1024 + int(ft[state[0]] - fs[state[0]]) // stripe + 2, 4), dtype=np.int64)
+        nb = resume[2]  # the CIDA table is full: grown
+        grown = np.empty((nb + nb // 2 + 1024 + int(ft[resume[0]] - fs[resume[0]]) // stripe + 2, 4), dtype=np.int64)
         grown[:nb] = rec_b[:nb]
         gp = np.empty(len(grown), dtype=np.int32)
         gp[:nb] = pat_b[:nb]
         rec_b, pat_b = grown, gp
-    na, nb = state[1], state[2]
-    del cum, obj, fq, fs, ft, fp
+    na, nb = resume[1], resume[2]
     trim = lambda a, k: a[:k].copy() if k < 0.9 * len(a) else a[:k]  # noqa: E731  (a copy if it frees much)
     return ((trim(rec_a, na), trim(pat_a, na)) if ceda else None,
-            (trim(rec_b, nb), trim(pat_b, nb)) if cida else None, space)
+            (trim(rec_b, nb), trim(pat_b, nb)) if cida else None)
 
 
 # ---------------------------------------------------------------------------- analyzer
