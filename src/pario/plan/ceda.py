@@ -156,7 +156,7 @@ def identify_patterns(trace: Trace, *, orders: TraceOrders | None = None) -> Acc
 
         return reference(trace)
     n = len(trace)
-    seg = segment(trace, by_op=True)
+    seg = segment(trace, by_op=True, per_request=False)
     st = seg.streams.copy()
     ns = len(st)
     if n == 0:
