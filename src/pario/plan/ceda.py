@@ -265,12 +265,11 @@ def _pattern_table(trace: Trace, st: pd.DataFrame, seq_key: pd.Series, requests:
 class PlacedExtents:
     """Replica extents placed by Algorithm 1 for several claim groups, sorted by (group,
     offset): ``rec`` records (offset, end, local, server·2^32 + data file) — the table the extent
-    lookups read (:class:`pario.layout.extents_kernel.ExtentSet`) —, the ``pattern`` of
-    each, ``bounds`` (group g: ``rec[bounds[g]:bounds[g+1]]``); ``space``: replica bytes
-    per pattern."""
+    lookups read (:class:`pario.layout.extents_kernel.ExtentSet`) —, ``bounds`` (group g:
+    ``rec[bounds[g]:bounds[g+1]]``); ``space``: replica bytes per pattern (a pattern has
+    extents in its group when it has space)."""
 
     rec: np.ndarray
-    pattern: np.ndarray
     bounds: np.ndarray
     space: np.ndarray
 
@@ -334,16 +333,7 @@ def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, serv
     space = state[-1]
     a, b = K.place(fragments, state, servers, "ceda" in modes, "cida" in modes, stripe)
     del fragments, state
-    identity = np.array_equal(group_of_pattern, np.arange(npat))
-
-    def placed_extents(res):
-        if res is None:
-            return None
-        rec, pat = res
-        grp = pat if identity else group_of_pattern[pat]
-        return PlacedExtents(rec, pat, np.searchsorted(grp, np.arange(max(ngroups, 1) + 1)), space)
-
-    return placed_extents(a), placed_extents(b)
+    return tuple(None if res is None else PlacedExtents(res[0], res[1], space) for res in (a, b))
 
 
 def plan_layouts(trace: Trace, patterns: AccessPatterns, system, original, *, mode: str = "ceda",
@@ -762,7 +752,7 @@ def _combined_placed(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system,
             out[f] = (rec, [p])
         else:
             sl = slice(int(ext.bounds[f]), int(ext.bounds[f + 1]))
-            out[f] = (ext.rec[sl], [int(x) for x in unique(ext.pattern[sl])])
+            out[f] = (ext.rec[sl], [int(p) for p in np.flatnonzero((group == f) & (ext.space > 0))])
     return out
 
 

@@ -299,28 +299,34 @@ def owned_bytes(fq, fs, ft, nf, m):
 
 @njit(cache=True)
 def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe, rec_a,
-            pat_a, rec_b, pat_b, i0, na, nb, a_G, b_G, g):
+            rec_b, bounds_a, bounds_b, i0, na, nb, a_G, b_G, a_pat, b_pat, g):
     """The replica extents of fragments ``i0`` … (in offset order) until the last or a
     full CIDA table: ``cum[q]``, the position G of piece q's next owned byte, ``obj[q]`` its
-    object o; each fragment's CEDA extent into ``rec_a``/``pat_a`` (when it has rows: object
+    object o; each fragment's CEDA extent into ``rec_a`` (when it has rows: object
     o in replica file l = ``slot_a[o]`` — data file ``df_a[pattern] + l``, server
     ``servers[l]`` — at local offset G + ``shift_a[o]``) and its CIDA extents into
-    ``rec_b``/``pat_b`` (when it has rows: data file ``df_b[pattern]``, offset G +
+    ``rec_b`` (when it has rows: data file ``df_b[pattern]``, offset G +
     ``shift_b[o]`` in it, split at the stripes), each merged with the previous extent of its
     table when they continue each other logically, physically and in object order (G),
-    within a group (``bounds_f``: each group's first fragment; ``g`` the current one).
-    Returns (the first fragment not done, numbers of extents, G after the last extent of
-    each table, group) to resume with: the tables are never reallocated here (a loop that
-    may rebind an array is compiled far slower)."""
+    within a group (``bounds_f``: each group's first fragment; ``g`` the current one; each
+    group's first extent into ``bounds_a`` / ``bounds_b``).  Returns (the first fragment not
+    done, numbers of extents, G after the last extent of each table and its pattern, group)
+    to resume with: the tables are never reallocated here (a loop that may rebind an array
+    is compiled far slower)."""
     do_a = len(rec_a) > 0
     do_b = len(rec_b) > 0
     cap_b = len(rec_b)
     n_srv = len(servers)
+    if i0 == 0:
+        bounds_a[0] = 0
+        bounds_b[0] = 0
     for i in range(i0, nf):
         while i == bounds_f[g + 1]:  # a new group: nothing merges across
             g += 1
             a_G = -1
             b_G = -1
+            bounds_a[g] = na
+            bounds_b[g] = nb
         q = fq[i]
         cur = fs[i]
         t = ft[i]
@@ -328,7 +334,7 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
         G0 = cum[q]
         o = obj[q]
         if do_b and nb + (t - cur) // stripe + 2 > cap_b:
-            return i, na, nb, a_G, b_G, g  # (room for this fragment's stripes: the caller grows the table)
+            return i, na, nb, a_G, b_G, a_pat, b_pat, g  # (room for this fragment's stripes: the caller grows the table)
         cum[q] = G0 + (t - cur)
         if do_a:  # CEDA: one extent
             slot = slot_a[o]
@@ -337,7 +343,7 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
             df = df_a[pat] + slot
             k = na - 1
             sd = (srv << 32) | df
-            if (na > 0 and a_G == G0 and pat_a[k] == pat and rec_a[k, 1] == cur and rec_a[k, 3] == sd
+            if (na > 0 and a_G == G0 and a_pat == pat and rec_a[k, 1] == cur and rec_a[k, 3] == sd
                     and rec_a[k, 2] + (rec_a[k, 1] - rec_a[k, 0]) == loc):
                 rec_a[k, 1] = t
             else:
@@ -345,9 +351,9 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
                 rec_a[na, 1] = t
                 rec_a[na, 2] = loc
                 rec_a[na, 3] = sd
-                pat_a[na] = pat
                 na += 1
             a_G = G0 + (t - cur)
+            a_pat = pat
         if do_b:  # CIDA: split at the stripes of the pattern's replica file
             v = G0 + shift_b[o]
             x = cur
@@ -359,7 +365,7 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
                 loc = (chunk // n_srv) * stripe + v % stripe
                 k = nb - 1
                 sd = (srv << 32) | df_b[pat]
-                if (nb > 0 and b_G == G and pat_b[k] == pat and rec_b[k, 1] == x and rec_b[k, 3] == sd
+                if (nb > 0 and b_G == G and b_pat == pat and rec_b[k, 1] == x and rec_b[k, 3] == sd
                         and rec_b[k, 2] + (rec_b[k, 1] - rec_b[k, 0]) == loc):
                     rec_b[k, 1] = x + d
                 else:
@@ -367,13 +373,16 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
                     rec_b[nb, 1] = x + d
                     rec_b[nb, 2] = loc
                     rec_b[nb, 3] = sd
-                    pat_b[nb] = pat
                     nb += 1
                 x += d
                 v += d
                 G += d
                 b_G = G
-    return nf, na, nb, a_G, b_G, g
+                b_pat = pat
+    for gg in range(g + 1, len(bounds_a)):  # the groups after the last fragment's
+        bounds_a[gg] = na
+        bounds_b[gg] = nb
+    return nf, na, nb, a_G, b_G, a_pat, b_pat, g
 
 
 @njit(cache=True)
@@ -467,33 +476,30 @@ def object_state(fragments, bounds, obj_rows, of_request, rank, group_of_pattern
 
 def place(fragments, state, servers, ceda: bool, cida: bool, stripe: int):
     """The extents of the claimed ``fragments`` (:func:`claim`) with their ``state``
-    (:func:`object_state`): (CEDA extents, CIDA extents — each ``(records, pattern)`` sorted
-    by (group, offset), records (offset, end, local, server·2^32 + data file), or None when
-    not asked)."""
+    (:func:`object_state`): (CEDA extents, CIDA extents — each ``(records, bounds)``: records
+    (offset, end, local, server·2^32 + data file) sorted by (group, offset), group g's
+    ``records[bounds[g]:bounds[g+1]]`` —, or None when not asked)."""
     fq, fs, ft, fp, nf = fragments
     bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, _ = state
     servers = np.asarray(servers, dtype=np.int64)
     stripe = max(int(stripe), 1)
     cap_a = nf if ceda else 0  # at most one extent a fragment
     cap_b = nf + 1024 if cida else 0  # grown when fragments split at the stripes
-    rec_a, pat_a = np.empty((cap_a, 4), dtype=np.int64), np.empty(cap_a, dtype=np.int32)
-    rec_b, pat_b = np.empty((cap_b, 4), dtype=np.int64), np.empty(cap_b, dtype=np.int32)
-    resume = (0, 0, 0, -1, -1, 0)
+    rec_a, rec_b = np.empty((cap_a, 4), dtype=np.int64), np.empty((cap_b, 4), dtype=np.int64)
+    bounds_a, bounds_b = np.zeros(len(bounds_f), dtype=np.int64), np.zeros(len(bounds_f), dtype=np.int64)
+    resume = (0, 0, 0, -1, -1, -1, -1, 0)
     while True:
         resume = extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe,
-                         rec_a, pat_a, rec_b, pat_b, *resume)
+                         rec_a, rec_b, bounds_a, bounds_b, *resume)
         if resume[0] == nf:
             break
         nb = resume[2]  # the CIDA table is full: grown
         grown = np.empty((nb + nb // 2 + 1024 + int(ft[resume[0]] - fs[resume[0]]) // stripe + 2, 4), dtype=np.int64)
         grown[:nb] = rec_b[:nb]
-        gp = np.empty(len(grown), dtype=np.int32)
-        gp[:nb] = pat_b[:nb]
-        rec_b, pat_b = grown, gp
+        rec_b = grown
     na, nb = resume[1], resume[2]
     trim = lambda a, k: a[:k].copy() if k < 0.9 * len(a) else a[:k]  # noqa: E731  (a copy if it frees much)
-    return ((trim(rec_a, na), trim(pat_a, na)) if ceda else None,
-            (trim(rec_b, nb), trim(pat_b, nb)) if cida else None)
+    return ((trim(rec_a, na), bounds_a) if ceda else None, (trim(rec_b, nb), bounds_b) if cida else None)
 
 
 # ---------------------------------------------------------------------------- analyzer
