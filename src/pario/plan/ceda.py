@@ -46,6 +46,17 @@ writes of a replicated file go to the replica (the ExtentMap sends bytes it does
 to the original layout — CEDA's RMT lookup, §4.6); writes mark the replica dirty and are
 flushed to the original when the program ends (§5: ``details["dirty_policy"]``), a copy the
 benefit test prices by default (:func:`flush_costs`; ``flush=False``: the paper's B).
+
+At scale (issue 18, 10^6–10^8 requests): the steps are compiled passes over a few request
+orders computed in O(n) (:class:`TraceOrders`, :mod:`pario.trace.sorting`) —
+:mod:`pario.plan.ceda_kernels` (identifier helpers, the claim sweep, objects and extents),
+:mod:`pario.layout.extents_kernel` (extent lookups); the analyzer prices every pattern in
+the engine's service order counted by pattern (:class:`PatternPricing`), extent maps a
+chunk of batches at a time (:func:`pario.model.engine.price_extents_by_chunks`).  CEDA's
+and CIDA's placements come from one claim, as records (:class:`PlacedExtents`); ExtentMaps
+are made for the patterns a plan keeps.  The pre-issue-18 code, the tests' oracle, is
+:mod:`pario.plan.ceda_reference`, taken inside
+:func:`pario.model.distribution.reference_pricing`.
 """
 
 from __future__ import annotations
