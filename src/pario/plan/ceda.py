@@ -712,12 +712,24 @@ def combined_replicas(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system
         from .ceda_reference import combined_replicas as reference
 
         return reference(trace, an, chosen, system, mode=mode, servers=servers, stripe=stripe, name=name)
-    out = {}
+    return _combined(trace, an, chosen, system, mode, servers, stripe, name)[0]
+
+
+def _combined(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, mode: str, servers, stripe,
+              name: str) -> tuple[dict[str, dict], dict[int, np.ndarray]]:
+    """(:func:`combined_replicas`, and its extents as records by file index)."""
+    reps, recs = {}, {}
     for f, (rec, pats_f) in _combined_placed(trace, an, chosen, system, mode, servers, stripe).items():
-        emap = an.layouts[pats_f[0]] if mode == "ceda" and rec is None else _records_map(rec, an.per_file[f])
-        out[trace.files[f]] = {"name": name, "layout": emap, "patterns": pats_f if len(emap) else [],
-                               "bytes": int(emap.length.sum()), "datafiles": int(len(unique(emap.datafile)))}
-    return out
+        if mode == "ceda" and rec is None:  # a pattern's own placement
+            emap = an.layouts[pats_f[0]]
+            placed = getattr(an.layouts, "placed", None)
+            rec = placed.rec[placed.bounds[pats_f[0]]:placed.bounds[pats_f[0] + 1]] if placed is not None else None
+        else:
+            emap = _records_map(rec, an.per_file[f])
+        reps[trace.files[f]] = {"name": name, "layout": emap, "patterns": pats_f if len(emap) else [],
+                                "bytes": int(emap.length.sum()), "datafiles": int(len(unique(emap.datafile)))}
+        recs[f] = rec
+    return reps, recs
 
 
 def _records_map(rec: np.ndarray, default: Layout) -> ExtentMap:
@@ -767,24 +779,24 @@ def _combined_placed(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system,
     return out
 
 
-def _cida_cost(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, model, servers, stripe) -> float:
-    """The whole trace's time with CIDA's replicas of the ``chosen`` patterns (the CIDA
-    baseline): :func:`_plan_cost` of :func:`combined_replicas` (mode ``cida``), priced from
-    the placed records as they are, without their ExtentMaps."""
+def _records_cost(trace: Trace, an: CEDAAnalysis, recs: dict[int, np.ndarray], system, model) -> float:
+    """The whole trace's time with replicas given as extent records by file index (the
+    other files under their original layouts): :func:`_plan_cost` of those replicas, priced
+    from the records as they are, a chunk of batches at a time
+    (:func:`pario.model.engine.price_extents_by_chunks`)."""
     from ..layout.extents_kernel import ExtentSet
     from ..model import engine
     from ..model.distribution import _seq_alpha_table
 
-    reps = _combined_placed(trace, an, chosen, system, "cida", servers, stripe)
     nf = len(trace.files)
     e0, e1, is_ext = np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=bool)
     parts, base = [], 0
-    for f, (rec, _) in reps.items():
+    for f, rec in recs.items():
         e0[f], e1[f], is_ext[f] = base, base + len(rec), True
         parts.append(rec)
         base += len(rec)
     rec = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    del reps, parts
+    del parts
     prep = engine.prepared(trace, an.bid)
     alpha = _seq_alpha_table(system, model.params["contiguous_alpha"])
     per_batch, = engine.price_extents_by_chunks(prep, ExtentSet(rec, e0, e1, is_ext, an.per_file), system,
@@ -881,28 +893,41 @@ class CEDAPlanner(Planner):
         if an.orig_s is not None:  # ORIG, priced by the analyzer (T_O of the trace's own requests)
             cache[np.packbits(np.zeros(len(an.patterns), dtype=bool)).tobytes()] = an.orig_s
 
-        def cost_of(mask, reps):
+        compiled = _compiled(model)
+
+        def combined(mask, mode="ceda"):
+            """(replicas, their records — None: priced by the model —) of the patterns ``mask``."""
+            if not compiled:
+                kw = {} if mode == "ceda" else {"stripe": p["cida_stripe"], "name": "cida"}
+                return combined_replicas(trace, an, mask, system, mode=mode, servers=p["servers"], **kw), None
+            return _combined(trace, an, mask, system, mode, p["servers"],
+                             p["cida_stripe"] if mode == "cida" else None, mode)
+
+        def cost_of(mask, reps, recs=None):
             key = np.packbits(mask).tobytes() + (b"cida" if any(r["name"] == "cida" for r in reps.values()) else b"")
-            if key not in cache:
-                cache[key] = _plan_cost(trace, an, reps, system, model)
+            if key not in cache:  # (from the placed records when they are all there)
+                whole = recs and all(r is not None for r in recs.values())
+                cache[key] = (_records_cost(trace, an, recs, system, model) if whole
+                              else _plan_cost(trace, an, reps, system, model))
             return cache[key]
 
-        placed: dict[bytes, dict] = {}
+        placed: dict[bytes, tuple] = {}
         for rule in SELECTIONS:
             mask = select(an, budget, rule, p["top_n"])
             mkey = np.packbits(mask).tobytes()
             if mkey not in placed:
-                placed[mkey] = combined_replicas(trace, an, mask, system, servers=p["servers"])
-            reps = placed[mkey]
-            results[rule] = {"mask": mask, "replicas": reps, "predicted_s": cost_of(mask, reps)}
+                placed[mkey] = combined(mask)
+            reps, recs = placed[mkey]
+            results[rule] = {"mask": mask, "replicas": reps, "predicted_s": cost_of(mask, reps, recs)}
         cmask = select_cida(an, budget)
         if not cmask.any():
             t_cida = cost_of(cmask, {})
-        elif _compiled(model):  # priced from the placed records: CIDA's replicas are not part of the plan
-            t_cida = _cida_cost(trace, an, cmask, system, model, p["servers"], p["cida_stripe"])
+        elif compiled:  # priced from the placed records: CIDA's replicas are not part of the plan (no ExtentMap)
+            recs = {f: rec for f, (rec, _) in _combined_placed(trace, an, cmask, system, "cida", p["servers"],
+                                                                 p["cida_stripe"]).items()}
+            t_cida = _records_cost(trace, an, recs, system, model)
         else:
-            t_cida = cost_of(cmask, combined_replicas(trace, an, cmask, system, mode="cida", servers=p["servers"],
-                                                      stripe=p["cida_stripe"], name="cida"))
+            t_cida = cost_of(cmask, *combined(cmask, "cida"))
         t_orig = cost_of(np.zeros(len(an.patterns), dtype=bool), {})
         chosen = results[p["selection"]]
         dropped = []
@@ -917,9 +942,9 @@ class CEDAPlanner(Planner):
                 dropped.append(int(i))
                 mkey = np.packbits(mask).tobytes()
                 if mkey not in placed:
-                    placed[mkey] = combined_replicas(trace, an, mask, system, servers=p["servers"])
-                reps = placed[mkey]
-                t = cost_of(mask, reps)
+                    placed[mkey] = combined(mask)
+                reps, recs = placed[mkey]
+                t = cost_of(mask, reps, recs)
                 if t <= t_orig or not mask.any():
                     break
             chosen = {"mask": mask, "replicas": reps, "predicted_s": t}
