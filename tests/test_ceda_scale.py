@@ -318,8 +318,9 @@ def random_extent_map(rng, n_servers: int, default, span: int = 1 << 21) -> Exte
                      rng.integers(1, 4, len(off)), default)
 
 
+@pytest.mark.parametrize("spare", [1, 1024])
 @pytest.mark.parametrize("seed", range(20))
-def test_extent_mapping_equals_map_trace(seed):
+def test_extent_mapping_equals_map_trace(seed, spare, monkeypatch):
     rng = np.random.default_rng(seed)
     tr = random_trace(seed)
     defaults = [Striped.fixed(4096, range(4)), Grouped(((0, 1), (2, 3)), 16384), Striped((1, 2), (8192, 0))]
@@ -333,6 +334,7 @@ def test_extent_mapping_equals_map_trace(seed):
         per_file[0] = random_extent_map(rng, 4, defaults[0])
     layout = dict(zip(tr.files, per_file))
     want = map_trace(tr, layout)
+    monkeypatch.setattr("pario.layout.extents_kernel.SPARE", spare)  # (1: the tables grow, the mapping resumes)
     ptr, srv, loc, ln, df = map_in_order(per_file, np.arange(len(per_file)), tr.file, tr.offset, tr.length)
     assert np.array_equal(np.diff(ptr), np.bincount(want.req, minlength=len(tr)))
     assert np.array_equal(srv, want.server) and np.array_equal(loc, want.local)

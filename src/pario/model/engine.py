@@ -705,8 +705,9 @@ def price_extents_by_chunks(req, es, system, *, contiguous_alpha_table, network:
     contiguity of eq. 3, :mod:`pario.model.distribution`).  So each chunk is priced after a
     *primer* batch that recreates it — one sub-request per server ending where the previous
     chunk's last one ended — whose own cost is left out: the per-batch times equal those of
-    one pricing of all the requests (the tests compare both)."""
-    from ..layout.extents_kernel import keep_requests, map_extent_set
+    one pricing of all the requests (the tests compare both).  The chunks' tables are reused
+    (no fresh memory to fault in), the mapping writes its rows after room for the primer."""
+    from ..layout.extents_kernel import Buffers, keep_requests, map_extent_set
 
     n = system.n
     at = system.alpha_table()
@@ -719,46 +720,61 @@ def price_extents_by_chunks(req, es, system, *, contiguous_alpha_table, network:
     out = [np.zeros(req.nb) for _ in variants]
     states = [(np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32),
                np.zeros(n, dtype=np.int64)) for _ in variants]
+    buf = Buffers()
+    F = n  # room for the primer: at most a request per server
     a = 0
     while a < total:
         b = min(total, a + chunk)
         if b < total:  # to the end of the batch
             b = int(np.searchsorted(req.bid, req.bid[b - 1], side="right"))
-        sub = map_extent_set(es, lid, req.file[a:b], req.offset[a:b], req.length[a:b])
-        if len(sub[1]) and int(sub[1].max()) >= n:
-            raise ParioError(f"layout uses server index {int(sub[1].max())} but system {system.name!r} has {n} "
+        m = b - a
+        ptr, srv, loc, ln, df = map_extent_set(es, lid, req.file[a:b], req.offset[a:b], req.length[a:b],
+                                               buffers=buf, front=F)
+        if len(srv) > F and int(srv[F:].max()) >= n:
+            raise ParioError(f"layout uses server index {int(srv[F:].max())} but system {system.name!r} has {n} "
                              f"servers")
+        cols = {}  # the chunk's columns after room for the primer
+        for name, col in (("bid", req.bid), ("rank", req.rank), ("file", req.file), ("offset", req.offset),
+                          ("length", req.length)):
+            cols[name] = buf.get("c_" + name, 0, F + m, col.dtype)[:F + m]
+            cols[name][F:] = col[a:b]
+        cols["bid"][F:] -= req.bid[a] - 1  # chunk batch ids from 1 (0: the primer)
         b0 = int(req.bid[a])
-        for (keep, op), res, st in zip(variants, out, states):
-            s = sub
-            if keep is not None:  # the kept requests' sub-requests (a copy: the next variant reads sub)
-                ptr, srv, loc, ln, df = (x.copy() for x in sub)
-                u = keep_requests(ptr, srv, loc, ln, df, keep[a:b])
-                s = (ptr, srv[:u], loc[:u], ln[:u], df[:u])
-            per_batch = _price_primed(req, a, b, op, s, st, params)
+        for vi, ((keep, op), res, st) in enumerate(zip(variants, out, states)):
+            ops = buf.get("c_op", 0, F + m, req.op.dtype)[:F + m]
+            ops[F:] = (req.op if op is None else op)[a:b]
+            s = (ptr, srv, loc, ln, df)
+            if keep is not None:  # the kept requests' sub-requests (in place for the last variant)
+                s = s if vi == len(variants) - 1 else tuple(x.copy() for x in s)
+                u = keep_requests(s[0][F:], *s[1:], keep[a:b])
+                s = (s[0], *(x[:u] for x in s[1:]))
+            P = _primer(st, cols, ops, s, F)
+            per_batch, _, _, _ = price_kernel(
+                1, cols["bid"][F - P:], int(cols["bid"][-1]) + 1, cols["rank"][F - P:], ops[F - P:],
+                cols["file"][F - P:], cols["offset"][F - P:], cols["length"][F - P:], _Z8, req.nranks,
+                np.zeros(1, dtype=np.int64), *_EMPTY_TABLES.arrays(), s[0][F - P:], *s[1:], n, *params[1:])
             res[b0:b0 + len(per_batch) - 1] = per_batch[1:]
-            _last_served(*s, req.file[a:b], *st)
+            _last_served(s[0][F:], *s[1:], req.file[a:b], *st)
         a = b
     return out
 
 
-def _price_primed(req, a, b, op, sub, state, params) -> np.ndarray:
-    """Per-batch T_sys of requests ``a:b`` (whole batches; sub-requests ``sub``) after a primer
-    batch (id 0) that leaves each server as ``state`` says (see
-    :func:`price_extents_by_chunks`); the returned array starts with the primer's."""
+def _primer(state, cols, ops, sub, F) -> int:
+    """Writes the primer batch (id 0) into the ``F`` rows before the chunk's: a request and
+    a sub-request per server that has served one — its file and data file, ending where it
+    ended — so that the chunk's first sub-request on that server is contiguous or not as in
+    one pricing of all the requests (:func:`price_extents_by_chunks`).  Returns its size."""
     has, lf, ldf, lend = state
     j = np.flatnonzero(has)
     P = len(j)
+    r = slice(F - P, F)
     ptr, srv, loc, ln, df = sub
-    cat = np.concatenate
-    bid = cat([np.zeros(P, dtype=np.int64), req.bid[a:b] - (req.bid[a] - 1)])
-    ops = (req.op if op is None else op)[a:b]
-    cols = (bid, int(bid[-1]) + 1, cat([np.zeros(P, dtype=req.rank.dtype), req.rank[a:b]]),
-            cat([np.zeros(P, dtype=ops.dtype), ops]), cat([lf[j].astype(req.file.dtype), req.file[a:b]]),
-            cat([np.zeros(P, dtype=np.int64), req.offset[a:b]]), cat([np.ones(P, dtype=np.int64), req.length[a:b]]))
-    sub_p = (cat([np.arange(P, dtype=np.int64), P + ptr]), cat([j.astype(srv.dtype), srv]), cat([lend[j] - 1, loc]),
-             cat([np.ones(P, dtype=np.int64), ln]), cat([ldf[j].astype(df.dtype), df]))
-    n = params[0]
-    per_batch, _, _, _ = price_kernel(1, *cols, _Z8, req.nranks, np.zeros(1, dtype=np.int64),
-                                      *_EMPTY_TABLES.arrays(), *sub_p, n, *params[1:])
-    return per_batch
+    cols["bid"][r] = 0
+    cols["rank"][r] = 0
+    cols["file"][r] = lf[j]
+    cols["offset"][r] = 0
+    cols["length"][r] = 1
+    ops[r] = 0
+    ptr[r] = np.arange(F - P, F)
+    srv[r], loc[r], ln[r], df[r] = j, lend[j] - 1, 1, ldf[j]
+    return P

@@ -46,6 +46,17 @@ writes of a replicated file go to the replica (the ExtentMap sends bytes it does
 to the original layout — CEDA's RMT lookup, §4.6); writes mark the replica dirty and are
 flushed to the original when the program ends (§5: ``details["dirty_policy"]``), a copy the
 benefit test prices by default (:func:`flush_costs`; ``flush=False``: the paper's B).
+
+At scale (issue 18, 10^6–10^8 requests): the steps are compiled passes over a few request
+orders computed in O(n) (:class:`TraceOrders`, :mod:`pario.trace.sorting`) —
+:mod:`pario.plan.ceda_kernels` (identifier helpers, the claim sweep, objects and extents),
+:mod:`pario.layout.extents_kernel` (extent lookups); the analyzer prices every pattern in
+the engine's service order counted by pattern (:class:`PatternPricing`), extent maps a
+chunk of batches at a time (:func:`pario.model.engine.price_extents_by_chunks`).  CEDA's
+and CIDA's placements come from one claim, as records (:class:`PlacedExtents`); ExtentMaps
+are made for the patterns a plan keeps.  The pre-issue-18 code, the tests' oracle, is
+:mod:`pario.plan.ceda_reference`, taken inside
+:func:`pario.model.distribution.reference_pricing`.
 """
 
 from __future__ import annotations
@@ -156,7 +167,7 @@ def identify_patterns(trace: Trace, *, orders: TraceOrders | None = None) -> Acc
 
         return reference(trace)
     n = len(trace)
-    seg = segment(trace, by_op=True)
+    seg = segment(trace, by_op=True, per_request=False)
     st = seg.streams.copy()
     ns = len(st)
     if n == 0:
@@ -265,12 +276,11 @@ def _pattern_table(trace: Trace, st: pd.DataFrame, seq_key: pd.Series, requests:
 class PlacedExtents:
     """Replica extents placed by Algorithm 1 for several claim groups, sorted by (group,
     offset): ``rec`` records (offset, end, local, server·2^32 + data file) — the table the extent
-    lookups read (:class:`pario.layout.extents_kernel.ExtentSet`) —, the ``pattern`` of
-    each, ``bounds`` (group g: ``rec[bounds[g]:bounds[g+1]]``); ``space``: replica bytes
-    per pattern."""
+    lookups read (:class:`pario.layout.extents_kernel.ExtentSet`) —, ``bounds`` (group g:
+    ``rec[bounds[g]:bounds[g+1]]``); ``space``: replica bytes per pattern (a pattern has
+    extents in its group when it has space)."""
 
     rec: np.ndarray
-    pattern: np.ndarray
     bounds: np.ndarray
     space: np.ndarray
 
@@ -300,9 +310,11 @@ def place_objects(trace: Trace, of_request: np.ndarray, group_of_pattern: np.nda
     return ceda if mode == "ceda" else cida
 
 
-def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, servers, stripe, orders, modes):
+def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, servers, stripe, orders, modes,
+           release: bool = False):
     """:func:`place_objects` for the placements ``modes`` (both from one claim): (CEDA's
-    PlacedExtents or None, CIDA's or None)."""
+    PlacedExtents or None, CIDA's or None).  ``release``: the ``orders`` are emptied once
+    used (their last use: memory for the claim)."""
     servers = np.arange(n_servers) if servers is None else np.asarray(servers, dtype=np.int64)
     orders = orders or TraceOrders.of(trace)
     group_of_pattern = np.asarray(group_of_pattern, dtype=np.int64)
@@ -322,21 +334,17 @@ def _place(trace, of_request, group_of_pattern, slot_of_pattern, n_servers, serv
     obj_rows = K.object_order(orders.by_rank, of_request, trace.length, key, max(nkeys, 1))
     table, bounds = K.sweep_order(orders.by_offset, of_request, trace.offset, trace.length, group_of_pattern, ngroups,
                                   obj_rows, len(trace))
-    fragments = K.claim(table, bounds, len(obj_rows) // 2 + 1024, obj_rows[:0])
+    if release:
+        orders.by_rank = orders.by_offset = None
+    fragments = K.claim(table, bounds, obj_rows[:0])
     del table
-    a, b, space = K.place(fragments, bounds, obj_rows, of_request, trace.rank, group_of_pattern, slot_of_pattern,
-                          servers, "ceda" in modes, "cida" in modes, stripe)
-    del fragments
+    state = K.object_state(fragments, bounds, obj_rows, of_request, trace.rank, group_of_pattern, slot_of_pattern,
+                           len(servers))
     del obj_rows
-
-    def placed_extents(res):
-        if res is None:
-            return None
-        rec, pat = res
-        grp = group_of_pattern[pat]
-        return PlacedExtents(rec, pat, np.searchsorted(grp, np.arange(max(ngroups, 1) + 1)), space)
-
-    return placed_extents(a), placed_extents(b)
+    space = state[-1]
+    a, b = K.place(fragments, state, servers, "ceda" in modes, "cida" in modes, stripe)
+    del fragments, state
+    return tuple(None if res is None else PlacedExtents(res[0], res[1], space) for res in (a, b))
 
 
 def plan_layouts(trace: Trace, patterns: AccessPatterns, system, original, *, mode: str = "ceda",
@@ -356,12 +364,13 @@ def plan_layouts(trace: Trace, patterns: AccessPatterns, system, original, *, mo
     return dict(_maps(ext, patterns, per_file)), ext.space
 
 
-def _planned(trace, patterns: AccessPatterns, system, per_file, servers, stripe, orders, modes) -> dict:
+def _planned(trace, patterns: AccessPatterns, system, per_file, servers, stripe, orders, modes,
+             release: bool = False) -> dict:
     """Every pattern placed on its own (its own claim group), for the placements ``modes``:
-    mode → PlacedExtents (group = pattern)."""
+    mode → PlacedExtents (group = pattern).  ``release``: see :func:`_place`."""
     npat = len(patterns)
     ceda, cida = _place(trace, patterns.of_request, np.arange(npat), np.zeros(npat, dtype=np.int64), system.n,
-                        servers, stripe or _stripe_of(per_file), orders, modes)
+                        servers, stripe or _stripe_of(per_file), orders, modes, release)
     return {"ceda": ceda, "cida": cida}
 
 
@@ -651,10 +660,11 @@ def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *,
     bid = batch_ids(trace, by)
     # CEDA's and CIDA's placements from one claim (same objects: CIDA's replica size is c_p too)
     stripe = cida_stripe or _stripe_of(per_file)
-    planned = _planned(trace, pats, system, per_file, servers, stripe, orders, ("ceda", "cida"))
     files = pats.table["file"].to_numpy() if len(pats) else np.zeros(0, dtype=np.int64)
-    if len(unique(files)) == len(files):
-        orders = None  # a combined plan of one pattern a file reuses the patterns' own placements
+    one_per_file = len(unique(files)) == len(files)  # (then a combined plan reuses the patterns' own placements)
+    planned = _planned(trace, pats, system, per_file, servers, stripe, orders, ("ceda", "cida"), release=one_per_file)
+    if one_per_file:
+        orders = None
     space, cspace = planned["ceda"].space, planned["cida"].space
     orig = {p: per_file[int(f)] for p, f in enumerate(files)}
     defaults = [per_file[int(f)] for f in files]
@@ -702,12 +712,24 @@ def combined_replicas(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system
         from .ceda_reference import combined_replicas as reference
 
         return reference(trace, an, chosen, system, mode=mode, servers=servers, stripe=stripe, name=name)
-    out = {}
+    return _combined(trace, an, chosen, system, mode, servers, stripe, name)[0]
+
+
+def _combined(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, mode: str, servers, stripe,
+              name: str) -> tuple[dict[str, dict], dict[int, np.ndarray]]:
+    """(:func:`combined_replicas`, and its extents as records by file index)."""
+    reps, recs = {}, {}
     for f, (rec, pats_f) in _combined_placed(trace, an, chosen, system, mode, servers, stripe).items():
-        emap = an.layouts[pats_f[0]] if mode == "ceda" and rec is None else _records_map(rec, an.per_file[f])
-        out[trace.files[f]] = {"name": name, "layout": emap, "patterns": pats_f if len(emap) else [],
-                               "bytes": int(emap.length.sum()), "datafiles": int(len(unique(emap.datafile)))}
-    return out
+        if mode == "ceda" and rec is None:  # a pattern's own placement
+            emap = an.layouts[pats_f[0]]
+            placed = getattr(an.layouts, "placed", None)
+            rec = placed.rec[placed.bounds[pats_f[0]]:placed.bounds[pats_f[0] + 1]] if placed is not None else None
+        else:
+            emap = _records_map(rec, an.per_file[f])
+        reps[trace.files[f]] = {"name": name, "layout": emap, "patterns": pats_f if len(emap) else [],
+                                "bytes": int(emap.length.sum()), "datafiles": int(len(unique(emap.datafile)))}
+        recs[f] = rec
+    return reps, recs
 
 
 def _records_map(rec: np.ndarray, default: Layout) -> ExtentMap:
@@ -753,28 +775,28 @@ def _combined_placed(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system,
             out[f] = (rec, [p])
         else:
             sl = slice(int(ext.bounds[f]), int(ext.bounds[f + 1]))
-            out[f] = (ext.rec[sl], [int(x) for x in unique(ext.pattern[sl])])
+            out[f] = (ext.rec[sl], [int(p) for p in np.flatnonzero((group == f) & (ext.space > 0))])
     return out
 
 
-def _cida_cost(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system, model, servers, stripe) -> float:
-    """The whole trace's time with CIDA's replicas of the ``chosen`` patterns (the CIDA
-    baseline): :func:`_plan_cost` of :func:`combined_replicas` (mode ``cida``), priced from
-    the placed records as they are, without their ExtentMaps."""
+def _records_cost(trace: Trace, an: CEDAAnalysis, recs: dict[int, np.ndarray], system, model) -> float:
+    """The whole trace's time with replicas given as extent records by file index (the
+    other files under their original layouts): :func:`_plan_cost` of those replicas, priced
+    from the records as they are, a chunk of batches at a time
+    (:func:`pario.model.engine.price_extents_by_chunks`)."""
     from ..layout.extents_kernel import ExtentSet
     from ..model import engine
     from ..model.distribution import _seq_alpha_table
 
-    reps = _combined_placed(trace, an, chosen, system, "cida", servers, stripe)
     nf = len(trace.files)
     e0, e1, is_ext = np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=np.int64), np.zeros(nf, dtype=bool)
     parts, base = [], 0
-    for f, (rec, _) in reps.items():
+    for f, rec in recs.items():
         e0[f], e1[f], is_ext[f] = base, base + len(rec), True
         parts.append(rec)
         base += len(rec)
     rec = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    del reps, parts
+    del parts
     prep = engine.prepared(trace, an.bid)
     alpha = _seq_alpha_table(system, model.params["contiguous_alpha"])
     per_batch, = engine.price_extents_by_chunks(prep, ExtentSet(rec, e0, e1, is_ext, an.per_file), system,
@@ -871,28 +893,41 @@ class CEDAPlanner(Planner):
         if an.orig_s is not None:  # ORIG, priced by the analyzer (T_O of the trace's own requests)
             cache[np.packbits(np.zeros(len(an.patterns), dtype=bool)).tobytes()] = an.orig_s
 
-        def cost_of(mask, reps):
+        compiled = _compiled(model)
+
+        def combined(mask, mode="ceda"):
+            """(replicas, their records — None: priced by the model —) of the patterns ``mask``."""
+            if not compiled:
+                kw = {} if mode == "ceda" else {"stripe": p["cida_stripe"], "name": "cida"}
+                return combined_replicas(trace, an, mask, system, mode=mode, servers=p["servers"], **kw), None
+            return _combined(trace, an, mask, system, mode, p["servers"],
+                             p["cida_stripe"] if mode == "cida" else None, mode)
+
+        def cost_of(mask, reps, recs=None):
             key = np.packbits(mask).tobytes() + (b"cida" if any(r["name"] == "cida" for r in reps.values()) else b"")
-            if key not in cache:
-                cache[key] = _plan_cost(trace, an, reps, system, model)
+            if key not in cache:  # (from the placed records when they are all there)
+                whole = recs and all(r is not None for r in recs.values())
+                cache[key] = (_records_cost(trace, an, recs, system, model) if whole
+                              else _plan_cost(trace, an, reps, system, model))
             return cache[key]
 
-        placed: dict[bytes, dict] = {}
+        placed: dict[bytes, tuple] = {}
         for rule in SELECTIONS:
             mask = select(an, budget, rule, p["top_n"])
             mkey = np.packbits(mask).tobytes()
             if mkey not in placed:
-                placed[mkey] = combined_replicas(trace, an, mask, system, servers=p["servers"])
-            reps = placed[mkey]
-            results[rule] = {"mask": mask, "replicas": reps, "predicted_s": cost_of(mask, reps)}
+                placed[mkey] = combined(mask)
+            reps, recs = placed[mkey]
+            results[rule] = {"mask": mask, "replicas": reps, "predicted_s": cost_of(mask, reps, recs)}
         cmask = select_cida(an, budget)
         if not cmask.any():
             t_cida = cost_of(cmask, {})
-        elif _compiled(model):  # priced from the placed records: CIDA's replicas are not part of the plan
-            t_cida = _cida_cost(trace, an, cmask, system, model, p["servers"], p["cida_stripe"])
+        elif compiled:  # priced from the placed records: CIDA's replicas are not part of the plan (no ExtentMap)
+            recs = {f: rec for f, (rec, _) in _combined_placed(trace, an, cmask, system, "cida", p["servers"],
+                                                                 p["cida_stripe"]).items()}
+            t_cida = _records_cost(trace, an, recs, system, model)
         else:
-            t_cida = cost_of(cmask, combined_replicas(trace, an, cmask, system, mode="cida", servers=p["servers"],
-                                                      stripe=p["cida_stripe"], name="cida"))
+            t_cida = cost_of(cmask, *combined(cmask, "cida"))
         t_orig = cost_of(np.zeros(len(an.patterns), dtype=bool), {})
         chosen = results[p["selection"]]
         dropped = []
@@ -907,9 +942,9 @@ class CEDAPlanner(Planner):
                 dropped.append(int(i))
                 mkey = np.packbits(mask).tobytes()
                 if mkey not in placed:
-                    placed[mkey] = combined_replicas(trace, an, mask, system, servers=p["servers"])
-                reps = placed[mkey]
-                t = cost_of(mask, reps)
+                    placed[mkey] = combined(mask)
+                reps, recs = placed[mkey]
+                t = cost_of(mask, reps, recs)
                 if t <= t_orig or not mask.any():
                     break
             chosen = {"mask": mask, "replicas": reps, "predicted_s": t}

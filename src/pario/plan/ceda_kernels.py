@@ -169,20 +169,7 @@ def sweep_order(offset_rows, of_request, off, length, group_of_pattern, ngroups,
 
 
 @njit(cache=True)
-def _add_fragment(fq, fs, ft, fp, nf, q, s, t, p):
-    """Appends fragment (q, s, t, pattern p), growing the arrays; returns them and nf + 1."""
-    if nf == len(fq):
-        size = nf + nf // 2 + 1024
-        gq, gs, gt, gp = np.empty(size, fq.dtype), np.empty(size, fs.dtype), np.empty(size, ft.dtype), \
-            np.empty(size, fp.dtype)
-        gq[:nf], gs[:nf], gt[:nf], gp[:nf] = fq, fs, ft, fp
-        fq, fs, ft, fp = gq, gs, gt, gp
-    fq[nf], fs[nf], ft[nf], fp[nf] = q, s, t, p
-    return fq, fs, ft, fp, nf + 1
-
-
-@njit(cache=True)
-def claim(table, bounds, cap, qtype):
+def claim(table, bounds, qtype):
     """Owned fragments of every group, in offset order (module docstring): piece q (a
     priority) owns [s, e) when no piece of smaller q in its group covers it.
 
@@ -192,8 +179,11 @@ def claim(table, bounds, cap, qtype):
     ``he`` their ends, ``hp`` their patterns) holds the pieces covering the sweep position
     ``cur``, the owner of the bytes up to the next start is its top, and ended pieces leave
     it when they reach the top.  Returns (piece — of ``qtype``'s dtype —, start, end,
-    pattern of each fragment — capacity ``cap`` to start, grown —, number of fragments)."""
-    cap = max(cap, 16)
+    pattern of each fragment, number of fragments).  A fragment ends where a piece ends or
+    starts, so there are at most 2 a piece: the arrays are made that long (only the pages
+    written take memory) and never grown — a loop that may rebind an array is compiled far
+    slower."""
+    cap = 2 * len(table) + len(bounds)
     fq = np.empty(cap, dtype=qtype.dtype)
     fs = np.empty(cap, dtype=np.int64)
     ft = np.empty(cap, dtype=np.int64)
@@ -219,7 +209,11 @@ def claim(table, bounds, cap, qtype):
                 te = he[0]
                 if te > cur:
                     t = te if last else min(te, s)
-                    fq, fs, ft, fp, nf = _add_fragment(fq, fs, ft, fp, nf, top, cur, t, hp[0])
+                    fq[nf] = top
+                    fs[nf] = cur
+                    ft[nf] = t
+                    fp[nf] = hp[0]
+                    nf += 1
                     cur = t
                 if te <= cur:  # pop the top: the last leaf sifts down from the root
                     hs -= 1
@@ -256,14 +250,11 @@ def claim(table, bounds, cap, qtype):
                     pmin = table[j, 3]
                 j += 1
             if hs == 0 and (j == end or table[j, 1] >= e):  # isolated: owned whole by qmin
-                if nf < len(fq):  # (written out: the common case)
-                    fq[nf] = qmin
-                    fs[nf] = s
-                    ft[nf] = e
-                    fp[nf] = pmin
-                    nf += 1
-                else:
-                    fq, fs, ft, fp, nf = _add_fragment(fq, fs, ft, fp, nf, qmin, s, e, pmin)
+                fq[nf] = qmin
+                fs[nf] = s
+                ft[nf] = e
+                fp[nf] = pmin
+                nf += 1
                 cur = e
                 idx = j
                 continue
@@ -308,38 +299,43 @@ def owned_bytes(fq, fs, ft, nf, m):
 
 @njit(cache=True)
 def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe, rec_a,
-            rec_b, pat_b):
-    """The replica extents of the fragments (in offset order): ``cum[q]``, the position G of
-    piece q's next owned byte, ``obj[q]`` its object o; each fragment's CEDA extent into
-    ``rec_a`` (when it has rows: object o in replica file l = ``slot_a[o]`` — data file
-    ``df_a[pattern] + l``, server ``servers[l]`` — at local offset G + ``shift_a[o]``) and
-    its CIDA extents into ``rec_b``/``pat_b`` (when it has rows, grown as needed: data file
-    ``df_b[pattern]``, offset G + ``shift_b[o]`` in it, split at the stripes), each merged
-    with the previous extent of its table when they continue each other logically,
-    physically and in object order (G), within a group (``bounds_f``: each group's first
-    fragment).  Returns (CEDA patterns, number of CEDA extents, the CIDA table, its
-    patterns, number of CIDA extents)."""
+            rec_b, bounds_a, bounds_b, i0, na, nb, a_G, b_G, a_pat, b_pat, g):
+    """The replica extents of fragments ``i0`` … (in offset order) until the last or a
+    full CIDA table: ``cum[q]``, the position G of piece q's next owned byte, ``obj[q]`` its
+    object o; each fragment's CEDA extent into ``rec_a`` (when it has rows: object
+    o in replica file l = ``slot_a[o]`` — data file ``df_a[pattern] + l``, server
+    ``servers[l]`` — at local offset G + ``shift_a[o]``) and its CIDA extents into
+    ``rec_b`` (when it has rows: data file ``df_b[pattern]``, offset G +
+    ``shift_b[o]`` in it, split at the stripes), each merged with the previous extent of its
+    table when they continue each other logically, physically and in object order (G),
+    within a group (``bounds_f``: each group's first fragment; ``g`` the current one; each
+    group's first extent into ``bounds_a`` / ``bounds_b``).  Returns (the first fragment not
+    done, numbers of extents, G after the last extent of each table and its pattern, group)
+    to resume with: the tables are never reallocated here (a loop that may rebind an array
+    is compiled far slower)."""
     do_a = len(rec_a) > 0
     do_b = len(rec_b) > 0
-    pat_a = np.empty(len(rec_a), dtype=np.int32)
-    na = 0
-    nb = 0
+    cap_b = len(rec_b)
     n_srv = len(servers)
-    a_G = np.int64(-1)  # G after the last extent of each table
-    b_G = np.int64(-1)
-    g = 0
-    for i in range(nf):
+    if i0 == 0:
+        bounds_a[0] = 0
+        bounds_b[0] = 0
+    for i in range(i0, nf):
         while i == bounds_f[g + 1]:  # a new group: nothing merges across
             g += 1
             a_G = -1
             b_G = -1
+            bounds_a[g] = na
+            bounds_b[g] = nb
         q = fq[i]
         cur = fs[i]
         t = ft[i]
         pat = fp[i]
         G0 = cum[q]
-        cum[q] = G0 + (t - cur)
         o = obj[q]
+        if do_b and nb + (t - cur) // stripe + 2 > cap_b:
+            return i, na, nb, a_G, b_G, a_pat, b_pat, g  # (room for this fragment's stripes: the caller grows the table)
+        cum[q] = G0 + (t - cur)
         if do_a:  # CEDA: one extent
             slot = slot_a[o]
             srv = servers[slot]
@@ -347,7 +343,7 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
             df = df_a[pat] + slot
             k = na - 1
             sd = (srv << 32) | df
-            if (na > 0 and a_G == G0 and pat_a[k] == pat and rec_a[k, 1] == cur and rec_a[k, 3] == sd
+            if (na > 0 and a_G == G0 and a_pat == pat and rec_a[k, 1] == cur and rec_a[k, 3] == sd
                     and rec_a[k, 2] + (rec_a[k, 1] - rec_a[k, 0]) == loc):
                 rec_a[k, 1] = t
             else:
@@ -355,9 +351,9 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
                 rec_a[na, 1] = t
                 rec_a[na, 2] = loc
                 rec_a[na, 3] = sd
-                pat_a[na] = pat
                 na += 1
             a_G = G0 + (t - cur)
+            a_pat = pat
         if do_b:  # CIDA: split at the stripes of the pattern's replica file
             v = G0 + shift_b[o]
             x = cur
@@ -369,28 +365,24 @@ def extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df
                 loc = (chunk // n_srv) * stripe + v % stripe
                 k = nb - 1
                 sd = (srv << 32) | df_b[pat]
-                if (nb > 0 and b_G == G and pat_b[k] == pat and rec_b[k, 1] == x and rec_b[k, 3] == sd
+                if (nb > 0 and b_G == G and b_pat == pat and rec_b[k, 1] == x and rec_b[k, 3] == sd
                         and rec_b[k, 2] + (rec_b[k, 1] - rec_b[k, 0]) == loc):
                     rec_b[k, 1] = x + d
                 else:
-                    if nb == len(rec_b):  # grow the CIDA table
-                        grown = np.empty((nb + nb // 2 + 1024, 4), dtype=np.int64)
-                        grown[:nb] = rec_b
-                        rec_b = grown
-                        gp = np.empty(len(grown), dtype=np.int32)
-                        gp[:nb] = pat_b
-                        pat_b = gp
                     rec_b[nb, 0] = x
                     rec_b[nb, 1] = x + d
                     rec_b[nb, 2] = loc
                     rec_b[nb, 3] = sd
-                    pat_b[nb] = pat
                     nb += 1
                 x += d
                 v += d
                 G += d
                 b_G = G
-    return pat_a, na, rec_b, pat_b, nb
+                b_pat = pat
+    for gg in range(g + 1, len(bounds_a)):  # the groups after the last fragment's
+        bounds_a[gg] = na
+        bounds_b[gg] = nb
+    return nf, na, nb, a_G, b_G, a_pat, b_pat, g
 
 
 @njit(cache=True)
@@ -456,24 +448,18 @@ def objects(obj_rows, cum, of_request, rank, group_of_pattern, n_servers, npat):
     return obj, shift_a, slot_a, shift_b, space
 
 
-def place(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_of_pattern, servers, ceda: bool,
-          cida: bool, stripe: int):
-    """The objects and the extents of the claimed ``fragments`` (:func:`claim`): (CEDA
-    extents, CIDA extents — each ``(records, pattern)`` sorted by (group, offset), records
-    (offset, end, local, server·2^32 + data file), or None when not asked —, space per pattern).
+def object_state(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_of_pattern, n: int):
+    """From the claimed ``fragments`` (:func:`claim`): the objects and every piece's state —
+    (each group's first fragment, cum, obj, per object CEDA shift and file, CIDA shift, per
+    pattern CEDA and CIDA first data file, space per pattern); ``n`` replica servers.
 
     Data files: the patterns of a group with replica bytes, in ascending ``slot_of_pattern``
     (then id), have the replica files 1 + b·n … (CEDA: n each) or 1 + b (CIDA: one each)."""
-    m = len(obj_rows)
-    npat = len(group_of_pattern)
-    n = len(servers)
-    servers = np.asarray(servers, dtype=np.int64)
-    stripe = max(int(stripe), 1)
     fq, fs, ft, fp, nf = fragments
-    del fragments
+    npat = len(group_of_pattern)
     # each group's first fragment (fragments are in group order)
     bounds_f = np.searchsorted(np.asarray(group_of_pattern)[fp[:nf]], np.arange(len(bounds)))
-    cum = owned_bytes(fq, fs, ft, nf, m)
+    cum = owned_bytes(fq, fs, ft, nf, len(obj_rows))
     obj, shift_a, slot_a, shift_b, space = objects(obj_rows, cum, of_request, rank, group_of_pattern, n, npat)
     used = np.flatnonzero((group_of_pattern >= 0) & (space > 0))
     o = np.lexsort((used, np.asarray(slot_of_pattern)[used], group_of_pattern[used]))
@@ -485,16 +471,35 @@ def place(fragments, bounds, obj_rows, of_request, rank, group_of_pattern, slot_
     df_b = np.ones(npat, dtype=np.int64)
     df_a[ps] = 1 + base * n
     df_b[ps] = 1 + base
+    return bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, space
+
+
+def place(fragments, state, servers, ceda: bool, cida: bool, stripe: int):
+    """The extents of the claimed ``fragments`` (:func:`claim`) with their ``state``
+    (:func:`object_state`): (CEDA extents, CIDA extents — each ``(records, bounds)``: records
+    (offset, end, local, server·2^32 + data file) sorted by (group, offset), group g's
+    ``records[bounds[g]:bounds[g+1]]`` —, or None when not asked)."""
+    fq, fs, ft, fp, nf = fragments
+    bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, _ = state
+    servers = np.asarray(servers, dtype=np.int64)
+    stripe = max(int(stripe), 1)
     cap_a = nf if ceda else 0  # at most one extent a fragment
     cap_b = nf + 1024 if cida else 0  # grown when fragments split at the stripes
-    rec_a = np.empty((cap_a, 4), dtype=np.int64)
-    rec_b, pat_b = np.empty((cap_b, 4), dtype=np.int64), np.empty(cap_b, dtype=np.int32)
-    pat_a, na, rec_b, pat_b, nb = extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a,
-                                          df_b, servers, stripe, rec_a, rec_b, pat_b)
-    del cum, obj, fq, fs, ft, fp
+    rec_a, rec_b = np.empty((cap_a, 4), dtype=np.int64), np.empty((cap_b, 4), dtype=np.int64)
+    bounds_a, bounds_b = np.zeros(len(bounds_f), dtype=np.int64), np.zeros(len(bounds_f), dtype=np.int64)
+    resume = (0, 0, 0, -1, -1, -1, -1, 0)
+    while True:
+        resume = extents(fq, fs, ft, fp, nf, bounds_f, cum, obj, shift_a, slot_a, shift_b, df_a, df_b, servers, stripe,
+                         rec_a, rec_b, bounds_a, bounds_b, *resume)
+        if resume[0] == nf:
+            break
+        nb = resume[2]  # the CIDA table is full: grown
+        grown = np.empty((nb + nb // 2 + 1024 + int(ft[resume[0]] - fs[resume[0]]) // stripe + 2, 4), dtype=np.int64)
+        grown[:nb] = rec_b[:nb]
+        rec_b = grown
+    na, nb = resume[1], resume[2]
     trim = lambda a, k: a[:k].copy() if k < 0.9 * len(a) else a[:k]  # noqa: E731  (a copy if it frees much)
-    return ((trim(rec_a, na), trim(pat_a, na)) if ceda else None,
-            (trim(rec_b, nb), trim(pat_b, nb)) if cida else None, space)
+    return ((trim(rec_a, na), bounds_a) if ceda else None, (trim(rec_b, nb), bounds_b) if cida else None)
 
 
 # ---------------------------------------------------------------------------- analyzer

@@ -117,14 +117,15 @@ def stream_rows(trace: Trace, *, by_op: bool = True) -> np.ndarray:
     return by_key_then_order(key, c["order"], nkeys)
 
 
-def segment(trace: Trace, *, by_op: bool = True) -> Segmentation:
+def segment(trace: Trace, *, by_op: bool = True, per_request: bool = True) -> Segmentation:
     """Split ``trace`` into streams and runs and classify them (CEDA seed 000 §4.2).
 
     See the module docstring for the definitions.  The requests are put in stream order by
     counting sorts (:func:`stream_rows`), then one compiled pass
     (:func:`pario.trace.patterns_kernel.walk`) labels them block by block and fills the
     per-stream and per-run tables; nothing per transition or block is stored.
-    """
+    ``per_request=False``: the Segmentation's ``stream`` and ``run`` (one entry a request)
+    are None (not made: 16 bytes a request)."""
     import pandas as pd
 
     from .patterns_kernel import walk
@@ -133,12 +134,13 @@ def segment(trace: Trace, *, by_op: bool = True) -> Segmentation:
     n = len(trace)
     rows = stream_rows(trace, by_op=by_op)
     rank, file, op, off, length = c["rank"], c["file"], c["op"], c["offset"], c["length"]
-    args = (rows, rank, file, op, off, length, by_op, MIN_RUN_TRANSITIONS)
-    ns, nr = walk(*args, False, 0, 0, np.zeros(0, dtype=np.int64))[:2]
-    run = np.zeros(n, dtype=np.int64)
-    (_, _, s_first, s_count, s_bytes, lmin, lmax, s_nblocks, b0_kind, b0_stride, s_nruns, regular_req,
-     r_stream, r_kind, r_stride, r_pos, r_req, r_bytes) = walk(*args, True, ns, nr, run)
-    stream = np.repeat(np.arange(ns, dtype=np.int64), s_count)
+    run = np.zeros(n if per_request else 0, dtype=np.int64)
+    ns, nr, *tables = walk(rows, rank, file, op, off, length, by_op, MIN_RUN_TRANSITIONS, run)
+    (s_first, s_count, s_bytes, lmin, lmax, s_nblocks, b0_kind, b0_stride, s_nruns, regular_req, r_stream, r_kind,
+     r_stride, r_pos, r_req, r_bytes) = [t[:ns].copy() for t in tables[:10]] + [t[:nr].copy() for t in tables[10:]]
+    del tables
+    stream = np.repeat(np.arange(ns, dtype=np.int64), s_count) if per_request else None
+    run = run if per_request else None
     first_rows = rows[s_first]
     r_first = s_first[r_stream] + r_pos
     r_index = np.arange(nr) - np.searchsorted(r_first, s_first)[r_stream] if nr else np.zeros(0, np.int64)

@@ -6,7 +6,7 @@ requests in stream order, block by block: a block (maximal sequence of transitio
 same template) is scanned to its end, then its requests are labelled — a request joins the
 regular block of its incoming transition, else that of its outgoing one, else none — so
 nothing per block or per transition is stored; per stream and per run only.  The kernel is
-run twice: once to count streams and runs, once to fill the tables.
+run once; the tables are trimmed by the caller.
 """
 
 from __future__ import annotations
@@ -19,72 +19,64 @@ R_CONTIG, R_STRIDED, R_REPEATED, R_RANDOM = range(4)
 
 
 @njit(cache=True)
-def _new_stream(rows, rank, file, op, by_op, pos):
-    if pos == 0:
-        return True
-    r, q = rows[pos], rows[pos - 1]
-    return rank[r] != rank[q] or file[r] != file[q] or (by_op and op[r] != op[q])
+def walk(rows, rank, file, op, off, ln, by_op, min_run, run_of_pos):
+    """Streams and runs of the requests ``rows`` (in stream order), in one pass.
 
-
-@njit(cache=True)
-def _transition(off, ln, r, q):
-    """(contiguous?, template distance) of the transition from row r to row q."""
-    contig = off[q] - (off[r] + ln[r]) == 0
-    return contig, (0 if contig else off[q] - off[r])
-
-
-@njit(cache=True)
-def walk(rows, rank, file, op, off, ln, by_op, min_run, fill, ns_cap, nr_cap, run_of_pos):
-    """Streams and runs of the requests ``rows`` (in stream order).
-
-    ``fill=False``: returns (number of streams, number of runs) only.  ``fill=True``: also
-    the tables, sized ``ns_cap`` / ``nr_cap``: per stream (first position, requests,
-    bytes, min and max length, number of blocks, the first block's RUN_KINDS code and
-    distance, runs, requests in regular runs); per run (stream, kind code, stride, first position, requests, bytes); and
-    the run id of every position in ``run_of_pos`` (when it has ``len(rows)`` entries).
-    """
+    Returns (number of streams, number of runs, and the tables — their first entries: per
+    stream (first position, requests, bytes, min and max length, number of blocks, the
+    first block's RUN_KINDS code and distance, runs, requests in regular runs); per run
+    (stream, kind code, stride, first position, requests, bytes)); and the run id of every
+    position in ``run_of_pos`` (when it has ``len(rows)`` entries).  The tables are made as
+    long as the requests (at most a stream or a run each; only the pages written take
+    memory) and never grown: a loop that may rebind an array is compiled far slower, as are
+    calls to helpers with array arguments (none here)."""
     n = len(rows)
-    s_first = np.zeros(ns_cap, dtype=np.int64)
-    s_count = np.zeros(ns_cap, dtype=np.int64)
-    s_bytes = np.zeros(ns_cap, dtype=np.int64)
-    s_lmin = np.zeros(ns_cap, dtype=np.int64)
-    s_lmax = np.zeros(ns_cap, dtype=np.int64)
-    s_nblocks = np.zeros(ns_cap, dtype=np.int64)
-    s_b0kind = np.zeros(ns_cap, dtype=np.int8)
-    s_b0stride = np.zeros(ns_cap, dtype=np.int64)
-    s_nruns = np.zeros(ns_cap, dtype=np.int64)
-    s_regular = np.zeros(ns_cap, dtype=np.int64)
-    r_stream = np.zeros(nr_cap, dtype=np.int64)
-    r_kind = np.zeros(nr_cap, dtype=np.int8)
-    r_stride = np.zeros(nr_cap, dtype=np.int64)
-    r_first = np.zeros(nr_cap, dtype=np.int64)
-    r_req = np.zeros(nr_cap, dtype=np.int64)
-    r_bytes = np.zeros(nr_cap, dtype=np.int64)
+    ns_cap = n
+    nr_cap = n
+    s_first = np.empty(ns_cap, dtype=np.int64)
+    s_count = np.empty(ns_cap, dtype=np.int64)
+    s_bytes = np.empty(ns_cap, dtype=np.int64)
+    s_lmin = np.empty(ns_cap, dtype=np.int64)
+    s_lmax = np.empty(ns_cap, dtype=np.int64)
+    s_nblocks = np.empty(ns_cap, dtype=np.int64)
+    s_b0kind = np.empty(ns_cap, dtype=np.int8)
+    s_b0stride = np.empty(ns_cap, dtype=np.int64)
+    s_nruns = np.empty(ns_cap, dtype=np.int64)
+    s_regular = np.empty(ns_cap, dtype=np.int64)
+    r_stream = np.empty(nr_cap, dtype=np.int64)
+    r_kind = np.empty(nr_cap, dtype=np.int8)
+    r_stride = np.empty(nr_cap, dtype=np.int64)
+    r_first = np.empty(nr_cap, dtype=np.int64)
+    r_req = np.empty(nr_cap, dtype=np.int64)
+    r_bytes = np.empty(nr_cap, dtype=np.int64)
     per_pos = len(run_of_pos) == n
     ns = 0
     nr = 0
     a = 0
     while a < n:
         b = a + 1
-        while b < n and not _new_stream(rows, rank, file, op, by_op, b):
+        ra = rows[a]
+        while b < n:  # the stream: same rank, file (and op)
+            r = rows[b]
+            if rank[r] != rank[ra] or file[r] != file[ra] or (by_op and op[r] != op[ra]):
+                break
             b += 1
         cnt = b - a
         s = ns
         ns += 1
-        if fill:
-            s_first[s] = a
-            s_count[s] = cnt
-            lmin = ln[rows[a]]
-            lmax = lmin
-            tot = 0
-            for p in range(a, b):
-                x = ln[rows[p]]
-                tot += x
-                lmin = min(lmin, x)
-                lmax = max(lmax, x)
-            s_bytes[s] = tot
-            s_lmin[s] = lmin
-            s_lmax[s] = lmax
+        s_first[s] = a
+        s_count[s] = cnt
+        lmin = ln[rows[a]]
+        lmax = lmin
+        tot = 0
+        for p in range(a, b):
+            x = ln[rows[p]]
+            tot += x
+            lmin = min(lmin, x)
+            lmax = max(lmax, x)
+        s_bytes[s] = tot
+        s_lmin[s] = lmin
+        s_lmax[s] = lmax
         # ---- blocks and labels; a label is a block number (-1: irregular)
         prev_label = -2
         nblocks = 0
@@ -102,10 +94,15 @@ def walk(rows, rank, file, op, off, ln, by_op, min_run, fill, ns_cap, nr_cap, ru
             if cnt == 1:
                 blk, reg, kind, stride, t1 = -1, False, R_RANDOM, 0, a
             else:
-                c0, d0 = _transition(off, ln, rows[t0], rows[t0 + 1])
+                # transition (contiguous?, template distance) from position t to t + 1
+                r, q = rows[t0], rows[t0 + 1]
+                c0 = off[q] - (off[r] + ln[r]) == 0
+                d0 = 0 if c0 else off[q] - off[r]
                 t1 = t0 + 1
                 while t1 <= b - 2:
-                    c1, d1 = _transition(off, ln, rows[t1], rows[t1 + 1])
+                    r, q = rows[t1], rows[t1 + 1]
+                    c1 = off[q] - (off[r] + ln[r]) == 0
+                    d1 = 0 if c1 else off[q] - off[r]
                     if c1 != c0 or d1 != d0:
                         break
                     t1 += 1
@@ -129,27 +126,26 @@ def walk(rows, rank, file, op, off, ln, by_op, min_run, fill, ns_cap, nr_cap, ru
                 if lab >= 0:
                     regular += 1
                 if p == a or lab != prev_label:  # a new run
-                    if fill:
-                        r_stream[nr] = s
-                        r_kind[nr] = R_CONTIG if cnt == 1 else lk
-                        r_stride[nr] = lst if lk == R_STRIDED else 0
-                        r_first[nr] = p - a
+                    r_stream[nr] = s
+                    r_kind[nr] = R_CONTIG if cnt == 1 else lk
+                    r_stride[nr] = lst if lk == R_STRIDED else 0
+                    r_first[nr] = p - a
+                    r_req[nr] = 0
+                    r_bytes[nr] = 0
                     nr += 1
                     prev_label = lab
-                if fill:
-                    r_req[nr - 1] += 1
-                    r_bytes[nr - 1] += ln[rows[p]]
-                    if per_pos:
-                        run_of_pos[p] = nr - 1
+                r_req[nr - 1] += 1
+                r_bytes[nr - 1] += ln[rows[p]]
+                if per_pos:
+                    run_of_pos[p] = nr - 1
             p_next = last + 1
             prev_blk, prev_reg, prev_kind, prev_stride = blk, reg, kind, stride
             t0 = t1
-        if fill:
-            s_nruns[s] = nr - first_run
-            s_regular[s] = regular
-            s_nblocks[s] = nblocks
-            s_b0kind[s] = b0_kind
-            s_b0stride[s] = b0_stride
+        s_nruns[s] = nr - first_run
+        s_regular[s] = regular
+        s_nblocks[s] = nblocks
+        s_b0kind[s] = b0_kind
+        s_b0stride[s] = b0_stride
         a = b
     return (ns, nr, s_first, s_count, s_bytes, s_lmin, s_lmax, s_nblocks, s_b0kind, s_b0stride, s_nruns,
             s_regular, r_stream, r_kind, r_stride, r_first, r_req, r_bytes)

@@ -10,9 +10,9 @@ by offset (the claim of replica bytes).  ``np.lexsort`` over several keys costs
 - :func:`by_key_then_order`: rows by a small key, then by the trace's ``order``, then by
   row — the counting sort, and only the groups whose ``order`` is not already
   non-decreasing in row order (rare: traces list a rank's requests in order) sorted again;
-- :func:`offset_order`: rows by offset (ties in any order), an LSD radix sort on the
+- :func:`offset_order`: rows by offset (ties in row order), an LSD radix sort on the
   offsets' significant bits (their common trailing zero bits and their minimum removed:
-  IOR's offsets are multiples of the transfer size), 11 bits a pass.
+  IOR's offsets are multiples of the transfer size), at most 13 bits a pass.
 
 Permutations are int32 when the trace has fewer than 2^31 rows (int64 otherwise): half the
 memory of numpy's index arrays, and the kernels index with either.
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-RADIX_BITS = 11
+RADIX_BITS = 13  # at most a pass: 8192 counters and write streams
 
 
 def index_dtype(n: int):
@@ -123,62 +123,70 @@ def _stream_key(rank, file, op, F, O):
 
 
 @njit(cache=True)
-def _radix_offsets(values, rows):
-    """``rows`` sorted by ``values[row]`` (LSD radix, RADIX_BITS a pass, stable)."""
-    n = len(rows)
-    out = rows.copy()
-    if n < 2:
-        return out
+def _key_range(values, rows):
+    """(min, common trailing zero bits, significant bits) of ``values[rows] - min``."""
     lo = values[rows[0]]
+    for i in range(len(rows)):
+        lo = min(lo, values[rows[i]])
     acc = np.int64(0)
-    for i in range(n):
-        v = values[rows[i]]
-        if v < lo:
-            lo = v
-    for i in range(n):
+    for i in range(len(rows)):
         acc |= values[rows[i]] - lo
     if acc == 0:
-        return out
+        return lo, 0, 0
     shift = 0
     while (acc >> shift) & 1 == 0:
         shift += 1
     top = 0
     while (acc >> top) != 0:
         top += 1
-    bits = top - shift
-    nb = 1 << RADIX_BITS
-    mask = nb - 1
-    keys = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        keys[i] = (values[out[i]] - lo) >> shift
-    tmp_k = np.empty(n, dtype=np.int64)
-    tmp_r = np.empty_like(out)
-    cnt = np.zeros(nb, dtype=np.int64)
-    p = 0
-    while p < bits:
-        cnt[:] = 0
-        for i in range(n):
-            cnt[(keys[i] >> p) & mask] += 1
-        s = 0
-        for d in range(nb):
-            c = cnt[d]
-            cnt[d] = s
-            s += c
-        for i in range(n):
-            d = (keys[i] >> p) & mask
-            j = cnt[d]
-            cnt[d] = j + 1
-            tmp_k[j] = keys[i]
-            tmp_r[j] = out[i]
-        keys, tmp_k = tmp_k, keys
-        out, tmp_r = tmp_r, out
-        p += RADIX_BITS
-    return out
+    return lo, shift, top - shift
+
+
+@njit(cache=True)
+def _keys(values, rows, lo, shift, keys):
+    for i in range(len(rows)):
+        keys[i] = (values[rows[i]] - lo) >> shift
+
+
+@njit(cache=True)
+def _radix_pass(src_k, src_r, dst_k, dst_r, p, width):
+    """One stable counting pass on key bits ``p … p + width`` (a loop that rebinds the
+    arrays it writes is compiled far slower: the caller swaps them)."""
+    mask = (1 << width) - 1
+    cnt = np.zeros(1 << width, dtype=np.int64)
+    for i in range(len(src_k)):
+        cnt[(src_k[i] >> p) & mask] += 1
+    s = 0
+    for d in range(1 << width):
+        c = cnt[d]
+        cnt[d] = s
+        s += c
+    for i in range(len(src_k)):
+        d = (src_k[i] >> p) & mask
+        j = cnt[d]
+        cnt[d] = j + 1
+        dst_k[j] = src_k[i]
+        dst_r[j] = src_r[i]
 
 
 def offset_order(offset: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-    """Rows (all, or ``rows``) sorted by ``offset`` (ties in row order)."""
+    """Rows (all, or ``rows``) sorted by ``offset`` (ties in row order): an LSD radix sort
+    on the significant bits of ``offset - min`` (common trailing zeros dropped), in as few
+    passes of at most :data:`RADIX_BITS` bits as they need, the keys 32-bit when they fit."""
     n = len(offset)
-    if rows is None:
-        rows = np.arange(n, dtype=index_dtype(n))
-    return _radix_offsets(np.asarray(offset, dtype=np.int64), rows)
+    values = np.asarray(offset, dtype=np.int64)
+    rows = np.arange(n, dtype=index_dtype(n)) if rows is None else np.asarray(rows)
+    if len(rows) < 2:
+        return rows.copy()
+    lo, shift, bits = _key_range(values, rows)
+    if bits == 0:
+        return rows.copy()
+    passes = -(-bits // RADIX_BITS)
+    width = -(-bits // passes)
+    keys = np.empty(len(rows), dtype=np.uint32 if bits <= 32 else np.int64)
+    _keys(values, rows, lo, shift, keys)
+    src, dst = (keys, rows.copy()), (np.empty_like(keys), np.empty_like(rows))
+    for k in range(passes):
+        _radix_pass(*src, *dst, k * width, width)
+        src, dst = dst, src
+    return src[1]
