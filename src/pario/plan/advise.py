@@ -48,6 +48,9 @@ def run_advise(trace, system, schemes, *, space=None, original=None, model=None,
             running.append(name)
         report()
         try:
+            if planner_class(name) is None:  # imports the planner's module (in this thread)
+                skipped[name] = "planner not available in this build"
+                return
             planner = make_planner(name, original=original, model=model, by=by,
                                    flush=False if paper_benefit else None)
             t0 = time.perf_counter()
@@ -60,12 +63,7 @@ def run_advise(trace, system, schemes, *, space=None, original=None, model=None,
                 running.remove(name)
             report()
 
-    todo = []
-    for name in schemes:
-        if planner_class(name) is None:
-            skipped[name] = "planner not available in this build"
-        else:
-            todo.append(name)
+    todo = list(schemes)
     width = min(2, engine.workers(), len(todo)) if len(trace) <= CONCURRENT_REQUESTS else 1
     if width > 1:
         from concurrent.futures import ThreadPoolExecutor
