@@ -40,8 +40,9 @@ COMMAND_MODULES = (
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2 (argparse's convention)
-        self.exit(2, f"{self.prog}: error: {message}\n")
+    def error(self, message: str):  # one line "pario: error: …", exit 2 (argparse's convention)
+        sub = self.prog.split(" ", 1)[1] + ": " if " " in self.prog else ""
+        self.exit(2, f"pario: error: {sub}{message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
