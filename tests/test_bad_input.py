@@ -32,7 +32,7 @@ def run(*argv):
 def one_line_error(rc, err, *needles):
     assert rc == 2, (rc, err)
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pario") and "error:" in lines[0], err
+    assert len(lines) == 1 and lines[0].startswith("pario: error: "), err
     assert "internal error" not in err
     for n in needles:
         assert n in lines[0], (n, lines[0])
@@ -49,6 +49,28 @@ def csv(tmp_path, rows, name="t.csv"):
     p = tmp_path / name
     p.write_text("rank,file,op,offset,length\n" + "".join(f"{r}\n" for r in rows))
     return p
+
+
+def test_argument_errors_of_every_command_are_one_pario_error_line(tmp_path):
+    for argv in (["simulate", tmp_path / "t.parquet", "--layout", "fixed:64k"], ["trace", "show"],
+                 ["advise", "--schemes", "all"], ["bogus"], ["trace", "bogus"]):
+        one_line_error(*run(*argv)[::2])
+    rc, _, err = run("simulate", "x.parquet", "--layout", "fixed:64k")
+    one_line_error(rc, err, "simulate: ", "--system")
+
+
+def test_output_closed_early_is_not_an_error(tmp_path):
+    """``pario … | head``: the reader goes away; exit 0, nothing on stderr."""
+    t = tmp_path / "t.parquet"
+    assert run("workload", "ior", "--procs", 4, "--xfer", "4k", "--block", "64k", "--segments", 64, "--pattern",
+               "random", "--op", "both", "-o", t)[0] == 0  # a CEDA plan of ≈ 200 kB: beyond a pipe's buffer
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from pario.cli import main; sys.exit(main())",
+                             "advise", str(t), "--system", "ceda-hdd8", "--schemes", "padp,ceda", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(10)
+    proc.stdout.close()  # before pario writes the rest
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0 and err == "", err
 
 
 # ---------------------------------------------------------------------- the cases of issue 14

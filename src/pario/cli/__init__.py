@@ -78,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         if verbose and exc.details:
             print(exc.details.rstrip(), file=sys.stderr)
         return 2
+    except BrokenPipeError:     # stdout closed early (`pario … | head`): quietly, as other tools
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        except OSError:
+            pass
+        return 0
     except OSError as exc:      # a user's path or device (ENOSPC, EACCES, ENOENT, EROFS …): one line
         if os.environ.get("PARIO_DEBUG"):
             raise
@@ -87,8 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pario: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
     except Exception as exc:  # noqa: BLE001 - last resort: still one line
         if os.environ.get("PARIO_DEBUG"):
             raise

@@ -198,7 +198,7 @@ def _advise(args) -> int:
                 plan.save(out.with_name(f"{out.stem}.{name}{out.suffix or '.json'}"), system)
     if args.json:
         print_json({
-            "schemes": {name: {"plan": plan.to_dict(system), "predicted_s": float(plan.predicted_s),
+            "schemes": {name: {"plan": plan.to_dict(system, lazy=True), "predicted_s": float(plan.predicted_s),
                                "baselines": {k: float(v) for k, v in plan.baselines.items()},
                                "distribution_s": common[name], "plan_seconds": secs}
                         for name, (plan, secs) in plans.items()},

@@ -169,6 +169,10 @@ def layout_from_dict(d: dict, system, user: bool = False) -> Layout:
             rows = d["extents"]
             if not isinstance(rows, list):
                 raise ParioError("layout: 'extents' must be a list of [offset, length, server, local, datafile]")
+            fast = _int_extents(rows, system)
+            if fast is not None:
+                default = d.get("default")
+                return ExtentMap(*fast, None if default is None else layout_from_dict(default, system, user))
             if rows:
                 off, ln, srv, loc, df = zip(*[(r[0], r[1], r[2], r[3], r[4] if len(r) > 4 else 1) for r in rows])
                 srv = [system.index(s) if isinstance(s, str) else int(s) for s in srv]
@@ -188,8 +192,80 @@ def layout_from_dict(d: dict, system, user: bool = False) -> Layout:
     raise ParioError(f"unknown layout type {kind!r} (striped, fixed, grouped, regions, extents)")
 
 
-def layout_to_dict(layout: Layout, system) -> dict:
-    """JSON form of a layout, with server names from ``system``."""
+def _int_extents(rows: list, system):
+    """The columns of extent rows that are all ``[int, int, server name, int, int]`` with byte
+    counts in range — what pario writes — in one pass each (10⁶ rows in ≈ 0.3 s); None for
+    anything else, which the general path checks value by value for its one-line error."""
+    if not rows or any(type(r) is not list or len(r) != 5 for r in rows):
+        return None
+    off, ln, srv, loc, df = (list(c) for c in zip(*rows))
+    if not all(type(v) is int for col in (off, ln, loc, df) for v in col):
+        return None
+    if not all(type(s) is str for s in srv):
+        return None
+    index = {}
+    for s in set(srv):
+        try:
+            index[s] = system.index(s)
+        except ParioError:
+            return None
+    try:
+        cols = [np.array(c, dtype=np.int64) for c in (off, ln, loc, df)]
+    except OverflowError:
+        return None
+    if any(len(c) and (c.min() < 0) for c in cols[:3]):
+        return None
+    server = np.array([index[s] for s in srv], dtype=np.int64)
+    return cols[0], cols[1], server, cols[2], cols[3]
+
+
+class ExtentRows:
+    """The ``"extents"`` rows of an :class:`ExtentMap`'s JSON form, ``[offset, length, server
+    name, local, datafile]``, kept as the map's columns: :meth:`tolist` gives the rows, and
+    :meth:`json_rows` their JSON text a chunk at a time — the numbers formatted by pyarrow's
+    compute kernels into one string buffer per chunk, no Python object per value (a CEDA
+    replica of 5·10⁶ extents in ≈ 2 s instead of ≈ 15 s and 1.2 GB of lists)."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, layout: ExtentMap, names):
+        self.layout, self.names = layout, list(names)
+
+    def __len__(self) -> int:
+        return len(self.layout.offset)
+
+    def tolist(self) -> list[list]:
+        m, names = self.layout, self.names
+        srv = [names[s] for s in np.asarray(m.server).tolist()]
+        return [list(r) for r in zip(np.asarray(m.offset).tolist(), np.asarray(m.length).tolist(), srv,
+                                     np.asarray(m.local).tolist(), np.asarray(m.datafile).tolist())]
+
+    def json_rows(self, pad: str, chunk: int | None = None):
+        """Text pieces whose ``",\\n"``-join is the rows, one per line, each after ``pad``, as
+        :func:`pario.jsonutil.dumps` writes a list of lists (its C encoder's separators)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        m, step = self.layout, chunk or self.CHUNK
+        names = pa.array([json.dumps(n) for n in self.names], type=pa.string())
+        for a in range(0, len(self), step):
+            b = min(len(self), a + step)
+
+            def text(col):
+                return pc.cast(pa.array(np.asarray(col[a:b], dtype=np.int64)), pa.string())
+
+            body = pc.binary_join_element_wise(
+                text(m.offset), text(m.length), names.take(pa.array(np.asarray(m.server[a:b], dtype=np.int64))),
+                text(m.local), text(m.datafile), ", ")
+            rows = pc.binary_join_element_wise(pad + "[", body, "],\n", "")  # each row ends "],\n"
+            ends = np.frombuffer(rows.buffers()[1], dtype=np.int32)[rows.offset:rows.offset + len(rows) + 1]
+            data = rows.buffers()[2]
+            yield data[int(ends[0]):int(ends[-1]) - 2].to_pybytes().decode()  # without the last ",\n"
+
+
+def layout_to_dict(layout: Layout, system, lazy: bool = False) -> dict:
+    """JSON form of a layout, with server names from ``system``; ``lazy``: an extent map's rows
+    as an :class:`ExtentRows` for :func:`pario.jsonutil.dump` instead of a list of lists."""
     names = system.names
     if isinstance(layout, Striped):
         return {"type": "striped", "servers": [names[s] for s in layout.servers], "stripes": list(layout.stripes)}
@@ -197,12 +273,11 @@ def layout_to_dict(layout: Layout, system) -> dict:
         return {"type": "grouped", "groups": [[names[s] for s in g] for g in layout.groups], "stripe": layout.stripe}
     if isinstance(layout, Regions):
         return {"type": "regions", "regions": [
-            {"start": r.start, "end": r.end, "layout": layout_to_dict(r.layout, system)} for r in layout.regions]}
+            {"start": r.start, "end": r.end, "layout": layout_to_dict(r.layout, system, lazy)} for r in layout.regions]}
     if isinstance(layout, ExtentMap):
-        rows = [[int(o), int(n), names[int(s)], int(l), int(f)] for o, n, s, l, f in
-                zip(layout.offset, layout.length, layout.server, layout.local, layout.datafile)]
-        return {"type": "extents", "extents": rows,
-                "default": None if layout.default is None else layout_to_dict(layout.default, system)}
+        rows = ExtentRows(layout, names)
+        return {"type": "extents", "extents": rows if lazy else rows.tolist(),
+                "default": None if layout.default is None else layout_to_dict(layout.default, system, lazy)}
     raise TypeError(f"not a layout: {type(layout).__name__}")
 
 

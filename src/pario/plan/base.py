@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from .. import ParioError
-from ..jsonutil import plain
+from ..jsonutil import dump, plain
 from ..layout import Layout, layout_from_dict, layout_to_dict
 
 PLAN_VERSION = 1
@@ -79,13 +80,15 @@ class Plan:
         return self.baselines[baseline] / self.predicted_s - 1.0
 
     # ------------------------------------------------------------------ (de)serialisation
-    def to_dict(self, system) -> dict[str, Any]:
+    def to_dict(self, system, lazy: bool = False) -> dict[str, Any]:
+        """The plan's JSON form; ``lazy``: replica extents as
+        :class:`pario.layout.spec.ExtentRows` (for :func:`pario.jsonutil.dump`)."""
         replicas = {}
         for f, reps in self.replicas.items():
             out = []
             for r in reps:
                 d = {k: _plain(v) for k, v in r.items() if k != "layout"}
-                d["layout"] = layout_to_dict(r["layout"], system)
+                d["layout"] = layout_to_dict(r["layout"], system, lazy)
                 out.append(d)
             replicas[f] = out
         return {
@@ -93,7 +96,7 @@ class Plan:
             "scheme": self.scheme,
             "system": self.system_name or system.name,
             "params": _plain(self.params),
-            "layouts": {f: layout_to_dict(l, system) for f, l in self.layouts.items()},
+            "layouts": {f: layout_to_dict(l, system, lazy) for f, l in self.layouts.items()},
             "replicas": replicas,
             "routing": _plain(self.routing),
             "collective_order": self.collective_order,
@@ -136,7 +139,29 @@ class Plan:
             raise ParioError(f"plan is malformed ({exc})") from None
 
     def save(self, path, system) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(system), indent=2, allow_nan=False) + "\n")
+        """Write the plan's JSON to ``path``: streamed (replica extents a chunk at a time) into a
+        temporary file beside it, then renamed over it — a failed write leaves the old file (a
+        symbolic link or a path that is not a regular file, e.g. /dev/stdout, is written in
+        place)."""
+        path = Path(path)
+        d = self.to_dict(system, lazy=True)
+        if path.is_symlink() or (path.exists() and not path.is_file()):  # /dev/stdout, a FIFO: in place
+            with open(path, "w", encoding="utf-8") as fp:
+                dump(d, fp)
+                fp.write("\n")
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            try:
+                fp = open(tmp, "w", encoding="utf-8")
+            except OSError as exc:  # name the file asked for, not the temporary one
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
+            with fp:
+                dump(d, fp)
+                fp.write("\n")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path, system) -> "Plan":
