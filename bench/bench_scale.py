@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/bench_scale.py [--sizes 1e6] [--big] [--huge] [--repeat 3]
                                           [--system ceda-hdd8] [--pattern random]
-                                          [--dir /tmp/pario-scale] [--per-scheme]
+                                          [--dir /tmp/pario-scale] [--per-scheme] [--simulate]
 
 Traces: IOR random (16 processes, 64 KiB transfers, 4 MiB blocks, write then read back; as
 many segments as the size needs), written to Parquet once by ``pario workload ior … -o``
@@ -13,6 +13,8 @@ timed by wall clock, its peak RSS taken from its own rusage (``os.wait4``), so m
 don't pollute each other.  ``--repeat N``: medians and min–max over N runs, the commands
 interleaved (trace show, advise, trace show, …) so that load from other work on the machine
 hits both alike.  ``--big`` adds 10^7 requests, ``--huge`` 10^8 (advise once: ~minutes).
+``--simulate`` adds ``simulate --layout fixed:64k`` and CEDA's plan written with ``-o`` (its
+replica extents) beside the same advise without ``-o``.
 A first unmeasured run of advise on a small trace loads / compiles the numba kernels into
 their on-disk cache (``cache=True``), as any installed pario has after its first run.
 
@@ -90,6 +92,9 @@ def main(argv=None) -> int:
     ap.add_argument("--pattern", default="random", choices=("random", "strided", "sequential"))
     ap.add_argument("--dir", default="/tmp/pario-scale")
     ap.add_argument("--per-scheme", action="store_true", help="also time each scheme alone")
+    ap.add_argument("--simulate", action="store_true",
+                    help="also time `simulate --layout fixed:64k` and `advise --schemes ceda -o PLAN` "
+                         "(the plan file of millions of replica extents) beside `advise --schemes ceda`")
     args = ap.parse_args(argv)
 
     out = Path(args.dir)
@@ -114,6 +119,11 @@ def main(argv=None) -> int:
                 "advise all": ["advise", str(path), "--system", args.system, "--schemes", "all"]}
         for s in schemes if n < 50_000_000 else []:
             cmds[f"advise {s}"] = ["advise", str(path), "--system", args.system, "--schemes", s]
+        if args.simulate:
+            cmds["simulate 64k"] = ["simulate", str(path), "--system", args.system, "--layout", "fixed:64k"]
+            ceda = ["advise", str(path), "--system", args.system, "--schemes", "ceda", "--paper-benefit"]
+            cmds["advise ceda"] = ceda
+            cmds["advise ceda -o"] = ceda + ["-o", str(out / f"plan-{n}.json")]
         res: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cmds}
         for r in range(reps):
             for k, c in cmds.items():
