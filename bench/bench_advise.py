@@ -19,7 +19,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from pario.plan.advise import common_time, run_advise
+from pario.plan.advise import compare, run_advise
 from pario.plan.schemes import parse_schemes
 from pario.system import load_system
 from pario.units import parse_size
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         plans, skipped = run_advise(trace, system, schemes, space=space)
         plan_total = time.perf_counter() - t0
         t1 = time.perf_counter()
-        common = {k: common_time(p, trace, system) for k, (p, _) in plans.items()}
+        common, _ = compare(plans, trace, system)
         price = time.perf_counter() - t1
         for name, (plan, secs) in plans.items():
             c = common[name]

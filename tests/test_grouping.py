@@ -170,3 +170,18 @@ def test_identity_cache_computes_a_key_once_across_threads():
     for t in ts:
         t.join()
     assert len(calls) == 1 and all(x is out[0] for x in out)
+
+
+def test_identity_cache_a_failed_compute_leaves_nothing_behind():
+    from pario.memo import IdentityCache
+
+    c = IdentityCache()
+    a = object()
+
+    def boom():
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        c.get_or_compute((a,), boom)
+    assert c._busy == {} and c.get((a,)) is None
+    assert c.get_or_compute((a,), lambda: np.ones(2)).sum() == 2  # computed the next time

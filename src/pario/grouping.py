@@ -100,43 +100,22 @@ def sequential(rank, file, order, offset, length, nfiles: int) -> np.ndarray | N
     return _np(out) if ok else None
 
 
-@njit(cache=True, nogil=True)
-def _service_order(bid, order, nb, perm):
-    """Counting sort of the rows by batch (stable: ties by row) into ``perm``, then a check
-    that ``order`` does not decrease inside a batch (then it is the (batch, order, row) order)."""
-    n = len(bid)
-    start = np.zeros(nb + 1, dtype=np.int64)
-    for i in range(n):
-        start[bid[i] + 1] += 1
-    for b in range(nb):
-        start[b + 1] += start[b]
-    fill = start[:nb].copy()
-    for i in range(n):
-        b = bid[i]
-        perm[fill[b]] = i
-        fill[b] += 1
-    for b in range(nb):
-        for k in range(start[b] + 1, start[b + 1]):
-            if order[perm[k]] < order[perm[k - 1]]:
-                return perm, False
-    return perm, True
-
-
 def service_order(bid: np.ndarray, order: np.ndarray) -> np.ndarray:
     """The permutation that sorts rows by (batch id, order, row) — what
     ``np.lexsort((order, bid))`` gives (lexsort is stable) — by a counting sort when batch
-    ids are dense and each batch's rows are in order, else by the lexsort.  The counting
-    sort's permutation is int32 when the rows can be numbered so (4 bytes per request)."""
+    ids are dense, else by the lexsort.  The counting
+    sort's permutation is int32 when the rows can be numbered so (4 bytes per request);
+    batches whose rows are out of order are sorted on their own
+    (:func:`pario.trace.sorting.by_key_then_order`)."""
+    from .trace.sorting import by_key_then_order
+
     n = len(bid)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     nb = int(bid.max()) + 1
     if int(bid.min()) >= 0 and _table_ok(nb, n):
-        perm = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
-        perm, ok = _service_order(np.ascontiguousarray(bid, dtype=np.int64),
-                                  np.ascontiguousarray(order, dtype=np.int64), nb, perm)
-        if ok:
-            return _np(perm)
+        return _np(by_key_then_order(np.ascontiguousarray(bid, dtype=np.int64),
+                                     np.ascontiguousarray(order, dtype=np.int64), nb))
     return np.lexsort((order, bid))
 
 

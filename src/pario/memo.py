@@ -103,13 +103,15 @@ class IdentityCache:
         key = _key(args)
         with self._lock:
             lock = self._busy.setdefault(key, threading.Lock())
-        with lock:
-            got = self.get(args)
-            if got is None:
-                got = self.put(args, fn())
-        with self._lock:
-            if self._busy.get(key) is lock:
-                del self._busy[key]
+        try:
+            with lock:
+                got = self.get(args)
+                if got is None:
+                    got = self.put(args, fn())
+        finally:  # also when fn() raises: no stale lock left behind
+            with self._lock:
+                if self._busy.get(key) is lock:
+                    del self._busy[key]
         return got
 
     def get(self, args):

@@ -39,13 +39,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from rich.table import Table
 
 from .. import ParioError
 from ..layout import describe
-from ..plan.advise import common_time, run_advise
+from ..plan.advise import collective_view, compare, run_advise
 from ..plan.collective import ORDERS
 from ..system import load_system
 from ..units import format_size
@@ -155,19 +153,11 @@ def _advise(args) -> int:
     trace = load_trace_arg(args.trace)
     raw = trace
     view = ""
-    tp = None
+    tp = n_agg = None
     if trace.collective.any() and not args.no_collective_view:
-        from ..plan.collective import aggregator_view
-
-        from ..plan.collective import two_phase
-
-        if args.cb_nodes is not None and args.cb_nodes < 1:
-            raise ParioError("--cb-nodes must be >= 1")
-        n_coll = int(trace.collective.sum())
-        tp = two_phase(trace, args.cb_buffer, args.cb_nodes)
-        trace = aggregator_view(trace, system.procs_per_node, args.cb_buffer, args.cb_nodes)
+        trace, tp, n_coll, n_agg = collective_view(trace, system, args.cb_buffer, args.cb_nodes)
         view = (f"; its {n_coll} collective requests planned as the {int(trace.collective.sum())} requests of "
-                f"{len(np.unique(trace.rank[trace.collective]))} aggregator(s), cb_buffer {format_size(tp.cb_buffer)}"
+                f"{n_agg} aggregator(s), cb_buffer {format_size(tp.cb_buffer)}"
                 + (" (as the traced job ran)" if "trace" in (tp.cb_source, tp.agg_source) else ""))
     from ..trace.io import progress_bar
 
@@ -181,11 +171,7 @@ def _advise(args) -> int:
                                     progress=progress)
     if not plans:
         raise ParioError("no scheme could plan this trace: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
-    seen: list = []
-    common = {name: common_time(plan, trace, system, args.by, seen) for name, (plan, _) in plans.items()}
-    inf = float("inf")
-    best = min(plans, key=lambda k: (common[k] if common[k] is not None else inf,
-                                     plans[k][0].predicted_s if plans[k][0].predicted_s is not None else inf))
+    common, best = compare(plans, trace, system, args.by)
     order = None
     if raw.collective.any():
         order = _collective_order(raw, system, plans[best][0], args)
@@ -208,7 +194,7 @@ def _advise(args) -> int:
                                                             "paper_order": order.paper_order,
                                                             "simulated_s": order.times},
             "collective_view": {"cb_buffer": int(tp.cb_buffer), "requests": int(len(trace)),
-                                "aggregators": int(len(np.unique(trace.rank[trace.collective])))} if view else None,
+                                "aggregators": int(n_agg)} if view else None,
         })
         return 0
     console.print(f"[bold]pario advise[/bold] {args.trace}: {len(trace)} requests, {len(trace.files)} file(s), "

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rich.console import Console
 
 from .. import ParioError
+from ..jsonutil import dump, dumps as jsonutil_dumps
 from ..units import parse_size
 
 import os as _os
@@ -45,14 +44,13 @@ def _default(o: Any):
 def print_json(obj: Any) -> None:
     """``obj`` as indented JSON on stdout (:func:`pario.jsonutil.dump`: lists of numbers on
     one line, rows a line each, fast for a plan's millions of replica extents)."""
-    from ..jsonutil import dump
-
     dump(obj, sys.stdout, default=_default)
     sys.stdout.write("\n")
 
 
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=_default)
+    """``obj`` as the same JSON text :func:`print_json` prints."""
+    return jsonutil_dumps(obj, default=_default)
 
 
 def load_trace_arg(path: str):

@@ -250,13 +250,6 @@ def _map(fil, x0, ln, lid, is_ext, e0, e1, rec, d0, dlo, dhi, dsh, dirs, i0, u0,
     return n, u, G, u, G
 
 
-def _grown(a: np.ndarray, size: int) -> np.ndarray:
-    """``a`` (rows × capacity) with at least ``size`` columns (its first columns kept)."""
-    out = np.empty((a.shape[0], max(size, a.shape[1] + a.shape[1] // 2 + 16)), dtype=a.dtype)
-    out[:, :a.shape[1]] = a
-    return out
-
-
 @njit(cache=True)
 def _merge(ptr, sub64, sub32, d_req, d_sub):
     """Every request's covered pieces followed by its gaps' default sub-requests (``d_sub``

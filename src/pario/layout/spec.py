@@ -251,12 +251,11 @@ class ExtentRows:
         for a in range(0, len(self), step):
             b = min(len(self), a + step)
 
-            def text(col):
-                return pc.cast(pa.array(np.asarray(col[a:b], dtype=np.int64)), pa.string())
+            def text(col):  # the map's columns are int64 (ExtentMap.__post_init__)
+                return pc.cast(pa.array(col[a:b]), pa.string())
 
-            body = pc.binary_join_element_wise(
-                text(m.offset), text(m.length), names.take(pa.array(np.asarray(m.server[a:b], dtype=np.int64))),
-                text(m.local), text(m.datafile), ", ")
+            body = pc.binary_join_element_wise(text(m.offset), text(m.length), names.take(pa.array(m.server[a:b])),
+                                               text(m.local), text(m.datafile), ", ")
             rows = pc.binary_join_element_wise(pad + "[", body, "],\n", "")  # each row ends "],\n"
             ends = np.frombuffer(rows.buffers()[1], dtype=np.int32)[rows.offset:rows.offset + len(rows) + 1]
             data = rows.buffers()[2]

@@ -213,7 +213,6 @@ class DistributionModel(CostModel):
         from . import engine
 
         bid = batch_ids(trace, by) if batches is None else np.asarray(batches, dtype=np.int64)
-        engine.prepared(trace, bid)  # built once here, not by two threads at once
         keys = list(layouts)
         got = engine.map_threads(lambda k: self.trace_cost(trace, layouts[k], system, batches=bid), keys)
         return dict(zip(keys, got))

@@ -139,14 +139,7 @@ def _shifts(widths: np.ndarray) -> np.ndarray:
 
 def file_leaves(trace, layout):
     """(distinct layouts, leaf id per file) of a layout or dict file → layout."""
-    per_file = layout_for_files(layout, trace.files)
-    leaves, ids, lid = [], {}, np.zeros(max(1, len(per_file)), dtype=np.int64)
-    for fi, lay in enumerate(per_file):
-        if id(lay) not in ids:
-            ids[id(lay)] = len(leaves)
-            leaves.append(lay)
-        lid[fi] = ids[id(lay)]
-    return leaves, lid
+    return leaves_of(layout_for_files(layout, trace.files))
 
 
 # ---------------------------------------------------------------------------- prepared trace
@@ -554,7 +547,7 @@ def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool =
         per_batch, servers, tot, stopped = _price_mapped(prep, leaves, lid, system, a_rand, a_seq, beta, network,
                                                          e_net, t_net, lim)
     terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3]),
-             "priced": int(tot[4]) if len(tot) > 4 else len(per_batch)}
+             "priced": int(tot[4])}
     return per_batch, servers, terms, bool(stopped)
 
 

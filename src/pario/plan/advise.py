@@ -2,7 +2,9 @@
 
 :func:`run_advise` runs the planners of the chosen schemes (:mod:`pario.plan.schemes`);
 :func:`common_time` re-prices each plan by the distribution model (CEDA seed 000 §3
-eq. 1–4, SPEC §2.3: the general evaluator), the one yardstick for every scheme.
+eq. 1–4, SPEC §2.3: the general evaluator), the one yardstick for every scheme, and
+:func:`compare` picks the best plan by it; :func:`collective_view` is the trace the planners
+see when its collective requests are planned as their aggregators' requests.
 
 The planners are independent, so on a machine with more than one CPU two of them run at a
 time (each in its own thread; the compiled pricing and numpy's sorts release the GIL), when
@@ -122,3 +124,30 @@ def common_time(plan, trace, system, by=None, seen: list | None = None) -> float
     if seen is not None:
         seen.append((lay, t))
     return t
+
+
+def compare(plans, trace, system, by=None) -> tuple[dict, str]:
+    """(name → :func:`common_time`, the best scheme): least time under the distribution model,
+    then least time under the scheme's own model (a plan the distribution model cannot price
+    comes last).  Plans with equal layouts are priced once."""
+    seen: list = []
+    common = {name: common_time(plan, trace, system, by, seen) for name, (plan, _) in plans.items()}
+    inf = float("inf")
+    best = min(plans, key=lambda k: (common[k] if common[k] is not None else inf,
+                                     plans[k][0].predicted_s if plans[k][0].predicted_s is not None else inf))
+    return common, best
+
+
+def collective_view(trace, system, cb_buffer=None, cb_nodes=None):
+    """``(view, two_phase, collective requests, aggregators)``: the trace the planners see when
+    its collective requests are planned as the requests of their two-phase aggregators
+    (:func:`pario.plan.collective.aggregator_view`)."""
+    import numpy as np
+
+    from .collective import aggregator_view, two_phase
+
+    if cb_nodes is not None and cb_nodes < 1:
+        raise ParioError("--cb-nodes must be >= 1")  # the CLI's option: the aggregators
+    tp = two_phase(trace, cb_buffer, cb_nodes)
+    view = aggregator_view(trace, system.procs_per_node, cb_buffer, cb_nodes)
+    return view, tp, int(trace.collective.sum()), len(np.unique(view.rank[view.collective]))

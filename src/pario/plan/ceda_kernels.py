@@ -33,6 +33,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..trace.sorting import _counting
+
 # ---------------------------------------------------------------------------- identifier
 
 
@@ -523,17 +525,7 @@ def by_pattern(perm, pattern_of_row, bid, npat):
         vperm = perm[:0].copy()
         src = perm
     else:
-        cnt = np.zeros(npat + 1, dtype=np.int64)
-        for i in range(n):
-            cnt[pattern_of_row[perm[i]] + 1] += 1
-        for k in range(npat):
-            cnt[k + 1] += cnt[k]
-        vperm = np.empty_like(perm)
-        for i in range(n):
-            r = perm[i]
-            k = pattern_of_row[r]
-            vperm[cnt[k]] = r
-            cnt[k] += 1
+        vperm = _counting(perm, pattern_of_row, max(npat, 1))  # stable: by pattern, then perm's order
         src = vperm
     vb = np.empty(n, dtype=np.int64)
     nbv = 0

@@ -99,7 +99,6 @@ class RouteCosts:
         self.n, self.k = len(trace), len(layouts)
         self.C = None
         if self.n and isinstance(model, DistributionModel) and not reference_mode():
-            engine.prepared(trace, bid)  # the service order once, before the threads
             self.tsys = np.vstack(engine.map_threads(lambda lay: model.price(trace, lay, system, batches=bid)[0],
                                                      layouts))
             self.bid = bid
@@ -180,8 +179,6 @@ class HybridReplicationPlanner(Planner):
         if len(trace):
             from ..model import engine
 
-            if hasattr(model, "price"):
-                engine.prepared(trace, bid)  # the service order once, before the threads
             C = np.vstack(engine.map_threads(lambda lay: model.request_costs(trace, lay, system, batches=bid),
                                              layouts))
         else:

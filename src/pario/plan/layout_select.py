@@ -199,7 +199,7 @@ class LayoutSelectPlanner(Planner):
         rounds = [order[:1]] + [order[i:i + width] for i in range(1, len(order), width)]
         # a lower bound of the batches still to price, per server set (engine.suffix_bound):
         # a candidate on few servers is stopped as soon as it provably cannot win
-        srv_of = {key: tuple(s for s, w in zip(cands[key].servers, cands[key].stripes) if w > 0) for key in keys}
+        srv_of = {key: cands[key].servers_used() for key in keys}
         bounds = {srv: model.suffix_bound(sub, system, srv, batches=sb) for srv in set(srv_of.values())}
         suffix = {key: bounds[srv_of[key]] for key in keys}
         for rnd in rounds:

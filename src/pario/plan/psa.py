@@ -152,7 +152,7 @@ class PSAPlanner(Planner):
     defaults = {"granularity": 4096, "search": "exact", "three_term": True, "pattern": "auto", "by": "auto",
                 "capacity": None}
 
-    def _file_costs(self, trace, rows, system, bid, p, c, seq, H, Sx, S):
+    def _file_costs(self, trace, rows, system, bid, H, Sx):
         """(t_het[cand, class], t_hom[class], (class of each of the file's requests, their
         offsets, number of classes))."""
         hs, ss, (ah, bh), (as_, bs) = system_kinds(system)
@@ -223,14 +223,13 @@ class PSAPlanner(Planner):
             names = list(extra)
             Hall = np.concatenate([H, [extra[k][0] for k in names]])
             Sall = np.concatenate([Sx, [extra[k][1] for k in names]])
-            t_het, t_hom, offsets = self._file_costs(trace, rows, system, bid, p, c, seq, Hall, Sall, S)
+            t_het, t_hom, offsets = self._file_costs(trace, rows, system, bid, Hall, Sall)
             W = m * Hall + n * Sall
             rem = np.array([remaining["PSA"]] * len(H) + [remaining[k] for k in names])
             B = heterogeneous_bytes(rem, Sall, W)
-            inv, off, ncls = offsets
-            nhet_all = counts_below(inv, off, ncls, np.where(np.isinf(B), np.inf, B))
-            sizes = np.bincount(inv, minlength=ncls)
-            tot = totals_from_counts(nhet_all, sizes, t_het, t_hom)
+            cls_of, off, ncls = offsets
+            nhet_all = counts_below(cls_of, off, ncls, B)
+            tot = totals_from_counts(nhet_all, np.bincount(cls_of, minlength=ncls), t_het, t_hom)
             k = int(np.argmin(tot[:len(H)]))
             h, s = int(round(Hall[k])), int(round(Sall[k]))
             chosen = {"PSA": (k, h, s)}

@@ -96,10 +96,6 @@ def int_bincount(index: np.ndarray, weights: np.ndarray, minlength: int = 0) -> 
     return out
 
 
-def _starts(key_change: np.ndarray) -> np.ndarray:
-    return np.flatnonzero(key_change)
-
-
 def stream_rows(trace: Trace, *, by_op: bool = True) -> np.ndarray:
     """Trace rows in stream order: by (rank, file, op, order, row) — ``np.lexsort`` of those
     keys, by counting sorts (:mod:`pario.trace.sorting`) when the key space is small."""
@@ -225,7 +221,7 @@ def identify(trace: Trace, *, by_op: bool = True) -> pd.DataFrame:
     ``runs`` (number of runs), ``regular`` (fraction of requests in contiguous/strided
     runs), ``main_kind`` / ``main_stride`` (the dominant template of a mixed stream).
     """
-    return segment(trace, by_op=by_op).streams
+    return segment(trace, by_op=by_op, per_request=False).streams
 
 
 def runs(trace: Trace, *, by_op: bool = True) -> pd.DataFrame:
@@ -236,7 +232,7 @@ def runs(trace: Trace, *, by_op: bool = True) -> pd.DataFrame:
     its first request within the stream), ``requests``, ``bytes``, ``offset`` (of its first
     request).
     """
-    return segment(trace, by_op=by_op).runs
+    return segment(trace, by_op=by_op, per_request=False).runs
 
 
 def pattern_map(trace: Trace, *, by_op: bool = True) -> dict[int, dict[str, dict]]:

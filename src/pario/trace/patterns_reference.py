@@ -13,8 +13,12 @@ import numpy as np
 
 from .core import Trace
 from .patterns import (MIN_RUN_TRANSITIONS, MIXED_MIN_REGULAR, RUN_KINDS, Segmentation, _CONTIG, _MIXED, _R_CONTIG,
-                       _R_RANDOM, _R_REPEATED, _R_STRIDED, _RANDOM, _REPEATED, _STRIDED, _starts, _streams_frame,
+                       _R_RANDOM, _R_REPEATED, _R_STRIDED, _RANDOM, _REPEATED, _STRIDED, _streams_frame,
                        int_bincount)
+
+
+def _starts(key_change: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(key_change)
 
 
 def segment(trace: Trace, *, by_op: bool = True) -> Segmentation:

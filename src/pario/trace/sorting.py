@@ -31,7 +31,7 @@ def index_dtype(n: int):
     return np.int32 if n < 2 ** 31 - 1 else np.int64
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _counting(rows, key, nkeys):
     """``rows`` stably sorted by ``key[row]`` (0 ≤ key < nkeys)."""
     cnt = np.zeros(nkeys + 1, dtype=np.int64)
@@ -48,6 +48,28 @@ def _counting(rows, key, nkeys):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _counting_all(key, order, nkeys, perm):
+    """Every row stably sorted by ``key`` into ``perm``; and whether ``order`` is
+    non-decreasing inside each key's rows (then ``perm`` is the (key, order, row) order)."""
+    n = len(key)
+    start = np.zeros(nkeys + 1, dtype=np.int64)
+    for i in range(n):
+        start[key[i] + 1] += 1
+    for k in range(nkeys):
+        start[k + 1] += start[k]
+    fill = start[:nkeys].copy()
+    for i in range(n):
+        k = key[i]
+        perm[fill[k]] = i
+        fill[k] += 1
+    for k in range(nkeys):
+        for j in range(start[k] + 1, start[k + 1]):
+            if order[perm[j]] < order[perm[j - 1]]:
+                return perm, False
+    return perm, True
+
+
 def counting_order(rows: np.ndarray, key: np.ndarray, nkeys: int | None = None) -> np.ndarray:
     """``rows`` (indices into ``key``) stably sorted by ``key[row]``, a non-negative integer
     key with ``nkeys`` values (default ``key.max() + 1``)."""
@@ -56,7 +78,7 @@ def counting_order(rows: np.ndarray, key: np.ndarray, nkeys: int | None = None) 
     return _counting(rows, key, max(int(nkeys), 1))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sort_groups_by(perm, key, order):
     """Within each run of equal ``key[perm[i]]``, stably sort ``perm`` by ``order[row]``
     (only runs that are not already non-decreasing)."""
@@ -88,8 +110,11 @@ def by_key_then_order(key: np.ndarray, order: np.ndarray, nkeys: int | None = No
     ``np.lexsort((rows, order[rows], key[rows]))`` in O(n) when the groups of ``key`` list
     their ``order`` non-decreasing (else those groups are sorted)."""
     n = len(key)
-    if rows is None:
-        rows = np.arange(n, dtype=index_dtype(n))
+    if rows is None:  # all rows: counted straight from the key, the order checked as it goes
+        if nkeys is None:
+            nkeys = int(key.max()) + 1 if n else 0
+        perm, ok = _counting_all(key, order, max(int(nkeys), 1), np.empty(n, dtype=index_dtype(n)))
+        return perm if ok else _sort_groups_by(perm, key, order)
     perm = counting_order(rows, key, nkeys)
     return _sort_groups_by(perm, key, order)
 
