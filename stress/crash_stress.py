@@ -25,7 +25,9 @@ Exclusive modes (one process, ``Store(root)``):
 * ``replicate-write`` ``Replicator(...).start()`` builds r1, r2 (and h1) in a thread while
   the main thread writes.
 
-Except in ``close``, a reader thread of the same process reads random ranges meanwhile.
+Except in ``close``, a reader thread of the same process reads random ranges meanwhile; the
+writer or replicator starts only once the reader has logged its first read (shared modes
+too), so a marker-placed kill never precedes every read.
 
 Shared modes (``Store(root, shared=True)`` in every process): 2–3 writer processes on
 disjoint ranges (random blocks of 40–300 kB over ``[0, 2 MiB + 256 KiB)``: some replicated,
@@ -350,6 +352,25 @@ def reader_loop(f, path, seed: int, stop) -> None:
         time.sleep(rng.uniform(0, 0.002))
 
 
+def _await_first_read(tdir: str) -> None:
+    """Wait until the reader has logged its first read (its log is no longer empty), so that a
+    kill placed after the victim's n-th marker never comes before any read: on a loaded
+    machine the reader's first read could otherwise lag the replicator's first chunks, and the
+    trial's stale-read check would hold vacuously."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            if os.stat(f"{tdir}/reads.bin").st_size > 0:
+                return
+        except FileNotFoundError:
+            pass
+        if os.path.exists(f"{tdir}/reader.err"):      # the reader thread failed: check() says so
+            return
+        if time.monotonic() - t0 > TIMEOUT:
+            raise RuntimeError("the reader logged no read")
+        time.sleep(0.0005)
+
+
 def writer_loop(cfg, w, st, f, log, stop, reopen_store=None, on_op=None):
     """Run writer ``w``'s operations until ``stop()``; returns the open (store, file)."""
     k = 0
@@ -405,6 +426,7 @@ def excl_worker(cfg: dict, root: str, tdir: str) -> None:
             except BaseException:             # reported by check()
                 Path(f"{tdir}/reader.err").write_text(traceback.format_exc())
         threading.Thread(target=read_thread, daemon=True).start()
+        _await_first_read(tdir)
     log("ready", now())
     mode = cfg["mode"]
     if mode == "replicator":
@@ -444,6 +466,9 @@ def shared_worker(cfg: dict, root: str, tdir: str, role: str, i: int) -> None:
         if time.monotonic() - t0 > TIMEOUT:
             raise RuntimeError("no go")
         time.sleep(0.0005)
+
+    if role != "reader" and cfg["reader"]:
+        _await_first_read(tdir)
 
     def stop() -> bool:
         return (tdir_p / "stop").exists()
