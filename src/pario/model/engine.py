@@ -515,6 +515,21 @@ _A3 = np.zeros((1, 2, 2))
 _EMPTY_TABLES = layout_tables([])
 
 
+def _server_check(top: int, system) -> None:
+    """A layout's largest server index ``top`` must name one of ``system``'s servers."""
+    if top >= system.n:
+        raise ParioError(f"layout uses server index {top} but system {system.name!r} has {system.n} servers")
+
+
+def _model_params(system, contiguous_alpha_table, network: bool) -> tuple:
+    """The kernel's cost parameters (CEDA seed 000 §3 eq. 1–4): (nserv, α_rand [n, 2],
+    contiguous α [n, 2], β [n, 2], alpha3 (unused), network, e, t)."""
+    e_net, t_net = (float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)
+    return (system.n, np.ascontiguousarray(system.alpha_table()[:, :, 0]),
+            np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64),
+            np.ascontiguousarray(system.beta_table(), dtype=np.float64), _A3, bool(network), e_net, t_net)
+
+
 def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool = False, limit: float = np.inf,
           suffix=None):
     """Distribution-model pricing (CEDA seed 000 §3 eq. 1–4) of ``trace`` under ``layout``
@@ -524,28 +539,23 @@ def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool =
     stopped): ``stopped`` = the running Σ_b T_sys (plus ``suffix``, a lower bound of the
     batches not priced yet: :func:`suffix_bound`) exceeded ``limit`` before the end;
     per_batch then holds the ``priced`` batches priced so far."""
-    n = system.n
-    prep = prepared(trace, bid)
-    at = system.alpha_table()
-    a_rand = np.ascontiguousarray(at[:, :, 0])
-    a_seq = np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64)
-    beta = np.ascontiguousarray(system.beta_table(), dtype=np.float64)
-    e_net, t_net = (float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)
-    leaves, lid = file_leaves(trace, layout)
-    tabs = layout_tables(leaves)
-    lim = float(limit)
+    return _price_leaves(prepared(trace, bid), *file_leaves(trace, layout), system,
+                         _model_params(system, contiguous_alpha_table, network), float(limit), suffix, None)
+
+
+def _price_leaves(req, leaves, lid, system, params, limit, suffix, subrequests):
+    """:func:`price` of requests ``req`` in service order (the columns of a :class:`Prepared`)
+    under the distinct layouts ``leaves`` (leaf ``lid[f]`` for file index f): monotone layouts
+    mapped by the kernel's tables, extent maps (CEDA's replicas) by the compiled directory
+    lookup of :mod:`pario.layout.extents_kernel` (or the given ``subrequests``)."""
+    tabs = layout_tables(leaves) if subrequests is None else None
     if tabs is not None:
-        if tabs.max_server >= n:
-            raise ParioError(f"layout uses server index {tabs.max_server} but system {system.name!r} has {n} servers")
+        _server_check(tabs.max_server, system)
         per_batch, servers, tot, stopped = price_kernel(
-            0, prep.bid, prep.nb, prep.rank, prep.op, prep.file, prep.offset, prep.length, _Z8, prep.nranks,
-            lid, *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, n, a_rand, a_seq, beta, _A3, bool(network),
-            e_net, t_net, lim, suffix)
+            0, req.bid, req.nb, req.rank, req.op, req.file, req.offset, req.length, _Z8, req.nranks, lid,
+            *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, *params, limit, suffix)
     else:
-        # extent maps (CEDA's replicas): mapped in service order by the compiled directory
-        # lookup of pario.layout.extents_kernel, fed to the kernel as per-request runs
-        per_batch, servers, tot, stopped = _price_mapped(prep, leaves, lid, system, a_rand, a_seq, beta, network,
-                                                         e_net, t_net, lim)
+        per_batch, servers, tot, stopped = _price_mapped(req, leaves, lid, system, params, limit, subrequests, suffix)
     terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3]),
              "priced": int(tot[4])}
     return per_batch, servers, terms, bool(stopped)
@@ -584,8 +594,7 @@ def busy(trace, layout, system, seq) -> np.ndarray | None:
     if tabs is None:
         return None
     n = system.n
-    if tabs.max_server >= n:
-        raise ParioError(f"layout uses server index {tabs.max_server} but system {system.name!r} has {n} servers")
+    _server_check(tabs.max_server, system)
     _, out, _, _ = price_kernel(
         2, np.zeros(len(trace), dtype=np.int64), 1, np.ascontiguousarray(trace.rank), np.ascontiguousarray(trace.op),
         np.ascontiguousarray(trace.file), np.ascontiguousarray(trace.offset, dtype=np.int64),
@@ -599,21 +608,19 @@ def busy(trace, layout, system, seq) -> np.ndarray | None:
 # ---------------------------------------------------------------------------- mapped layouts, given orders
 
 
-def _price_mapped(req, leaves, lid, system, a_rand, a_seq, beta, network, e_net, t_net, limit, sub=None):
+def _price_mapped(req, leaves, lid, system, params, limit, sub=None, suffix=None):
     """Mode 1 of :func:`price_kernel` for requests ``req`` in service order (the columns of a
     :class:`Prepared`): layouts without byte-count functions (extent maps) mapped request by
     request in that order (:func:`pario.layout.extents_kernel.map_in_order`), or the
     sub-requests ``sub`` = (ptr, server, local, length, datafile) given."""
     from ..layout.extents_kernel import map_in_order
 
-    n = system.n
     ptr, srv, loc, sln, sdf = sub if sub is not None else map_in_order(leaves, lid, req.file, req.offset, req.length)
-    if len(srv) and int(srv.max()) >= n:
-        raise ParioError(f"layout uses server index {int(srv.max())} but system {system.name!r} has {n} servers")
+    if len(srv):
+        _server_check(int(srv.max()), system)
     return price_kernel(
         1, req.bid, req.nb, req.rank, req.op, req.file, req.offset, req.length, _Z8, req.nranks, lid,
-        *_EMPTY_TABLES.arrays(), ptr, srv, loc, sln, sdf, n, a_rand, a_seq, beta, _A3, bool(network), e_net, t_net,
-        limit)
+        *_EMPTY_TABLES.arrays(), ptr, srv, loc, sln, sdf, *params, limit, suffix)
 
 
 def leaves_of(layouts) -> tuple[list, np.ndarray]:
@@ -636,27 +643,8 @@ def price_in_order(req, layouts, system, *, contiguous_alpha_table, network: boo
     pattern, then batch — :mod:`pario.plan.ceda`) without a trace and its sort.
     ``subrequests``: the requests' sub-requests under ``layouts`` when the caller has them
     (:func:`pario.layout.extents_kernel.map_in_order`; ``layouts`` then unused)."""
-    n = system.n
-    at = system.alpha_table()
-    a_rand = np.ascontiguousarray(at[:, :, 0])
-    a_seq = np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64)
-    beta = np.ascontiguousarray(system.beta_table(), dtype=np.float64)
-    e_net, t_net = (float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)
-    leaves, lid = leaves_of(layouts)
-    tabs = layout_tables(leaves) if subrequests is None else None
-    lim = float(limit)
-    if tabs is not None:
-        if tabs.max_server >= n:
-            raise ParioError(f"layout uses server index {tabs.max_server} but system {system.name!r} has {n} servers")
-        per_batch, servers, tot, stopped = price_kernel(
-            0, req.bid, req.nb, req.rank, req.op, req.file, req.offset, req.length, _Z8, req.nranks, lid,
-            *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, n, a_rand, a_seq, beta, _A3, bool(network), e_net, t_net,
-            lim)
-    else:
-        per_batch, servers, tot, stopped = _price_mapped(req, leaves, lid, system, a_rand, a_seq, beta, network,
-                                                         e_net, t_net, lim, subrequests)
-    terms = {"T_s": float(tot[0]), "T_t": float(tot[1]), "T_n": float(tot[2]), "subrequests": int(tot[3])}
-    return per_batch, servers, terms, bool(stopped)
+    return _price_leaves(req, *leaves_of(layouts), system, _model_params(system, contiguous_alpha_table, network),
+                         float(limit), None, subrequests)
 
 
 # ---------------------------------------------------------------------------- extent maps, chunk by chunk
@@ -703,10 +691,7 @@ def price_extents_by_chunks(req, es, system, *, contiguous_alpha_table, network:
     from ..layout.extents_kernel import Buffers, keep_requests, map_extent_set
 
     n = system.n
-    at = system.alpha_table()
-    params = (n, np.ascontiguousarray(at[:, :, 0]), np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64),
-              np.ascontiguousarray(system.beta_table(), dtype=np.float64), _A3, bool(network),
-              *((float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)), np.inf)
+    params = _model_params(system, contiguous_alpha_table, network)
     total = len(req.bid)
     chunk = int(chunk or MAP_CHUNK)
     lid = np.arange(len(es.e0), dtype=np.int64)
@@ -723,9 +708,8 @@ def price_extents_by_chunks(req, es, system, *, contiguous_alpha_table, network:
         m = b - a
         ptr, srv, loc, ln, df = map_extent_set(es, lid, req.file[a:b], req.offset[a:b], req.length[a:b],
                                                buffers=buf, front=F)
-        if len(srv) > F and int(srv[F:].max()) >= n:
-            raise ParioError(f"layout uses server index {int(srv[F:].max())} but system {system.name!r} has {n} "
-                             f"servers")
+        if len(srv) > F:
+            _server_check(int(srv[F:].max()), system)
         cols = {}  # the chunk's columns after room for the primer
         for name, col in (("bid", req.bid), ("rank", req.rank), ("file", req.file), ("offset", req.offset),
                           ("length", req.length)):
@@ -745,7 +729,7 @@ def price_extents_by_chunks(req, es, system, *, contiguous_alpha_table, network:
             per_batch, _, _, _ = price_kernel(
                 1, cols["bid"][F - P:], int(cols["bid"][-1]) + 1, cols["rank"][F - P:], ops[F - P:],
                 cols["file"][F - P:], cols["offset"][F - P:], cols["length"][F - P:], _Z8, req.nranks,
-                np.zeros(1, dtype=np.int64), *_EMPTY_TABLES.arrays(), s[0][F - P:], *s[1:], n, *params[1:])
+                np.zeros(1, dtype=np.int64), *_EMPTY_TABLES.arrays(), s[0][F - P:], *s[1:], *params, np.inf)
             res[b0:b0 + len(per_batch) - 1] = per_batch[1:]
             _last_served(s[0][F:], *s[1:], req.file[a:b], *st)
         a = b
