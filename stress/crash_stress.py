@@ -352,23 +352,25 @@ def reader_loop(f, path, seed: int, stop) -> None:
         time.sleep(rng.uniform(0, 0.002))
 
 
+def _until(cond, what: str) -> None:
+    """Poll ``cond()`` every 0.5 ms until it holds; RuntimeError ``what`` after :data:`TIMEOUT`."""
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > TIMEOUT:
+            raise RuntimeError(what)
+        time.sleep(0.0005)
+
+
 def _await_first_read(tdir: str) -> None:
     """Wait until the reader has logged its first read (its log is no longer empty), so that a
     kill placed after the victim's n-th marker never comes before any read: on a loaded
     machine the reader's first read could otherwise lag the replicator's first chunks, and the
-    trial's stale-read check would hold vacuously."""
-    t0 = time.monotonic()
-    while True:
-        try:
-            if os.stat(f"{tdir}/reads.bin").st_size > 0:
-                return
-        except FileNotFoundError:
-            pass
-        if os.path.exists(f"{tdir}/reader.err"):      # the reader thread failed: check() says so
-            return
-        if time.monotonic() - t0 > TIMEOUT:
-            raise RuntimeError("the reader logged no read")
-        time.sleep(0.0005)
+    trial's stale-read check would hold vacuously.  A failed reader thread ends the wait
+    (:func:`check` reports it)."""
+    def read_or_failed() -> bool:
+        log = Path(f"{tdir}/reads.bin")
+        return (log.exists() and log.stat().st_size > 0) or Path(f"{tdir}/reader.err").exists()
+    _until(read_or_failed, "the reader logged no read")
 
 
 def writer_loop(cfg, w, st, f, log, stop, reopen_store=None, on_op=None):
@@ -461,11 +463,7 @@ def shared_worker(cfg: dict, root: str, tdir: str, role: str, i: int) -> None:
         rep = make_replicator(st, cfg["replicate"], log)
     f = st.open("f") if role != "replicator" else None
     log("ready", now())
-    t0 = time.monotonic()
-    while not (tdir_p / "go").exists():
-        if time.monotonic() - t0 > TIMEOUT:
-            raise RuntimeError("no go")
-        time.sleep(0.0005)
+    _until((tdir_p / "go").exists, "no go")
 
     if role != "reader" and cfg["reader"]:
         _await_first_read(tdir)
