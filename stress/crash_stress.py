@@ -76,6 +76,15 @@ Oracles, independent of the store's code:
   with full replicas grown since has no such record: counted as "without an injectable
   record".)
 
+``--reboot`` (issue 28): every trial's recovery happens in "another boot" (``PARIO_BOOT_ID``
+changed between the crash and the recovery, as after a power loss).  Where the crash left the
+journal unclean (its header read by the independent reader, :mod:`pario.store.rmt_journal`),
+the header's ``verify`` flag must be set after the first opener and the checked recovery must
+have verified every CLEAN entry byte for byte; in a third of those trials a first recovery is
+SIGKILLed first, 0–30 ms into its open (so the verification is interrupted, done, or not begun),
+and the next opener must still verify.  A SIGKILL loses no page of the journal, so no CLEAN
+entry may differ (a differing one would be a record the store lost); afterwards the flag is 0.
+
 The test suite runs every mode (tests/test_crash.py).
 """
 
@@ -105,6 +114,8 @@ END = SIZE + EXT
 STRIPE = 64 << 10              # layout fixed:64k ...
 NSERV = 8                      # ... over the 8 servers of ceda-hdd8 (--cluster: the cluster's servers)
 CLUSTER: str | None = None     # --cluster DIR: every trial's store on RADOS (backend rados, 64 KiB objects)
+REBOOT = False                 # --reboot: the recovery in another boot (PARIO_BOOT_ID)
+REBOOT_KILL = 1 / 3            # --reboot: share of unclean trials whose first recovery is SIGKILLed
 OBJECT_SIZE = 64 << 10
 MAXW = 150_000                 # largest write
 MAXR = 65_536                  # largest read of the reader
@@ -1080,6 +1091,8 @@ def check(root: Path, tdir: Path, cfg: dict, init: bytes) -> dict:
     ref, size, inflight = expected(init, writes)
     out = {"lost": 0, "fsck_ok": False, "writes": len(writes), "acked": sum(w.td is not None for w in writes)}
     with Store(root) as st:                               # the first opener recovers
+        out["verified"] = st.verified_ranges is not None
+        out["differed"] = len(st.verified_ranges or [])
         rep = fsck(st)
         out["fsck_ok"] = rep["ok"] and rep["unclean"] == 0
         if not rep["ok"]:
@@ -1181,6 +1194,66 @@ def isolated(fn, *args):
     return val
 
 
+def journal_header(root: Path) -> dict:
+    """The RMT journal's header, read by the independent reader."""
+    from pario.store import rmt_journal
+
+    return rmt_journal.read(Path(root) / "rmt.log").header
+
+
+def killed_recovery(root: Path, boot: str, delay: float, shared: bool = False) -> str:
+    """A first opener of the store in boot ``boot`` (a process of its own), SIGKILLed
+    ``delay`` seconds after it starts opening; returns where it was: "killed" or "finished"."""
+    import subprocess
+
+    code = ("import sys\nfrom pario.store import Store\nprint('go', flush=True)\n"
+            f"Store(sys.argv[1], shared={bool(shared)}, lock_timeout=30).close()\nprint('done', flush=True)\n")
+    env = {**os.environ, "PARIO_BOOT_ID": boot}
+    p = subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env, text=True)
+    try:
+        if p.stdout.readline().strip() != "go":
+            raise RuntimeError(f"the recovery process failed to start: {p.communicate(timeout=TIMEOUT)[1][-400:]}")
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+        out, err = p.communicate(timeout=TIMEOUT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    if p.returncode == -signal.SIGKILL:
+        return "killed"
+    if p.returncode != 0:
+        raise RuntimeError(f"the recovery process failed (exit {p.returncode}): {err[-400:]}")
+    return "finished"
+
+
+def reboot_config(tseed: int) -> dict:
+    """--reboot: the new boot's id, whether a first recovery is killed, and when."""
+    rng = random.Random(tseed ^ 0xB007)
+    return {"boot": f"reboot-{tseed}", "kill": rng.random() < REBOOT_KILL, "delay": rng.uniform(0, 0.03)}
+
+
+def reboot_checks(boot: str, before: dict, after_first: dict | None, verified: bool, differed: int,
+                  root: Path) -> list[str]:
+    """--reboot: what the headers (independent reader: ``before`` the new boot, ``after_first``
+    a killed first recovery) and the checked recovery must show."""
+    problems = []
+    unclean = before["clean"] == 0
+    stamped = after_first is not None and after_first["boot_id"] == boot
+    # stamped with the flag cleared: the killed recovery had finished its verification
+    pending = unclean and (not stamped or after_first["verify"] == 1)
+    if pending and not verified:
+        problems.append("the recovery in the new boot skipped the byte-for-byte verification")
+    if not unclean and verified:
+        problems.append("a store closed cleanly was verified after the reboot")
+    if differed:
+        problems.append(f"{differed} CLEAN ranges differed from their originals after a SIGKILL (no page was lost)")
+    if journal_header(root)["verify"] != 0:
+        problems.append("the verify flag is still set after the recovery")
+    return problems
+
+
 def run_trial(base: Path, mode: str, tseed: int, keep: bool = False, **overrides) -> dict:
     """One trial; returns its metrics with ``problems`` (empty: passed).  The trial's
     directory is removed when it passed (unless ``keep``).  ``overrides`` replace entries of
@@ -1199,7 +1272,21 @@ def run_trial(base: Path, mode: str, tseed: int, keep: bool = False, **overrides
         run = _run_shared(cfg, root, tdir) if cfg["shared"] else _run_exclusive(cfg, root, tdir)
         res.update(run)
         res["problems"] += run.pop("harness_problems", [])
-        out = isolated(check, root, tdir, cfg, init)
+        if REBOOT:
+            rb = res["reboot"] = reboot_config(tseed)
+            before, after_first = journal_header(root), None
+            os.environ["PARIO_BOOT_ID"] = rb["boot"]
+            try:
+                if rb["kill"] and before["clean"] == 0:
+                    rb["first"] = killed_recovery(root, rb["boot"], rb["delay"], shared=cfg["shared"])
+                    after_first = journal_header(root)
+                out = isolated(check, root, tdir, cfg, init)
+            finally:
+                del os.environ["PARIO_BOOT_ID"]
+            res["problems"] += reboot_checks(rb["boot"], before, after_first, out["verified"], out["differed"], root)
+            rb["unclean"] = before["clean"] == 0
+        else:
+            out = isolated(check, root, tdir, cfg, init)
         res["problems"] += out.pop("problems")
         res.update(out)
     except Exception as exc:        # the harness or the store raised: a failed trial, kept for analysis
@@ -1242,9 +1329,15 @@ class Tally(TallyBase):
         self.in_close = self.in_flush = self.in_write = self.in_open = self.replicating = 0
         self.victims: dict[str, int] = defaultdict(int)
         self.kill_all = 0
+        self.rb_unclean = self.rb_verified = self.rb_killed = 0
 
     def add(self, r: dict) -> None:
         super().add(r)
+        rb = r.get("reboot")
+        if rb:
+            self.rb_unclean += bool(rb.get("unclean"))
+            self.rb_verified += bool(r.get("verified"))
+            self.rb_killed += rb.get("first") == "killed"
         self.lost += r.get("lost", 0)
         self.stale += r.get("stale_reads", 0)
         self.reads += r.get("reads", 0)
@@ -1287,7 +1380,11 @@ class Tally(TallyBase):
             kills.append(f"inside the reopen after a close {self.in_open}")
         if self.replicating:
             kills.append(f"while replicating {self.replicating}")
-        return s + (", ".join(kills) or "-") + f"; {self.seconds:.0f} s"
+        s += ", ".join(kills) or "-"
+        if self.rb_unclean or self.rb_verified:
+            s += (f"; reboot: {self.rb_unclean} left unclean, {self.rb_verified} verified byte for byte, "
+                  f"{self.rb_killed} after a recovery killed midway")
+        return s + f"; {self.seconds:.0f} s"
 
 
 def main(argv=None) -> int:
@@ -1300,7 +1397,12 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep every trial's directory")
     ap.add_argument("--cluster", default=None, metavar="DIR",
                     help="every trial's store on this 'pario cluster' (backend rados, 64 KiB objects)")
+    ap.add_argument("--reboot", action="store_true",
+                    help="recover every trial in another boot (PARIO_BOOT_ID): the power-loss verification")
     a = ap.parse_args(argv)
+    if a.reboot:
+        global REBOOT
+        REBOOT = True
     if a.cluster:
         global CLUSTER, NSERV
         from pario.cluster.state import load_state
@@ -1317,7 +1419,8 @@ def main(argv=None) -> int:
     plan = ([(modes[0], a.trial_seed)] if a.trial_seed is not None
             else [(modes[t % len(modes)], a.seed * 1_000_000 + t) for t in range(a.trials)])
     return drive(plan, lambda mode, ts: (run_trial(base, mode, ts, keep=a.keep), ""), {m: Tally(m) for m in modes},
-                 base, "crash stress", a.seed, "stress/crash_stress.py")
+                 base, "crash stress" + (" (recovery after a reboot)" if a.reboot else ""), a.seed,
+                 "stress/crash_stress.py" + (" --reboot" if a.reboot else ""))
 
 
 def drive(plan, run_one, tallies: dict, base: Path, title: str, seed: int, script: str) -> int:

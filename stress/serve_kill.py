@@ -70,6 +70,14 @@ Oracles, independent of the store's code:
   ``no-kill`` trials run the program with ``SK_FORGET``: rank 0 does not record one write
   as its own, and its next read of that range must report stale bytes.
 
+``--reboot`` (issue 28): everything after the kill happens in "another boot"
+(``PARIO_BOOT_ID`` changed, as after a power loss).  Where the kill left the journal unclean
+(its header read by the independent reader), the C library's re-runs must refuse the store —
+exit 0, one line, the file passed through, no DIRTY byte moved, the header's ``verify`` flag
+set — in a third of the trials a first Python recovery is SIGKILLed 0–30 ms into its open,
+and ``pario store fsck`` (the first opener) must verify every CLEAN entry byte for byte
+unless a killed recovery finished that; every other check as above, and the flag is 0 after.
+
 tests/test_serve_kill.py runs 10 trials.
 """
 
@@ -110,6 +118,7 @@ TIMEOUT = 120.0                # a job that has not ended this long after the ki
 MODES = ("one-rank", "in-call", "whole-job", "no-kill")
 CYCLE = ("one-rank", "in-call", "whole-job", "one-rank", "in-call", "one-rank", "in-call", "whole-job",
          "one-rank", "no-kill")          # 200 trials: 80 one-rank, 60 in-call, 40 whole-job, 20 no-kill
+REBOOT = False                 # --reboot: everything after the kill in another boot (PARIO_BOOT_ID)
 REUSE = 0.3                    # share of trials that reuse the previous trial's store
 CONTROL = 1 / 3                # share of killed trials with negative controls
 C_RECOVERY = 0.3               # share of killed trials the C library recovers first (the program re-run)
@@ -363,13 +372,16 @@ def _wait_op(cfg: dict, tail: Tail, p, start: float) -> bool:
 
 
 def run_job(cfg: dict, tdir: Path, lib: Path, exe: Path, logs: str = "logs", config: str = "config.txt",
-            kill: bool = True) -> dict:
-    """Run the program, kill as the mode says (unless not ``kill``), wait until every rank is gone."""
+            kill: bool = True, boot: str | None = None) -> dict:
+    """Run the program, kill as the mode says (unless not ``kill``), wait until every rank is
+    gone.  ``boot``: the run's PARIO_BOOT_ID (--reboot)."""
     logdir = tdir / logs
     logdir.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PARIO_", "SK_")) and k != "LD_PRELOAD"}
     env.update({"LD_PRELOAD": str(lib), "PARIO_STORE": str(tdir / "store"), "PARIO_PLAN": str(tdir / "plan.json"),
                 "PARIO_SERVE": "all"})
+    if boot:
+        env["PARIO_BOOT_ID"] = boot
     if cfg["kill_at"] and kill:
         env.update({"SK_KILL_RANK": str(cfg["victim"]), "SK_KILL_AT": cfg["kill_at"]})
     if cfg["forget"] and kill:
@@ -670,12 +682,22 @@ def check(tdir: Path, cfg: dict, init: bytes, run: dict) -> dict:
         out["forget_detected"] = bool(logs["stale"]) and all(r == 0 for r, _ in logs["stale"])
     # what the kill left in the RMT (the independent journal reader): replica bytes DIRTY
     out["dirty_left"] = dirty_bytes(root)
+    rb = run.get("reboot")
+    refused = bool(rb) and rb["unclean"]        # the C library must refuse the store after the reboot
     if "c_run" in run:
         c = run["c_run"]
-        out["c_recovered"] = True
+        out["c_recovered"] = not refused
         out["dirty_left"] = run["dirty_before_c"]
         ctext = (tdir / "mpiexec-logs-open.out").read_text(errors="replace")
-        if c["rc"] != 0 or c["hang"] or any(ln.startswith("pario:") for ln in ctext.splitlines()):
+        said = [ln for ln in ctext.splitlines() if ln.startswith("pario:")]
+        if refused:
+            out["c_refused"] = True
+            if c["rc"] != 0 or c["hang"] or len(said) != 1 or "rebooted" not in said[0]:
+                problems.append(f"the re-run after the reboot was not refused with one line (exit {c['rc']}): "
+                                f"{ctext[-600:]!r}")
+            if _cs.journal_header(root)["verify"] != 1:
+                problems.append("the journal's verify flag is not set after the refused re-run")
+        elif c["rc"] != 0 or c["hang"] or said:
             problems.append(f"the re-run that recovers in C failed (exit {c['rc']}): {ctext[-600:]!r}")
         if "c_kill" in run:
             k = run["c_kill"]
@@ -685,8 +707,13 @@ def check(tdir: Path, cfg: dict, init: bytes, run: dict) -> dict:
             if not k["killed"] and k["rc"] != 0:
                 problems.append(f"the recovery re-run failed without a kill (exit {k['rc']})")
         left = dirty_bytes(root)
-        if left:
+        if refused and left != run["dirty_before_c"]:
+            problems.append(f"the refused re-run moved DIRTY bytes ({run['dirty_before_c']} before, {left} after)")
+        elif left and not refused:
             problems.append(f"{left} replica bytes still DIRTY after the C library's recovery and last close")
+    if rb and rb["unclean"] and rb.get("kill"):      # a first recovery killed 0-30 ms into its open
+        rb["first"] = _cs.killed_recovery(root, rb["boot"], rb["delay"], shared=True)
+        rb["after_first"] = _cs.journal_header(root)
     # recovery: pario store fsck (the first opener recovers), then the bytes through the store
     ref, size, inflight = expected(cfg, init, writes)
     out["inflight"] = len(inflight)
@@ -694,6 +721,11 @@ def check(tdir: Path, cfg: dict, init: bytes, run: dict) -> dict:
     out["fsck_ok"] = rep["rc"] == 0 and rep["ok"] and rep["unclean"] == 0
     if not out["fsck_ok"]:
         problems.append(f"pario store fsck (exit {rep['rc']}, {rep['unclean']} unclean): {rep['problems'][:4]}")
+    if rb:
+        ver = rep.get("verification")
+        out["verified"] = isinstance(ver, dict)
+        problems += _cs.reboot_checks(rb["boot"], rb["before"], rb.get("after_first"), out["verified"],
+                                      len(ver["differed"]) if out["verified"] else 0, root)
     got = served_bytes(root)
     lost, msg = compare(cfg, got, ref, size, inflight)
     out["lost"] = lost
@@ -842,16 +874,28 @@ def run_trial(base: Path, mode: str, tseed: int, lib: Path, exe: Path, keep: boo
         init = setup(tdir, cfg, *(carry[:2] if carry else (None, None)))
         run = run_job(cfg, tdir, lib, exe)
         res["run"] = run
-        if cfg["c_recovery"] and (run["killed"] or (cfg["kill_at"] and run["rc"] != 0)):
-            # the program again, opening and closing the file only: the C library's first
-            # opener recovers the crashed store, its last close flushes
-            run["dirty_before_c"] = dirty_bytes(tdir / "store")
-            if cfg["c_recovery_kill"]:      # first a re-run with one rank killed in the open/recovery/close
-                kcfg = dict(cfg, mode="one-rank", kill_op=0, kill_delay=cfg["c_recovery_delay"] / 2, kill_at=None,
-                            forget=None)
-                run["c_kill"] = run_job(kcfg, tdir, lib, exe, logs="logs-open-killed", config="config-open.txt")
-            run["c_run"] = run_job(cfg, tdir, lib, exe, logs="logs-open", config="config-open.txt", kill=False)
-        out = check(tdir, cfg, init, run)
+        boot = None
+        if REBOOT:       # from here on, another boot
+            rb = run["reboot"] = res["reboot"] = _cs.reboot_config(tseed)
+            rb["before"] = _cs.journal_header(tdir / "store")
+            rb["unclean"] = rb["before"]["clean"] == 0
+            boot = rb["boot"]
+            os.environ["PARIO_BOOT_ID"] = boot
+        try:
+            if cfg["c_recovery"] and (run["killed"] or (cfg["kill_at"] and run["rc"] != 0)):
+                # the program again, opening and closing the file only: the C library's first
+                # opener recovers the crashed store, its last close flushes (--reboot: refuses it)
+                run["dirty_before_c"] = dirty_bytes(tdir / "store")
+                if cfg["c_recovery_kill"]:      # first a re-run with one rank killed in the open/recovery/close
+                    kcfg = dict(cfg, mode="one-rank", kill_op=0, kill_delay=cfg["c_recovery_delay"] / 2, kill_at=None,
+                                forget=None)
+                    run["c_kill"] = run_job(kcfg, tdir, lib, exe, logs="logs-open-killed", config="config-open.txt",
+                                            boot=boot)
+                run["c_run"] = run_job(cfg, tdir, lib, exe, logs="logs-open", config="config-open.txt", kill=False,
+                                       boot=boot)
+            out = check(tdir, cfg, init, run)
+        finally:
+            os.environ.pop("PARIO_BOOT_ID", None)
         res["problems"] += out.pop("problems")
         got = out.pop("got")
         res.update(out)
@@ -877,6 +921,7 @@ class Tally(_cs.TallyBase):
         self.lost = self.stale_own = self.stale_other = self.own_reads = self.other_reads = self.fsck_ok = 0
         self.acked = self.acked_bytes = self.inflight = self.reused = self.procs = self.dirty = 0
         self.c_rec = self.c_rec_dirty = self.c_rec_killed = 0
+        self.rb_unclean = self.rb_refused = self.rb_verified = self.rb_killed = 0
         self.ctl = defaultdict(lambda: [0, 0, 0])     # detected, tried, no candidate
         self.forget = [0, 0]
         self.where: dict[str, int] = defaultdict(int)
@@ -897,6 +942,12 @@ class Tally(_cs.TallyBase):
         self.c_rec += bool(r.get("c_recovered"))
         self.c_rec_dirty += bool(r.get("c_recovered")) and bool(r.get("dirty_left"))
         self.c_rec_killed += bool(r.get("c_killed"))
+        rb = r.get("reboot")
+        if rb:
+            self.rb_unclean += bool(rb.get("unclean"))
+            self.rb_refused += bool(r.get("c_refused"))
+            self.rb_verified += bool(r.get("verified"))
+            self.rb_killed += rb.get("first") == "killed"
         self.procs += r["cfg"]["nprocs"]
         for k, v in (r.get("controls") or {}).items():
             c = self.ctl[k]
@@ -928,6 +979,9 @@ class Tally(_cs.TallyBase):
             s += "; negative controls detected: " + ", ".join(ctl)
         if self.where:
             s += "; kills: " + ", ".join(f"{k} {v}" for k, v in sorted(self.where.items(), key=lambda kv: -kv[1]))
+        if self.rb_unclean or self.rb_verified:
+            s += (f"; reboot: {self.rb_unclean} left unclean, {self.rb_refused} re-runs refused by the C library, "
+                  f"{self.rb_verified} verified byte for byte by fsck, {self.rb_killed} after a recovery killed midway")
         return s + f"; {self.seconds:.0f} s"
 
 
@@ -941,7 +995,12 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep every trial's directory")
     ap.add_argument("--lib", default=None, help="preload this library (default: src/pario/native/libpario_trace.so, "
                                                 "built when stale), e.g. a deliberately broken one")
+    ap.add_argument("--reboot", action="store_true",
+                    help="everything after the kill in another boot (PARIO_BOOT_ID): the power-loss verification")
     a = ap.parse_args(argv)
+    if a.reboot:
+        global REBOOT
+        REBOOT = True
     modes = MODES if a.mode == "all" else (a.mode,)
     if any(m not in MODES for m in modes):
         ap.error(f"--mode {a.mode}: unknown (all, {', '.join(MODES)})")
@@ -966,8 +1025,9 @@ def main(argv=None) -> int:
         carry[0] = r.pop("carry", None)
         return r, " (reused store)" if reuse else ""
 
-    rc = _cs.drive(plan, run_one, {m: Tally(m) for m in modes}, base, "serve kill stress", a.seed,
-                   "stress/serve_kill.py")
+    rc = _cs.drive(plan, run_one, {m: Tally(m) for m in modes}, base,
+                   "serve kill stress" + (" (recovery after a reboot)" if a.reboot else ""), a.seed,
+                   "stress/serve_kill.py" + (" --reboot" if a.reboot else ""))
     if carry[0] is not None and not a.keep:
         shutil.rmtree(carry[0][0].parent, ignore_errors=True)
     return rc

@@ -78,6 +78,21 @@ def test_kill_trial_keeps_acknowledged_bytes(built, tmp_path, mode, seed, over):
         assert res["writes"] > 0
 
 
+@pytest.mark.parametrize("kill", [False, True])
+def test_kill_then_reboot_refused_then_verified(built, tmp_path, monkeypatch, kill):
+    """--reboot (issue 28): a whole-job kill, then another boot: the C library's re-run
+    refuses the store (one line, exit 0, nothing moved), a first Python recovery is killed
+    midway (``kill``), fsck verifies byte for byte, every acknowledged byte is served."""
+    lib, exe = built
+    monkeypatch.setattr(sk, "REBOOT", True)
+    monkeypatch.setattr(sk._cs, "REBOOT_KILL", 1.0 if kill else 0.0)
+    res = sk.run_trial(tmp_path, "whole-job", 61 + kill, lib, exe, kill_op=8, c_recovery=True, c_recovery_kill=False)
+    _passed(res)
+    assert res["killed"] and res["reboot"]["unclean"] and res["c_refused"]
+    assert res["reboot"].get("first") == ("killed" if kill else None)
+    assert res["verified"] or res["reboot"]["after_first"]["verify"] == 0
+
+
 def test_no_kill_then_reused_store_killed(built, tmp_path):
     """A run that ends (every rank logs as many writes as the program's own operation list,
     computed by the harness, says; every byte read back equals the harness's bytes), then a

@@ -216,6 +216,110 @@ def test_power_loss_refreshes_fresh_replicas_from_the_original(tmp_path, monkeyp
             assert f.read(0, 2 * MiB) == f0
 
 
+def _killed_in_verification(root, boot: str) -> None:
+    """A first opener in boot ``boot`` that dies at the start of the byte-for-byte
+    verification (after the core stamped ``boot`` into the journal header)."""
+    code = ("import os, sys\n"
+            "from pario.store import Store\n"
+            "Store.verify_clean = lambda self, *a, **k: os._exit(9)\n"
+            "Store(sys.argv[1])\n")
+    env = {**os.environ, "PARIO_BOOT_ID": boot}
+    cp = subprocess.run([sys.executable, "-c", code, str(root)], env=env, capture_output=True, text=True)
+    assert cp.returncode == 9, cp.stderr
+
+
+@pytest.mark.parametrize("clear_flag", [False, True])
+def test_power_loss_verification_killed_midway_is_redone(tmp_path, monkeypatch, clear_flag):
+    """Issue 28: the first opener after an unclean end in another boot stamps its boot id
+    into the journal header before it verifies.  Killed in the verification, the next
+    opener (in the same, new boot) must still verify: the decision is the header's
+    ``verify`` flag (read here by the independent journal reader), set before the boot id
+    changes and cleared only when the verification is done.  Every other opener meanwhile
+    refuses the store with one line.  Negative control (``clear_flag``): the flag zeroed
+    by hand, as the journal looked before the flag existed — the verification is skipped
+    and fsck finds the CLEAN replica that differs from its original."""
+    root = tmp_path / "s"
+    _store_with(root, {"f": data(7, 2 * MiB)})
+    monkeypatch.delenv("PARIO_BOOT_ID", raising=False)
+    _lose_journal_tail(root)
+    assert J.read(root / "rmt.log").header["verify"] == 0
+    _killed_in_verification(root, "boot-2")
+    hdr = J.read(root / "rmt.log").header
+    assert hdr["boot_id"] == "boot-2" and hdr["clean"] == 0 and hdr["verify"] == 1
+    monkeypatch.setenv("PARIO_BOOT_ID", "boot-2")
+    if clear_flag:
+        raw = bytearray((root / "rmt.log").read_bytes())
+        struct.pack_into("<I", raw, 52, 0)
+        (root / "rmt.log").write_bytes(bytes(raw))
+    else:
+        # a shared opener that is not first (another holds the store) refuses it
+        from pario.store.locks import StoreLock
+
+        hold = StoreLock(root / ".lock")
+        assert hold.try_shared()
+        try:
+            with pytest.raises(ParioError, match="verified byte for byte") as ei:
+                Store(root, shared=True, lock_timeout=2)
+            assert "\n" not in str(ei.value)
+            with Store(root, shared=True, lock_timeout=2, unverified_ok=True) as st:   # what fsck does
+                r = fsck(st)
+                assert not r["ok"] and r["verification"] == "pending"
+                assert any("not verified yet" in p for p in r["problems"])
+        finally:
+            hold.close()
+        assert J.read(root / "rmt.log").header["verify"] == 1
+    with Store(root) as st:
+        r = fsck(st)
+        if clear_flag:
+            assert not r["ok"] and any("differs" in p for p in r["problems"])
+            return
+        assert r["ok"], r["problems"]
+        # the replica's one CLEAN entry [100000, 400000), compared as one chunk, differed
+        assert r["verification"] == {"differed": [{"file": "f", "offset": 100_000, "bytes": 300_000}]}
+        with st.open("f") as f:
+            assert f.read(150_000, 1000) == b"W" * 1000
+    assert J.read(root / "rmt.log").header["verify"] == 0
+    with Store(root, recover=False) as st:           # the replica's bytes reached the original
+        h = st.backend.open("f")
+        assert st.backend.read_at(h, 150_000, 1000) == b"W" * 1000
+        st.backend.close(h)
+
+
+def test_a_refused_opener_that_closes_last_leaves_the_store_unverified(tmp_path, monkeypatch):
+    """A Python opener that did not verify (not first: another process held the store) and
+    closes last must leave the store as it is: a last close that flushed, made the FRESH
+    replica entries CLEAN (settle) and marked the journal clean would let the verification
+    trust a replica whose copy never reached the disk.  Here the copy is "lost" (the
+    replica's bytes zeroed, as after a power failure before writeback); afterwards the
+    verification refreshes the replica from the original, which keeps every byte."""
+    root = tmp_path / "s"
+    f0 = data(7, 2 * MiB)
+    _store_with(root, {"f": f0})
+    monkeypatch.delenv("PARIO_BOOT_ID", raising=False)
+    _lose_journal_tail(root, settle=False)                          # FRESH entries [100000, 400000)
+    _killed_in_verification(root, "boot-2")
+    monkeypatch.setenv("PARIO_BOOT_ID", "boot-2")
+    with Store(root, recover=False, unverified_ok=True) as st:     # the copy never reached the disk
+        h = st.backend.open(".replica/f/r1")
+        st.backend.write_at(h, 100_000, bytes(300_000))            # the extent, at its logical offsets
+        st.backend.close(h)
+    from pario.store.locks import StoreLock
+
+    hold = StoreLock(root / ".lock")
+    assert hold.try_shared()
+    st = Store(root, shared=True, lock_timeout=2, unverified_ok=True)
+    hold.close()                                                   # ... so this one closes last
+    end = J.read(root / "rmt.log").header["end"]
+    st.close()
+    hdr = J.read(root / "rmt.log").header
+    assert hdr["verify"] == 1 and hdr["clean"] == 0 and hdr["end"] == end     # nothing appended, nothing marked
+    with Store(root) as st:
+        assert st.verified_ranges == []
+        assert fsck(st)["ok"]
+        with st.open("f") as f:
+            assert f.read(0, 2 * MiB) == f0
+
+
 def test_lost_size_is_reported_and_get_refuses(tmp_path):
     """Bytes past a clean file's recorded size (the metadata lost a committed size, e.g. its
     write-ahead log deleted): fsck reports it, `store get` refuses it with one line."""

@@ -79,12 +79,13 @@ def register(sub) -> None:
     fk.set_defaults(func=_fsck)
 
 
-def _open(args, exclusive: bool = False):
+def _open(args, exclusive: bool = False, unverified_ok: bool = False):
     """The store, shared with other processes (MPI ranks, a running ``pario replicate``)
     unless the command changes its structure (``rm``)."""
     from ..store import Store
 
-    return Store(args.store, direct=getattr(args, "direct", False), shared=not exclusive)
+    return Store(args.store, direct=getattr(args, "direct", False), shared=not exclusive,
+                 unverified_ok=unverified_ok)
 
 
 def _init(args) -> int:
@@ -185,13 +186,17 @@ def _fsck(args) -> int:
             print_json({**done, "fsck": rep})
             return 0 if rep["ok"] else 1
     else:
-        with _open(args) as st:
+        with _open(args, unverified_ok=True) as st:
             rep = fsck(st, checksums=not args.no_checksums)
     if args.json:
         print_json(rep)
     else:
         for p in rep["problems"]:
             console.print(f"[red]problem[/red]: {p}")
+        ver = rep.get("verification")
+        if isinstance(ver, dict):
+            console.print(f"verified after an unclean end in another boot: {len(ver['differed'])} replicated "
+                          "range(s) differed from their originals (the copy reads were served from was kept)")
         console.print(f"{'clean' if rep['ok'] else 'NOT clean'}: {rep['files']} files, {rep['entries']} RMT entries "
                       f"({rep['unclean']} pending sync), {format_size(rep['checked_bytes'])} of replicas checked")
     return 0 if rep["ok"] else 1

@@ -736,13 +736,14 @@ static PyObject *Core_stats(Core *self, PyObject *unused)
         return NULL;
     const rmt_core *c = &self->c;
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:K,s:K,s:i,s:i,s:i,s:s,s:s,s:i,s:K}", "end",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:K,s:K,s:i,s:i,s:i,s:i,s:s,s:s,s:i,s:K}", "end",
         (unsigned long long)c->log.end, "seq", (unsigned long long)c->log.seq, "synced",
         (unsigned long long)c->log.hdr->synced, "epoch", (unsigned long long)c->log.hdr->epoch, "entries",
         (unsigned long long)c->ix.nent, "skipped", (unsigned long long)c->skipped, "files", (Py_ssize_t)c->ix.files.n,
         "replicas", (Py_ssize_t)c->ix.reps.n, "jobs", (Py_ssize_t)c->ix.jobs.n, "regver",
         (unsigned long long)c->ix.regver, "file_bytes", (unsigned long long)c->log.fsize, "clean",
-        (int)c->log.hdr->clean, "prev_clean", c->prev_clean, "prev_other_boot", c->prev_other_boot, "boot_id",
+        (int)c->log.hdr->clean, "prev_clean", c->prev_clean, "prev_other_boot", c->prev_other_boot, "verify",
+        (int)__atomic_load_n(&c->log.hdr->verify, __ATOMIC_ACQUIRE), "boot_id",
         c->boot_id, "path", c->path, "shared", c->shared, "dead_holders", (unsigned long long)c->dead_holders);
     unlock_mu(self);
     return d;
@@ -793,20 +794,32 @@ static PyObject *Core_set_clean(Core *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-static PyObject *Core_checkpoint(Core *self, PyObject *unused)
+/* a whole-journal operation of the core, under the mutex with the GIL released */
+static PyObject *core_op(Core *self, int (*op)(rmt_core *), const char *what)
 {
-    (void)unused;
     if (check_open(self))
         return NULL;
     lock_mu(self);
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = rmt_checkpoint(&self->c);
+    rc = op(&self->c);
     Py_END_ALLOW_THREADS
     unlock_mu(self);
     if (rc)
-        return fail(self, rc, "compacting the journal");
+        return fail(self, rc, what);
     Py_RETURN_NONE;
+}
+
+static PyObject *Core_verified(Core *self, PyObject *unused)
+{
+    (void)unused;
+    return core_op(self, rmt_verified, "clearing the verification flag");
+}
+
+static PyObject *Core_checkpoint(Core *self, PyObject *unused)
+{
+    (void)unused;
+    return core_op(self, rmt_checkpoint, "compacting the journal");
 }
 
 /* lock(fid, x, e, exclusive): the store's range lock; waits (GIL released) up to the timeout */
@@ -893,6 +906,8 @@ static PyMethodDef Core_methods[] = {
     {"stats", (PyCFunction)Core_stats, METH_NOARGS, "journal and table statistics"},
     {"sync", (PyCFunction)Core_sync, METH_NOARGS, "fdatasync the journal"},
     {"set_clean", (PyCFunction)Core_set_clean, METH_O, "mark the journal closed cleanly (durable) or not"},
+    {"verified", (PyCFunction)Core_verified, METH_NOARGS,
+     "the power-loss verification is complete and durable: clear the header's verify flag"},
     {"checkpoint", (PyCFunction)Core_checkpoint, METH_NOARGS, "rewrite the journal as its state (alone only)"},
     {"lock", (PyCFunction)(void (*)(void))Core_lock, METH_FASTCALL, "lock(fid, x, e, exclusive)"},
     {"unlock", (PyCFunction)(void (*)(void))Core_unlock, METH_FASTCALL, "unlock(fid, x, e)"},

@@ -103,12 +103,16 @@ int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, i
         rmt_hdr *h = c->log.hdr;
         c->prev_clean = h->clean == 1;
         c->prev_other_boot = h->boot_id[0] && strncmp(h->boot_id, c->boot_id, sizeof h->boot_id) != 0;
+        /* the power-loss decision, made before anything rewrites the header (docs/store.md,
+         * "Durability"): an unclean end in another boot, or a verification still pending */
+        c->verify = h->verify == 1 || (c->prev_other_boot && !c->prev_clean);
         rc = rmt_log_replay(&c->log, &c->ix, 0, &c->skipped);
         if (!rc)
             rc = init_journal_lock(c->log.hdr);
         if (!rc)
-            rc = rmt_log_repair(&c->log, c->boot_id);
+            rc = rmt_log_repair(&c->log, c->boot_id, c->verify);
     } else {
+        c->verify = __atomic_load_n(&c->log.hdr->verify, __ATOMIC_ACQUIRE) == 1;
         rc = rmt_log_replay(&c->log, &c->ix, __atomic_load_n(&c->log.hdr->end, __ATOMIC_ACQUIRE), &c->skipped);
     }
     if (rc)
@@ -313,6 +317,20 @@ int rmt_set_clean(rmt_core *c, int clean)
     return clean ? rmt_log_sync(&c->log) : RMT_OK;
 }
 
+/* The first opener verified every CLEAN entry byte for byte, refreshed the FRESH ones and
+ * flushed (all of it durable, the journal synced): the store may serve again. */
+int rmt_verified(rmt_core *c)
+{
+    int rc = rmt_log_sync(&c->log);
+    if (rc)
+        return rc;
+    __atomic_store_n(&c->log.hdr->verify, 0u, __ATOMIC_SEQ_CST);
+    rc = rmt_log_sync(&c->log);
+    if (!rc)
+        c->verify = 0;
+    return rc;
+}
+
 /* Rewrite the journal as the state it describes (one record per replica, job and entry),
  * then continue on the new file.  Only when no other process has the store open. */
 int rmt_checkpoint(rmt_core *c)
@@ -347,6 +365,7 @@ int rmt_checkpoint(rmt_core *c)
             rc = init_journal_lock(lg.hdr);
         if (!rc) {
             memcpy(lg.hdr->boot_id, c->log.hdr->boot_id, sizeof lg.hdr->boot_id);
+            lg.hdr->verify = c->log.hdr->verify;     /* a pending verification survives the rewrite */
             lg.hdr->clean = 0;
             if (fdatasync(lg.fd) != 0)
                 rc = RMT_EIO;

@@ -55,7 +55,10 @@ typedef struct {
     uint64_t seq;          /* 32: seq of the last published record */
     uint64_t synced;       /* 40: offset up to which the journal was fdatasync'ed */
     uint32_t clean;        /* 48: 1 = closed cleanly (no copy pending, everything durable) */
-    uint32_t reserved;     /* 52 */
+    uint32_t verify;       /* 52: 1 = ended uncleanly in another boot (a power loss?): every CLEAN
+                              entry must be verified byte for byte (and FRESH ones refreshed)
+                              before the store serves anything; set before boot_id changes,
+                              cleared only by the opener that completed the verification */
     char boot_id[40];      /* 56: boot of the session that opened the store first */
     char pad[32];          /* 96 */
     union {                /* 128: the journal lock of a shared store: a process-shared, robust
@@ -213,7 +216,7 @@ void rmt_log_publish(rmt_log *lg);
 int rmt_log_sync(rmt_log *lg);
 int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *records);
 
-int rmt_log_repair(rmt_log *lg, const char *boot_id);
+int rmt_log_repair(rmt_log *lg, const char *boot_id, int verify);
 
 /* locks.c: fcntl open-file-description locks with a timeout */
 int rmt_lock(int fd, int64_t start, int64_t len, int exclusive, double timeout);
@@ -236,6 +239,8 @@ typedef struct {
     uint64_t dead_holders; /* journal locks taken over from a process that died holding them */
     int prev_clean;        /* first opener: the journal was closed cleanly */
     int prev_other_boot;   /* first opener: ... last opened in another boot (power loss?) */
+    int verify;            /* the header's verify flag as this process found it: the store
+                              serves nothing until a first opener verified it (rmt_verified) */
     char *path;
     char boot_id[40];
 } rmt_core;
@@ -257,6 +262,7 @@ int rmt_claim(rmt_core *c, uint64_t o, uint64_t r, int64_t x, int64_t e, double 
 int rmt_sync(rmt_core *c);
 int rmt_checkpoint(rmt_core *c);
 int rmt_set_clean(rmt_core *c, int clean);
+int rmt_verified(rmt_core *c);
 int rmt_range_lock(rmt_core *c, uint64_t fid, int64_t x, int64_t e, int exclusive, double timeout);
 int rmt_range_unlock(rmt_core *c, uint64_t fid, int64_t x, int64_t e);
 

@@ -399,10 +399,16 @@ int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *reco
 }
 
 /* First opener (alone): make the header describe what the replay found, end the journal
- * there, remember the previous session's clean flag for the caller, and
- * record this boot as the one that opened it; durable before anything else happens. */
-int rmt_log_repair(rmt_log *lg, const char *boot_id)
+ * there, and record this boot as the one that opened it; durable before anything else
+ * happens.  verify: the previous session ended uncleanly in another boot (or a verification
+ * it demanded was never completed): the flag is set *before* the boot id changes (program
+ * order on the shared page: a process killed between the two stores leaves the flag, a power
+ * loss leaves the old boot id), and never cleared here (rmt_verified does, after the
+ * verification). */
+int rmt_log_repair(rmt_log *lg, const char *boot_id, int verify)
 {
+    if (verify)
+        __atomic_store_n(&lg->hdr->verify, 1u, __ATOMIC_SEQ_CST);
     /* zeros from the end on: records of a lost session beyond the end (power loss keeps
      * pages in any order) must never line up with new ones and look valid */
     if (ftruncate(lg->fd, (off_t)lg->end) != 0)

@@ -161,8 +161,13 @@ def fsck(store: Store, *, checksums: bool = True) -> dict:
         if bad is not None:
             problems.append(f"RMT entries of {on!r} at offset {bad}: a DIRTY copy with another copy not STALE")
 
+    unverified = st.unverified
+    if unverified:
+        problems.append(f"the store ended uncleanly in another boot and its replicas are not verified yet (another "
+                        f"process has it open, and it serves nothing until then): run 'pario store fsck --store "
+                        f"{st.root}' again while no program uses it")
     checked = 0
-    if checksums:
+    if checksums and not unverified:
         for o, ents in entries.items():
             on = nm(o)
             if on not in sizes:
@@ -176,6 +181,8 @@ def fsck(store: Store, *, checksums: bool = True) -> dict:
             "checked_bytes": checked, "files": len([n for n in names if not n.startswith(RESERVED)]),
             "uploads_in_progress": len([n for n in names if n.startswith(INCOMING_PREFIX)]),
             "pending_jobs": sorted(nm(r) for r in pending),
+            "verification": ("pending" if unverified else None if st.verified_ranges is None else
+                             {"differed": [{"file": f, "offset": o, "bytes": n} for f, o, n in st.verified_ranges]}),
             "journal": {"bytes": stats["end"], "records": stats["seq"], "synced": stats["synced"]}}
 
 

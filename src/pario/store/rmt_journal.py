@@ -30,7 +30,7 @@ NU = {ADD: 5, MARK: 4, SETFLAG: 4, TRIM: 2, GROW: 3, DROP: 1, REGISTER: 2, JOB: 
 MAGIC = b"PARIORMT"
 HDR_SIZE = 4096
 HEAD = struct.Struct("<IIQHHI")          # size, crc, seq, type, a16, a32
-HEADER = struct.Struct("<8sIIQQQQII40s")  # magic, version, hdr_size, epoch, end, seq, synced, clean, reserved, boot
+HEADER = struct.Struct("<8sIIQQQQII40s")  # magic, version, hdr_size, epoch, end, seq, synced, clean, verify, boot
 I64_MAX = (1 << 63) - 1
 
 
@@ -66,11 +66,11 @@ def read(path, limit: int | None = None) -> Journal:
     raw = Path(path).read_bytes()
     if len(raw) < HDR_SIZE:
         raise ValueError(f"{path}: shorter than its header")
-    magic, version, hdr_size, epoch, end, seq, synced, clean, _, boot = HEADER.unpack_from(raw, 0)
+    magic, version, hdr_size, epoch, end, seq, synced, clean, verify, boot = HEADER.unpack_from(raw, 0)
     if magic != MAGIC or version != 1 or hdr_size != HDR_SIZE:
         raise ValueError(f"{path}: not an RMT journal (magic {magic!r}, version {version})")
     header = {"epoch": epoch, "end": end, "seq": seq, "synced": synced, "clean": clean,
-              "boot_id": boot.rstrip(b"\0").decode(errors="replace")}
+              "verify": verify, "boot_id": boot.rstrip(b"\0").decode(errors="replace")}
     stop = end if limit is None else (limit or len(raw))
     stop = min(stop, len(raw))
     pos, last, out, reason = HDR_SIZE, 0, [], "end"

@@ -165,7 +165,7 @@ class Store:
     supports_shared = True
 
     def __init__(self, root, *, direct: bool = False, cost=None, recover: bool = True, shared: bool = False,
-                 lock_timeout: float = DEFAULT_TIMEOUT):
+                 lock_timeout: float = DEFAULT_TIMEOUT, unverified_ok: bool = False):
         self.root = Path(root)
         cfg = read_config(self.root)
         self.config = cfg
@@ -228,11 +228,14 @@ class Store:
         self.cost = cost or profile_cost(self.system, op=0)
         self.fg_last = 0.0
         self.recovering = False
+        self.verified_ranges: list | None = None     # recovery verified the replicas: the ranges that differed
         self._files: dict[str, File] = {}
         self._lock = threading.RLock()
         self._lazy: LazySync | None = None
         self.closed = False
         try:
+            if self.rmt.stats()["verify"] and not (recover and first) and not unverified_ok:
+                raise ParioError(self.unverified_message())
             if recover and first:
                 self.recover()
             if self.shared and first:
@@ -242,6 +245,17 @@ class Store:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def unverified(self) -> bool:
+        """The store ended uncleanly in another boot and its replicas were not verified yet
+        (the journal header's ``verify`` flag): nothing may be served from it."""
+        return bool(self.rmt.stats()["verify"])
+
+    def unverified_message(self) -> str:
+        return (f"store {self.root} was not closed cleanly before the machine rebooted: its replicas must be "
+                "verified byte for byte before it serves, and another process has it open; run "
+                f"'pario store fsck --store {self.root}' while no program uses it")
 
     def _need_exclusive(self, what: str) -> None:
         if self.shared:
@@ -259,12 +273,16 @@ class Store:
            extending write whose size never committed);
         3. after a crash in another boot (the journal was not closed cleanly, and the machine
            rebooted since: a power failure may have lost journal records that were not yet
-           durable, while data pages reached the disk), every CLEAN entry is compared byte
-           for byte with the original; where they differ, a write was not acknowledged as
-           durable, and the copy reads were served from wins (CEDA route: the replica;
-           hybrid: the original) — :meth:`verify_clean`;
+           durable, while data pages reached the disk), FRESH entries become STALE and every
+           CLEAN entry is compared byte for byte with the original; where they differ, a
+           write was not acknowledged as durable, and the copy reads were served from wins
+           (CEDA route: the replica; hybrid: the original) — :meth:`verify_clean`.  The
+           decision is the journal header's ``verify`` flag, set by the C core before it
+           stamps this boot's id (``rmt_open``), so a recovery killed midway is redone by
+           the next opener, and every other opener refuses the store until it is done;
         4. every file with unclean entries is flushed (COPYING entries of a replicator that
-           is gone count as STALE).
+           is gone count as STALE);
+        5. the journal is synced, and then the ``verify`` flag cleared (durable).
 
         Returns the names of the files flushed."""
         rmt = self.rmt
@@ -288,10 +306,10 @@ class Store:
                 ent = rmt.entries(name)
                 if ent.n and int(ent.end.max()) > size:
                     rmt.trim(name, size)
-            st = rmt.stats()
-            if st["prev_other_boot"] and not st["prev_clean"]:
+            verify = bool(rmt.stats()["verify"])
+            if verify:
                 self.distrust_fresh()
-                self.verify_clean()
+                self.verified_ranges = self.verify_clean()
             done = []
             for name in rmt.files_with_unclean():
                 if not self.backend.exists(name):
@@ -303,6 +321,8 @@ class Store:
                     f.close()
                 done.append(name)
             rmt.sync()
+            if verify:
+                rmt.core.verified()
             return done
         finally:
             self.recovering = False
@@ -570,7 +590,9 @@ class Store:
                 self._lazy.stop()
                 self._lazy = None
             alone = not self.shared or (self._slock.fd >= 0 and self._slock.try_exclusive())
-            if alone and self.rmt is not None:
+            # a store still to be verified after an unclean end in another boot (refused, or its
+            # recovery failed) is left exactly as it is: no flush, no FRESH -> CLEAN, no clean mark
+            if alone and self.rmt is not None and not self.unverified:
                 if self.shared:
                     # the last process out: finish what others left (dirty flags, uncommitted sizes)
                     self.flush()

@@ -1113,10 +1113,6 @@ int pxs_store_flush(pxs_store *st)
 static int recover(pxs_store *st)
 {
     rmt_core *c = &st->rmt;
-    if (c->prev_other_boot && !c->prev_clean)
-        return pxs_fail(st, PXS_ENOSYS, "store %s was not closed cleanly before the machine rebooted: its replicas "
-                        "must be verified byte for byte first; open it once with pario (pario store flush --store %s)",
-                        st->cfg.root, st->cfg.root);
     st->recovering = 1;
     int rc = PXS_OK;
     /* the originals first (a TRIM changes the table being walked) */
@@ -1317,6 +1313,13 @@ int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size
         else
             st->have_rmt = 1;
     }
+    /* a store that ended uncleanly in another boot serves nothing until its replicas were
+     * verified byte for byte (Store.verify_clean); the flag stays in the journal's header
+     * until that is done, so every opener refuses, not just the first */
+    if (!rc && st->rmt.verify)
+        rc = pxs_fail(st, PXS_EVERIFY, "store %s was not closed cleanly before the machine rebooted: its replicas "
+                      "must be verified byte for byte before it serves; run 'pario store fsck --store %s' while no "
+                      "program uses it", root, root);
     if (!rc && st->first && !(flags & PXS_NORECOVER))
         rc = recover(st);
     if (!rc && st->shared && st->first) {

@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,7 +86,11 @@ static void say(const char *fmt, ...)
 
 typedef struct srv_store {
     char *root;
-    pxs_store *st;
+    pxs_store *st;         /* NULL: the store was refused, and stays refused for this process */
+    char *why;             /* ... why (said once) */
+    int told;
+    int hold_fd;           /* refused for a pending verification: LOCK_SH on its .lock until the
+                              end of the job, so that nobody verifies it under the job */
     int32_t *kinds;        /* per server of the profile: 0 HServer, 1 SServer */
     struct srv_store *next;
 } srv_store;
@@ -129,33 +134,47 @@ static int32_t *server_kinds(const pxs_store *st)
     return k;
 }
 
-/* The store at root, opened (shared) at its first use by this process. */
-static srv_store *get_store(const char *root, char *err, size_t errlen)
+/* The store at root, opened (shared) at its first use by this process; NULL only when out
+ * of memory.  A store that cannot be opened is remembered as refused (->st NULL, ->why): one
+ * decision per store for the whole job, so that no later open of this process serves a file
+ * from the store after an earlier one passed it through (its writes would be missed). */
+static srv_store *get_store(const char *root)
 {
     pthread_mutex_lock(&reg_mu);
     srv_store *s = stores;
     while (s && strcmp(s->root, root) != 0)
         s = s->next;
-    if (!s) {
+    if (!s && (s = calloc(1, sizeof *s)) && (s->root = strdup(root))) {
+        s->hold_fd = -1;
+        char err[PXS_ERRLEN] = "";
         pxs_store *st = NULL;
         int flags = PXS_SHARED | PXS_FLUSH_AT_END |
                     (getenv("PARIO_DIRECT") && strcmp(getenv("PARIO_DIRECT"), "1") == 0 ? PXS_DIRECT : 0);
-        if (pxs_store_open(root, flags, &st, err, errlen) == 0) {
-            s = calloc(1, sizeof *s);
-            if (s && (s->root = strdup(root)) && (s->kinds = server_kinds(st))) {
-                s->st = st;
-                s->next = stores;
-                stores = s;
-            } else {
-                if (s) {
-                    free(s->root);
-                    free(s);
+        int rc = pxs_store_open(root, flags, &st, err, sizeof err);
+        if (rc == 0 && !(s->kinds = server_kinds(st))) {
+            pxs_store_close(st, err, sizeof err);
+            snprintf(err, sizeof err, "out of memory");
+            rc = PXS_ENOMEM;
+        }
+        if (rc == 0) {
+            s->st = st;
+        } else {
+            s->why = strdup(err[0] ? err : "the store cannot be opened");
+            if (rc == PXS_EVERIFY) {
+                char lock[PATH_MAX];
+                snprintf(lock, sizeof lock, "%s/.lock", root);
+                s->hold_fd = open(lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+                if (s->hold_fd >= 0 && flock(s->hold_fd, LOCK_SH | LOCK_NB) != 0) {
+                    close(s->hold_fd);
+                    s->hold_fd = -1;
                 }
-                s = NULL;
-                pxs_store_close(st, err, errlen);
-                snprintf(err, errlen, "out of memory");
             }
         }
+        s->next = stores;
+        stores = s;
+    } else if (!s || !s->root) {
+        free(s);
+        s = NULL;
     }
     pthread_mutex_unlock(&reg_mu);
     return s;
@@ -393,24 +412,35 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     PMPI_Comm_rank(comm, &me);
 
     char err[PXS_ERRLEN] = "";
-    srv_store *ss = get_store(root, err, sizeof err);
+    srv_store *ss = get_store(root);
     const pxs_json *plan = NULL;
-    const char *why = NULL;
-    if (ss && planpath)
+    const char *why = !ss ? "out of memory" : !ss->st ? ss->why : NULL;
+    if (!why && planpath)
         plan = get_plan(planpath, ss, &why);
-    int ok = ss != NULL && why == NULL;
+    int ok = why == NULL;
     int rc = MPI_SUCCESS;
     char shadow[PATH_MAX + 64] = "";
     if (ok)
         shadow_path(shadow, sizeof shadow, root, name);
 
-    /* rank 0 decides (one broadcast: a file that passes through costs no other collective):
-     * served?, and creates the file, the shadow directory and the shared pointer when it
-     * must; another rank whose store failed fails the served open below (MPI_ERR_IO) */
+    /* one decision for every rank: if any rank cannot serve (its store refused, the plan
+     * unusable), every rank passes the file through, and the lowest such rank says why (a
+     * refused store once per process: it stays refused for the job) */
+    int bad = ok ? INT_MAX : me, first_bad = INT_MAX;
+    if (PMPI_Allreduce(&bad, &first_bad, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+        first_bad = -1;
+    if (first_bad != INT_MAX) {
+        if (me == first_bad && !(ss && !ss->st && ss->told))
+            say("%s; %s passes through to MPI-IO", why, name);
+        if (me == first_bad && ss && !ss->st)
+            ss->told = 1;
+        goto done;
+    }
+
+    /* rank 0 decides (one broadcast): served?, and creates the file, the shadow directory and
+     * the shared pointer when it must */
     int dec[2] = {0, MPI_SUCCESS};
-    if (me == 0 && !ok)
-        say("%s; %s passes through to MPI-IO", ss ? why : err, name);
-    if (me == 0 && ok) {
+    if (me == 0) {
         pxs_meta_rec rec;
         memset(&rec, 0, sizeof rec);
         int found = pxs_meta_get(&ss->st->meta, name, &rec, err, sizeof err);
@@ -461,18 +491,14 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     }
 
     /* every rank opens the store file, then the shadow */
-    px_srv *s = ok ? calloc(1, sizeof *s) : NULL;
+    px_srv *s = calloc(1, sizeof *s);
     pxs_file *pf = NULL;
     int opened = s && pxs_open(ss->st, name, &pf) == 0;
-    if (!opened && s)
-        snprintf(err, sizeof err, "%s", pxs_store_error(ss->st));
-    else if (!ok && ss)
-        snprintf(err, sizeof err, "%.400s", why);
     int allopen = 0;
     PMPI_Allreduce(&opened, &allopen, 1, MPI_INT, MPI_MIN, comm);
     if (!allopen) {
         if (!opened)
-            say("cannot open %s in the store %s: %s", name, root, s || !ok ? err : "out of memory");
+            say("cannot open %s in the store %s: %s", name, root, s ? pxs_store_error(ss->st) : "out of memory");
         if (pf)
             pxs_close(pf);
         free(s);
@@ -1086,9 +1112,9 @@ int px_serve_delete(const char *filename, MPI_Info info, int *rc)
     }
     const char *name = px_fs_path(filename);
     char err[PXS_ERRLEN];
-    srv_store *ss = get_store(root, err, sizeof err);
+    srv_store *ss = get_store(root);
     free(root);
-    if (!ss)
+    if (!ss || !ss->st)
         return 0;
     pxs_meta_rec rec;
     memset(&rec, 0, sizeof rec);
@@ -1113,8 +1139,11 @@ void px_serve_finish(void)
         srv_store *s = stores;
         stores = s->next;
         char err[PXS_ERRLEN];
-        if (pxs_store_close(s->st, err, sizeof err) != 0)
+        if (s->st && pxs_store_close(s->st, err, sizeof err) != 0)
             say("closing the store %s: %s", s->root, err);
+        if (s->hold_fd >= 0)
+            close(s->hold_fd);
+        free(s->why);
         free(s->kinds);
         free(s->root);
         free(s);
