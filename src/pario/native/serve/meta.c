@@ -575,8 +575,10 @@ int pxs_meta_create(pxs_meta *m, const char *name, const char *layout_json, int6
 {
     int rc = exec_sql(m, "creating a file", err, errlen, "INSERT INTO files(name, layout, size) VALUES (?, ?, 0)",
                       "tt", name, layout_json);
-    if (rc == PXS_EINVAL)
+    if (rc == PXS_EINVAL) {
         snprintf(err, errlen, "file '%s' already exists in the store", name);
+        rc = PXS_EEXIST;
+    }
     if (rc)
         return rc;
     *id = sq.last_insert_rowid(m->db);

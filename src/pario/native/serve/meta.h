@@ -29,7 +29,8 @@ enum {
     PXS_ERMT = -6,      /* the RMT journal refused or failed */
     PXS_EBUSY = -7,     /* the store is in use (exclusive open) / a lock timed out */
     PXS_ENOSYS = -8,    /* something this C library does not do (the message says what) */
-    PXS_EVERIFY = -9    /* the store must be verified after an unclean end in another boot */
+    PXS_EVERIFY = -9,   /* the store must be verified after an unclean end in another boot */
+    PXS_EEXIST = -10    /* a file of that name exists already */
 };
 
 /* one server of the store's profile: its data directory and the α, β the hybrid routing

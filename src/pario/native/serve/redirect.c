@@ -5,6 +5,7 @@
 
 #include "lazysync.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1108,11 +1109,35 @@ int pxs_store_flush(pxs_store *st)
     return rc;
 }
 
+/* the shadow files of opens that never closed (a killed run): only regular files directly
+ * in the directory, which must be a real one (never a link someone planted) */
+static void clear_shadows(const char *root)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/" PXS_SHADOW_DIR, root);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat sb;
+        if (e->d_name[0] != '.' && fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(sb.st_mode))
+            unlinkat(dfd, e->d_name, 0);
+    }
+    closedir(d);
+}
+
 /* recovery of a crashed store by its first opener (a subset of Store.recover: entries past
  * an original's end dropped, every file with unclean entries flushed, COPYING as STALE) */
 static int recover(pxs_store *st)
 {
     rmt_core *c = &st->rmt;
+    clear_shadows(st->cfg.root);
     st->recovering = 1;
     int rc = PXS_OK;
     /* the originals first (a TRIM changes the table being walked) */

@@ -71,6 +71,10 @@ struct pxs_file {
  * process has it open.  Shared: the first opener recovers (flushes files a crash left
  * unclean, drops entries past a file's end, commits sizes) while the others wait.  On
  * failure *out is NULL and err holds the one-line message. */
+/* The directory of the MPI layer's per-open shadow files (tracer/serve.c): a first opener
+ * (alone) removes what a killed run left there. */
+#define PXS_SHADOW_DIR ".pario-shadow"
+
 int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size_t errlen);
 /* close every file; the last process out flushes, commits final sizes, settles FRESH
  * entries, compacts the journal when large and marks it closed cleanly; the store is freed

@@ -433,8 +433,8 @@ static void record_done(const px_call *issued, double t0, double t1, int failed,
             return PMPI_File_##NAME ARGS;                                                                \
         px_op o;                                                                                         \
         op_begin(&o, f, OP, KIND, COLL, (int64_t)count, datatype, OFF, ST);                              \
-        int rc = f->srv ? px_serve_data(f, OP, KIND, COLL, o.c.pos, (void *)buf, (int64_t)count, datatype, \
-                                        o.st, REQ)                                                       \
+        int rc = f->srv ? px_serve_err(fh, px_serve_data(f, OP, KIND, COLL, o.c.pos, (void *)buf,      \
+                                                         (int64_t)count, datatype, o.st, REQ))           \
                         : PMPI_File_##NAME TARGS;                                                        \
         FINISH;                                                                                          \
         return rc;                                                                                       \
@@ -488,7 +488,7 @@ static void record_done(const px_call *issued, double t0, double t1, int failed,
         MPI_Status own, *st = status == MPI_STATUS_IGNORE ? &own : status;                                     \
         px_io_scope io = io_set(&f->watch, PX_IO_COLL);                                                        \
         double t0 = px_now();                                                                                  \
-        int rc = f->srv ? px_serve_split_end(f, st) : PMPI_File_##NAME(fh, buf, st);                          \
+        int rc = f->srv ? px_serve_err(fh, px_serve_split_end(f, st)) : PMPI_File_##NAME(fh, buf, st);        \
         double t1 = px_now();                                                                                  \
         io_restore(io);                                                                                        \
         f->split_pending = 0;                                                                                  \
@@ -778,7 +778,7 @@ PX_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_
     double t0 = px_on ? px_now() : 0;
     int rc = filename && fh ? px_serve_open(comm, filename, amode, info, fh, &srv) : MPI_SUCCESS;
     if (rc != MPI_SUCCESS)
-        return rc;
+        return px_serve_err(MPI_FILE_NULL, rc);
     px_file *f = px_on || srv ? calloc(1, sizeof *f) : NULL;
     char *name = f ? strdup(filename) : NULL;
     if (!name) {
@@ -1055,10 +1055,11 @@ PX_EXPORT int MPI_File_set_info(MPI_File fh, MPI_Info info)
 
 PX_META2(seek, PX_META_SEEK, PMPI_File_seek(fh, offset, whence))
 PX_META2(seek_shared, PX_META_SEEK_SHARED,
-         f->srv ? px_serve_seek_shared(f, offset, whence) : PMPI_File_seek_shared(fh, offset, whence))
-PX_META1(set_size, PX_META_SET_SIZE, MPI_Offset, f->srv ? px_serve_set_size(f, arg, 0) : PMPI_File_set_size(fh, arg))
+         f->srv ? px_serve_err(fh, px_serve_seek_shared(f, offset, whence)) : PMPI_File_seek_shared(fh, offset, whence))
+PX_META1(set_size, PX_META_SET_SIZE, MPI_Offset,
+         f->srv ? px_serve_err(fh, px_serve_set_size(f, arg, 0)) : PMPI_File_set_size(fh, arg))
 PX_META1(preallocate, PX_META_PREALLOCATE, MPI_Offset,
-         f->srv ? px_serve_set_size(f, arg, 1) : PMPI_File_preallocate(fh, arg))
+         f->srv ? px_serve_err(fh, px_serve_set_size(f, arg, 1)) : PMPI_File_preallocate(fh, arg))
 PX_META1(set_atomicity, PX_META_SET_ATOMICITY, int, PMPI_File_set_atomicity(fh, arg))
 
 /* Queries a served file answers itself (the shadow holds no data); pass-through otherwise. */
@@ -1087,7 +1088,7 @@ PX_EXPORT int MPI_File_sync(MPI_File fh)
         return PMPI_File_sync(fh);
     uint64_t id = px_next_id();
     double t0 = px_now();
-    int rc = f->srv ? px_serve_sync(f) : PMPI_File_sync(fh);
+    int rc = f->srv ? px_serve_err(fh, px_serve_sync(f)) : PMPI_File_sync(fh);
     record_meta(f, PX_META_SYNC, 0, 0, id, t0, px_now(), rc);
     return rc;
 }

@@ -12,13 +12,20 @@
  * The store's file name is the name given to MPI_File_open (without a ROMIO "fs:" prefix),
  * as the trace and the plan name it.  Everything else passes straight through to MPICH.
  * A store that cannot be opened, or a plan made for another system, is one line on
- * stderr and the file passes through: the program still runs correctly.
+ * stderr and the file passes through: the program still runs correctly.  The ranks agree
+ * first (any rank that cannot serve makes every rank pass through), and a refused store
+ * stays refused for the job.  Open semantics are MPICH's, errors included: an access mode
+ * MPICH refuses passes through (MPICH reports it); a new file's directory must exist
+ * (MPI_ERR_NO_SUCH_FILE); the store's create is create-or-open, so ranks or jobs creating
+ * one file at once all open it and only MPI_MODE_EXCL fails (MPI_ERR_FILE_EXISTS); a
+ * served call's error goes to the file's error handler.
  *
  * The handle.  A served file is opened in the store on every rank (the store in shared
  * mode, serve/redirect.h) and, for the handle the program gets, as a *shadow* MPI file
- * DIR/.pario-shadow/<hash> that holds no data: MPI keeps its group, info, view, individual
- * file pointer and error handler, so every MPI-IO routine pario does not intercept still
- * works.  Data never goes to the shadow.
+ * DIR/.pario-shadow/<token> (one per collective open, removed at its close; a killed run's
+ * are removed by the store's next first opener) that holds no data: MPI keeps its group,
+ * info, view, individual file pointer and error handler, so every MPI-IO routine pario does
+ * not intercept still works.  Data never goes to the shadow.
  *
  * Data calls.  The MPI-IO layer (mpiio.c) computes where an access begins (explicit offset,
  * the individual pointer, or the shared pointer kept here) and calls px_serve_data: the
@@ -32,8 +39,9 @@
  * ROMIO's own are for local files); split collectives are done at _begin.
  *
  * Sizes, shared pointers, deletion.  MPI_File_get_size/set_size/preallocate/sync act on
- * the store file.  The shared file pointer lives in DIR/.pario-shadow/<hash>.shfp (8 bytes,
- * etype units, under an fcntl lock).  MPI_File_delete of a served file empties it (size 0,
+ * the store file.  The shared file pointer of an open lives in DIR/.pario-shadow/<token>.shfp
+ * (8 bytes, etype units, under an fcntl lock; MPI-4.1 §14.4.4: each collective open has its
+ * own, starting at 0).  MPI_File_delete of a served file empties it (size 0,
  * replica entries trimmed) but keeps its name and layout in the store, so that the
  * program's next create gets the plan's layout again.
  */
@@ -48,7 +56,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,7 +73,7 @@
 
 int px_serving;
 
-#define SHADOW_DIR ".pario-shadow"
+#define SHADOW_DIR PXS_SHADOW_DIR
 #define MAP_CAP ((int64_t)64 << 20)   /* longest range handed to the layout at once */
 
 /* ------------------------------------------------------------------ one line on stderr */
@@ -352,6 +362,7 @@ typedef struct px_srv {
     char *name;
     int amode;
     int shfp;              /* the shared pointer's file */
+    char *shadow;          /* the open's shadow MPI file (its .shfp beside it): removed at close */
     int order;             /* PARIO_ORDER_* */
     int64_t cb_buffer;
     int cb_nodes;
@@ -364,17 +375,87 @@ typedef struct px_srv {
     int split_rc;
 } px_srv;
 
-static uint64_t fnv(const char *s)
+/* MPICH's checks of an access mode (ROMIO's MPI_File_open): exactly one of RDONLY, RDWR,
+ * WRONLY; no CREATE or EXCL with RDONLY; no SEQUENTIAL with RDWR.  A mode that fails them
+ * passes through, so that MPICH itself reports it. */
+static int amode_ok(int amode)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
+    int n = !!(amode & MPI_MODE_RDONLY) + !!(amode & MPI_MODE_RDWR) + !!(amode & MPI_MODE_WRONLY);
+    if (n != 1)
+        return 0;
+    if ((amode & MPI_MODE_RDONLY) && (amode & (MPI_MODE_CREATE | MPI_MODE_EXCL)))
+        return 0;
+    return !((amode & MPI_MODE_RDWR) && (amode & MPI_MODE_SEQUENTIAL));
 }
 
-static void shadow_path(char *out, size_t n, const char *root, const char *name)
+/* Where MPICH would fail to create `name` because of its directory (ROMIO's error classes
+ * for ENOENT, ENOTDIR, EACCES): MPI_SUCCESS when the directory is there. */
+static int create_dir_error(const char *name)
 {
-    snprintf(out, n, "%s/" SHADOW_DIR "/%016llx", root, (unsigned long long)fnv(name));
+    char dir[PATH_MAX];
+    const char *slash = strrchr(name, '/');
+    if (!slash)
+        return MPI_SUCCESS;                  /* the working directory */
+    size_t n = (size_t)(slash - name);
+    if (n >= sizeof dir)
+        return MPI_ERR_BAD_FILE;
+    memcpy(dir, name, n);
+    dir[n] = 0;
+    if (n == 0)
+        strcpy(dir, "/");
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return errno == ENOENT ? MPI_ERR_NO_SUCH_FILE : errno == EACCES ? MPI_ERR_ACCESS : MPI_ERR_BAD_FILE;
+    if (!S_ISDIR(sb.st_mode))
+        return MPI_ERR_BAD_FILE;
+    return access(dir, W_OK | X_OK) == 0 ? MPI_SUCCESS : MPI_ERR_ACCESS;
+}
+
+/* A new open's shadow files, DIR/.pario-shadow/<token> (the MPI file) and <token>.shfp (its
+ * shared file pointer, 0): one pair per collective open, removed at its close (MPI-4.1
+ * §14.4.4: every collective open has a shared pointer of its own, starting at 0).  The
+ * directory must be a real one (never a link someone planted), the pointer's file new. */
+static int make_shadow(const char *root, uint64_t *token, char *err, size_t errlen)
+{
+    char dir[PATH_MAX], shfp[PATH_MAX + 40];
+    snprintf(dir, sizeof dir, "%s/" SHADOW_DIR, root);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot make %.300s: %s", dir, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%.300s is not a directory (a link?): pario does not follow it", dir);
+        return -1;
+    }
+    for (int tries = 0; tries < 8; tries++) {
+        if (getrandom(token, sizeof *token, 0) != (ssize_t)sizeof *token)
+            *token = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ ((uint64_t)tries << 56);
+        snprintf(shfp, sizeof shfp, "%s/%016llx.shfp", dir, (unsigned long long)*token);
+        int fd = open(shfp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            int64_t zero = 0;
+            int ok = pwrite(fd, &zero, sizeof zero, 0) == (ssize_t)sizeof zero;
+            close(fd);
+            if (ok)
+                return 0;
+            snprintf(err, errlen, "cannot write %.300s: %s", shfp, strerror(errno));
+            unlink(shfp);
+            return -1;
+        }
+        if (errno != EEXIST) {
+            snprintf(err, errlen, "cannot make %.300s: %s", shfp, strerror(errno));
+            return -1;
+        }
+    }
+    snprintf(err, errlen, "cannot make a shared file pointer in %.300s", dir);
+    return -1;
+}
+
+static void shadow_paths(const char *root, uint64_t token, char *mpi, char *shfp, size_t n)
+{
+    snprintf(mpi, n, "%s/" SHADOW_DIR "/%016llx", root, (unsigned long long)token);
+    snprintf(shfp, n, "%s/" SHADOW_DIR "/%016llx.shfp", root, (unsigned long long)token);
 }
 
 static int order_of(const char *s)
@@ -388,6 +469,60 @@ static int order_of(const char *s)
     if (!strcmp(s, "hacio"))
         return PARIO_ORDER_HACIO;
     return -1;
+}
+
+/* Rank 0's decision for an open (rank 0 of the file's communicator; with MPI_COMM_SELF
+ * every process is its own rank 0): served?, its error, and the open's shadow token.  The
+ * store's create is create-or-open: a file another process created at the same moment is
+ * opened (MPI: only MPI_MODE_EXCL may fail with MPI_ERR_FILE_EXISTS). */
+static void decide(srv_store *ss, const pxs_json *plan, int all, const char *name, int amode, MPI_Info info,
+                   const char *root, int64_t dec[3])
+{
+    char err[PXS_ERRLEN] = "";
+    pxs_meta_rec rec;
+    memset(&rec, 0, sizeof rec);
+    int found = pxs_meta_get(&ss->st->meta, name, &rec, err, sizeof err);
+    pxs_meta_rec_free(&rec);
+    if (found < 0) {
+        say("%s: %s", name, err);
+        dec[1] = MPI_ERR_IO;
+        return;
+    }
+    /* a file the store does not hold is created there when the program creates it and the
+     * plan covers it (or every file is served); opened without MPI_MODE_CREATE it is an input
+     * outside the store: it passes through */
+    dec[0] = found || ((plan_covers(plan, name) || all) && (amode & MPI_MODE_CREATE));
+    if (!dec[0])
+        return;
+    if (!found) {
+        int drc = create_dir_error(name);        /* MPICH fails there: so does the served open */
+        if (drc != MPI_SUCCESS) {
+            dec[1] = drc;
+            return;
+        }
+        char *lay = create_layout(ss->st, plan_layout(plan, name), info);
+        int64_t id = 0;
+        int crc = lay ? pxs_meta_create(&ss->st->meta, name, lay, &id, err, sizeof err) : PXS_ENOMEM;
+        free(lay);
+        if (crc == PXS_EEXIST)
+            found = 1;                           /* another process created it just now */
+        else if (crc != PXS_OK) {
+            say("cannot create %s in the store %s: %s", name, root, crc == PXS_ENOMEM ? "out of memory" : err);
+            dec[1] = MPI_ERR_IO;
+            return;
+        }
+    }
+    if (found && (amode & MPI_MODE_EXCL)) {
+        dec[1] = MPI_ERR_FILE_EXISTS;
+        return;
+    }
+    uint64_t token = 0;
+    if (make_shadow(root, &token, err, sizeof err) != 0) {
+        say("%s: %s", name, err);
+        dec[1] = MPI_ERR_IO;
+        return;
+    }
+    dec[2] = (int64_t)token;
 }
 
 int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh, px_srv **out)
@@ -411,84 +546,40 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     int me = 0;
     PMPI_Comm_rank(comm, &me);
 
-    char err[PXS_ERRLEN] = "";
     srv_store *ss = get_store(root);
     const pxs_json *plan = NULL;
     const char *why = !ss ? "out of memory" : !ss->st ? ss->why : NULL;
     if (!why && planpath)
         plan = get_plan(planpath, ss, &why);
-    int ok = why == NULL;
+    int ok = why == NULL && amode_ok(amode);
     int rc = MPI_SUCCESS;
-    char shadow[PATH_MAX + 64] = "";
-    if (ok)
-        shadow_path(shadow, sizeof shadow, root, name);
 
     /* one decision for every rank: if any rank cannot serve (its store refused, the plan
-     * unusable), every rank passes the file through, and the lowest such rank says why (a
-     * refused store once per process: it stays refused for the job) */
+     * unusable, an access mode MPICH refuses), every rank passes the file through, and the
+     * lowest rank with a reason says it (a refused store once per process: it stays refused
+     * for the job; a bad access mode is MPICH's to report) */
     int bad = ok ? INT_MAX : me, first_bad = INT_MAX;
     if (PMPI_Allreduce(&bad, &first_bad, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
         first_bad = -1;
     if (first_bad != INT_MAX) {
-        if (me == first_bad && !(ss && !ss->st && ss->told))
+        if (me == first_bad && why && !(ss && !ss->st && ss->told))
             say("%s; %s passes through to MPI-IO", why, name);
-        if (me == first_bad && ss && !ss->st)
+        if (me == first_bad && why && ss && !ss->st)
             ss->told = 1;
         goto done;
     }
 
-    /* rank 0 decides (one broadcast): served?, and creates the file, the shadow directory and
-     * the shared pointer when it must */
-    int dec[2] = {0, MPI_SUCCESS};
-    if (me == 0) {
-        pxs_meta_rec rec;
-        memset(&rec, 0, sizeof rec);
-        int found = pxs_meta_get(&ss->st->meta, name, &rec, err, sizeof err);
-        pxs_meta_rec_free(&rec);
-        if (found < 0) {
-            say("%s: %s", name, err);
-            dec[1] = MPI_ERR_IO;
-        } else {
-            /* a file the store does not hold is created there when the program creates it and
-             * the plan covers it (or every file is served); opened without MPI_MODE_CREATE it is
-             * an input outside the store: it passes through */
-            dec[0] = found || ((plan_covers(plan, name) || all) && (amode & MPI_MODE_CREATE));
-            if (dec[0] && found && (amode & MPI_MODE_EXCL))
-                dec[1] = MPI_ERR_FILE_EXISTS;
-            else if (dec[0] && !found) {
-                char *lay = create_layout(ss->st, plan_layout(plan, name), info);
-                int64_t id = 0;
-                if (!lay || pxs_meta_create(&ss->st->meta, name, lay, &id, err, sizeof err) != 0) {
-                    say("cannot create %s in the store %s: %s", name, root, lay ? err : "out of memory");
-                    dec[1] = MPI_ERR_IO;
-                }
-                free(lay);
-            }
-            if (dec[0] && dec[1] == MPI_SUCCESS) {
-                char dir[PATH_MAX], shfp[PATH_MAX + 80];
-                snprintf(dir, sizeof dir, "%s/" SHADOW_DIR, root);
-                snprintf(shfp, sizeof shfp, "%s.shfp", shadow);
-                int64_t zero = 0;
-                int fd = -1;
-                if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-                    say("cannot make %s: %s", dir, strerror(errno));
-                    dec[1] = MPI_ERR_IO;
-                } else if ((fd = open(shfp, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 ||
-                           pwrite(fd, &zero, sizeof zero, 0) != (ssize_t)sizeof zero) {
-                    /* the shared file pointer starts at 0 at every open (MPI-4.1 §14.4.4) */
-                    say("cannot reset the shared file pointer of %s (%s): %s", name, shfp, strerror(errno));
-                    dec[1] = MPI_ERR_IO;
-                }
-                if (fd >= 0)
-                    close(fd);
-            }
-        }
-    }
-    PMPI_Bcast(dec, 2, MPI_INT, 0, comm);
+    /* rank 0 decides, creates the file and the open's shadow files; one broadcast */
+    int64_t dec[3] = {0, MPI_SUCCESS, 0};
+    if (me == 0)
+        decide(ss, plan, all, name, amode, info, root, dec);
+    PMPI_Bcast(dec, 3, MPI_INT64_T, 0, comm);
     if (!dec[0] || dec[1] != MPI_SUCCESS) {
-        rc = dec[1];
+        rc = (int)dec[1];
         goto done;
     }
+    char shadow[PATH_MAX + 64], shfp[PATH_MAX + 64];
+    shadow_paths(root, (uint64_t)dec[2], shadow, shfp, sizeof shadow);
 
     /* every rank opens the store file, then the shadow */
     px_srv *s = calloc(1, sizeof *s);
@@ -503,17 +594,22 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             pxs_close(pf);
         free(s);
         rc = MPI_ERR_IO;
+        if (me == 0)
+            unlink(shfp);
         goto done;
     }
     rc = PMPI_File_open(comm, shadow, MPI_MODE_RDWR | MPI_MODE_CREATE, info, fh);
     if (rc != MPI_SUCCESS) {
         pxs_close(pf);
         free(s);
+        if (me == 0) {
+            unlink(shfp);
+            unlink(shadow);
+        }
         goto done;
     }
-    char shfp[PATH_MAX + 80];
-    snprintf(shfp, sizeof shfp, "%s.shfp", shadow);
-    s->shfp = open(shfp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    s->shfp = open(shfp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    s->shadow = strdup(shadow);
     s->ss = ss;
     s->pf = pf;
     s->name = strdup(name);
@@ -1089,6 +1185,13 @@ int px_serve_close(px_file *f, MPI_File *fh)
     int crc = PMPI_File_close(fh);
     if (s->shfp >= 0)
         close(s->shfp);
+    if (f->comm_rank == 0 && s->shadow) {      /* the open's shadow files go with it */
+        char shfp[PATH_MAX + 80];
+        snprintf(shfp, sizeof shfp, "%s.shfp", s->shadow);
+        unlink(shfp);
+        unlink(s->shadow);
+    }
+    free(s->shadow);
     free(s->pieces.p);
     free(s->tp_servers);
     free(s->tp_kinds);

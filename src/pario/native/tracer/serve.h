@@ -55,6 +55,15 @@ int px_serve_get_position_shared(px_file *f, MPI_Offset *offset);
 /* MPI_File_delete of a served name: 1 handled (*rc its code), 0 not served. */
 int px_serve_delete(const char *filename, MPI_Info info, int *rc);
 
+/* A served call's error goes to the file's error handler, as MPICH's own do (MPI-4.1 §9.3:
+ * the handler of the file, of MPI_FILE_NULL for MPI_File_open); returns rc. */
+static inline int px_serve_err(MPI_File fh, int rc)
+{
+    if (rc != MPI_SUCCESS)
+        PMPI_File_call_errhandler(fh, rc);
+    return rc;
+}
+
 /* MPI_Finalize: close the stores. */
 void px_serve_finish(void);
 

@@ -1,0 +1,157 @@
+"""MPI_File_open of a served file has MPICH's semantics, errors included (issue 24).
+
+tests/c/open_semantics.c runs each case once without pario (MPICH's own behaviour: the
+oracle) and once served from a store (``PARIO_SERVE=all``); the printed results must be
+identical, line for line, and the store's files must hold the bytes MPICH's files hold:
+concurrent creates with MPI_COMM_SELF (50 tries per run, and two jobs at once), MPI_MODE_EXCL
+(one winner of a race), a create in a missing directory, access modes MPICH refuses, and a
+shared file pointer per collective open.  A clean run leaves no shadow file in the store;
+a killed run's are removed by the store's next first opener.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from test_serve_mpi import VENV_BIN, _env, _mpiexec, _store, _store_bytes, lib  # noqa: F401  (lib: the fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "tests" / "c" / "open_semantics.c"
+P = 4
+TRIES = 50
+
+
+@pytest.fixture(scope="module")
+def exe(lib, tmp_path_factory):  # noqa: F811
+    out = tmp_path_factory.mktemp("open") / "open_semantics"
+    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror", str(SRC), "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _both(lib, exe, tmp_path, case, tries=TRIES):  # noqa: F811
+    """(plain stdout, served stdout, plain dir, served dir, store)."""
+    plain, served = tmp_path / "plain", tmp_path / "served"
+    plain.mkdir()
+    served.mkdir()
+    want = _mpiexec([exe, plain, case, tries], _env(lib), tmp_path, n=P)
+    store = _store(tmp_path / "store")
+    got = _mpiexec([exe, served, case, tries], _env(lib, store=store, serve="all"), tmp_path, n=P)
+    assert "pario:" not in got.stderr, got.stderr
+    return want.stdout, got.stdout, plain, served, store
+
+
+def _shadows(store: Path) -> list[str]:
+    d = store / ".pario-shadow"
+    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+
+
+@pytest.mark.parametrize("case", ["selfcreate", "excl", "nodir", "amode", "shared"])
+def test_open_semantics_equal_mpich(lib, exe, tmp_path, case):  # noqa: F811
+    want, got, plain, served, store = _both(lib, exe, tmp_path, case)
+    assert got.splitlines() == want.splitlines()
+    # the oracle's own sanity: what MPICH says (so that the comparison compares something)
+    text = want
+    if case == "selfcreate":
+        assert f"selfcreate: {TRIES} tries, 0 failed" in text
+    elif case == "excl":
+        assert "excl existing: rank 0 ERR_FILE_EXISTS" in text and f"exactly one winner in {TRIES}," in text
+    elif case == "nodir":
+        assert "create in a missing directory: rank 0 ERR_NO_SUCH_FILE" in text
+    elif case == "amode":
+        assert text.count("ERR_AMODE") == 3
+    elif case == "shared":
+        assert "self write_shared: size 4" in text and "reopened: shared pointer 0" in text
+    # the served files hold MPICH's bytes; none was written beside the store
+    names = sorted(p.name for p in plain.iterdir())
+    assert bool(names) == (case not in ("nodir", "amode")) and not any(served.iterdir())
+    for nm in names:
+        assert _store_bytes(store, str(served / nm)) == (plain / nm).read_bytes(), nm
+    assert _shadows(store) == []                     # a clean run leaves no shadow file
+
+
+def test_two_jobs_create_the_same_files_at_once(lib, exe, tmp_path):  # noqa: F811
+    """Two separate jobs, every rank of both creating the same new files with MPI_COMM_SELF."""
+    store = _store(tmp_path / "store")
+    d = tmp_path / "d"
+    d.mkdir()
+    env = _env(lib, store=store, serve="all")
+    jobs = [subprocess.Popen([str(VENV_BIN / "mpiexec"), "-n", "2", str(exe), str(d), "selfcreate", str(TRIES)],
+                             env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    outs = [j.communicate(timeout=300) for j in jobs]
+    for j, (out, err) in zip(jobs, outs):
+        assert j.returncode == 0 and "pario:" not in err, err
+        assert f"selfcreate: {TRIES} tries, 0 failed" in out
+    for k in range(TRIES):
+        assert _store_bytes(store, str(d / f"self.{k}")) == b"aaaabbbb"
+    assert _shadows(store) == []
+
+
+def test_store_put_racing_a_served_create(lib, exe, tmp_path):  # noqa: F811
+    """`pario store put` of the names a served job creates at the same moment: each name
+    ends up either the program's file (put refused with one line, nothing stored) or put's
+    file opened by the program (create-or-open); the program never fails."""
+    import sys
+
+    store = _store(tmp_path / "store")
+    d = tmp_path / "d"
+    d.mkdir()
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"P" * 16)
+    job = subprocess.Popen([str(VENV_BIN / "mpiexec"), "-n", "2", str(exe), str(d), "selfcreate", "20"],
+                           env=_env(lib, store=store, serve="all"), cwd=str(tmp_path), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    put_rc = {}
+    for k in range(20):
+        cp = subprocess.run([sys.executable, "-c", "import sys; from pario.cli import main; sys.exit(main())",
+                             "store", "put", str(src), str(d / f"self.{k}"), "--store", str(store),
+                             "--layout", "fixed:64k"], capture_output=True, text=True)
+        assert cp.returncode in (0, 2), cp.stderr
+        if cp.returncode == 2:
+            assert cp.stderr.startswith("pario: error:") and cp.stderr.count("\n") == 1 and "exists" in cp.stderr
+        put_rc[k] = cp.returncode
+    out, err = job.communicate(timeout=300)
+    assert job.returncode == 0 and "pario:" not in err, err
+    assert "selfcreate: 20 tries, 0 failed" in out
+    for k, rc in put_rc.items():
+        got = _store_bytes(store, str(d / f"self.{k}"))
+        # the program wrote its 8 bytes at 0..8 either way; put's bytes remain past them
+        assert got == (b"aaaabbbb" + b"P" * 8 if rc == 0 else b"aaaabbbb"), (k, rc, got)
+
+
+def test_a_killed_runs_shadow_files_go_at_the_next_first_open(lib, exe, tmp_path):  # noqa: F811
+    """A job killed while its files are open leaves their shadow files; the store's next
+    first opener (here a served run, then fsck) removes them, and only regular files inside
+    the shadow directory (a planted link's target stays)."""
+    from test_reboot import SRC as REBOOT_SRC
+
+    store = _store(tmp_path / "store")
+    prog = tmp_path / "reboot_check"
+    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", str(REBOOT_SRC), "-o", str(prog)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    stop = tmp_path / "stop"
+    job = subprocess.Popen([str(VENV_BIN / "mpiexec"), "-n", "2", str(prog), str(tmp_path / "f"), "1", "4096",
+                            f"pause:{stop}"], env=_env(lib, store=store, serve="all"), cwd=str(tmp_path),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    t0 = time.monotonic()
+    while not Path(f"{stop}.ready").exists():
+        assert job.poll() is None and time.monotonic() - t0 < 120
+        time.sleep(0.05)
+    assert len(_shadows(store)) == 2                 # the open's shadow and its shared pointer
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    (store / ".pario-shadow" / "planted").symlink_to(victim)
+    cp = _mpiexec([prog, tmp_path / "g", "1", "4096", "run"], _env(lib, store=store, serve="all"), tmp_path, n=2)
+    assert "pario:" not in cp.stderr
+    assert _shadows(store) == [] and victim.read_bytes() == b"keep"
