@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from pario.store import rmt_journal as J
-from test_serve_mpi import VENV_BIN, _env, _mpiexec, lib  # noqa: F401  (lib: the fixture)
+from test_serve_mpi import VENV_BIN, _env, _mpiexec, compile_mpi, lib  # noqa: F401  (lib: the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "tests" / "c" / "reboot_check.c"
@@ -46,11 +46,7 @@ def val(gen: int, rank: int, n: int) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def exe(lib, tmp_path_factory):  # noqa: F811
-    out = tmp_path_factory.mktemp("reboot") / "reboot_check"
-    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror", str(SRC), "-o", str(out)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return out
+    return compile_mpi(SRC, tmp_path_factory.mktemp("reboot") / "reboot_check")
 
 
 def _cli(*args, boot=None, check=True):

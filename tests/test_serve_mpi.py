@@ -42,13 +42,17 @@ def lib(build_native):
     return path
 
 
-@pytest.fixture(scope="module")
-def styles_exe(lib, tmp_path_factory):
-    exe = tmp_path_factory.mktemp("styles") / "tracer_styles"
-    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror", str(STYLES_SRC), "-o",
-                        str(exe)], capture_output=True, text=True)
+def compile_mpi(src: Path, exe: Path) -> Path:
+    """A test's MPI program (tests/c/*.c), built with the MPICH wheel's mpicc, warnings as errors."""
+    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror", str(src), "-o", str(exe)],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return exe
+
+
+@pytest.fixture(scope="module")
+def styles_exe(lib, tmp_path_factory):
+    return compile_mpi(STYLES_SRC, tmp_path_factory.mktemp("styles") / "tracer_styles")
 
 
 def _env(lib, *, store=None, trace=None, serve=None, plan=None, extra=None):
@@ -459,10 +463,7 @@ def test_set_size_between_ranks_writes_matches_mpich(lib, tmp_path):
     truncation; a rank that extended the file before a truncation): the sizes after every
     phase and the final bytes equal MPICH's own on a plain file (the program run without
     pario)."""
-    exe = tmp_path / "serve_resize"
-    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
-                        str(ROOT / "tests" / "c" / "serve_resize.c"), "-o", str(exe)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    exe = compile_mpi(ROOT / "tests" / "c" / "serve_resize.c", tmp_path / "serve_resize")
     plain = tmp_path / "plain.dat"
     want = _mpiexec([exe, plain], _env(lib), tmp_path).stdout.split()
     assert want == ["size", str(P * 65536), "size", str(P * 65536), "size", "32768"]   # the program's own sizes

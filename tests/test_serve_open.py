@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from test_serve_mpi import VENV_BIN, _env, _mpiexec, _store, _store_bytes, lib  # noqa: F401  (lib: the fixture)
+from test_serve_mpi import VENV_BIN, _env, _mpiexec, _store, _store_bytes, compile_mpi, lib  # noqa: F401  (lib: the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "tests" / "c" / "open_semantics.c"
@@ -29,11 +29,7 @@ TRIES = 50
 
 @pytest.fixture(scope="module")
 def exe(lib, tmp_path_factory):  # noqa: F811
-    out = tmp_path_factory.mktemp("open") / "open_semantics"
-    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror", str(SRC), "-o", str(out)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return out
+    return compile_mpi(SRC, tmp_path_factory.mktemp("open") / "open_semantics")
 
 
 def _both(lib, exe, tmp_path, case, tries=TRIES):  # noqa: F811
@@ -134,10 +130,7 @@ def test_a_killed_runs_shadow_files_go_at_the_next_first_open(lib, exe, tmp_path
     from test_reboot import SRC as REBOOT_SRC
 
     store = _store(tmp_path / "store")
-    prog = tmp_path / "reboot_check"
-    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", str(REBOOT_SRC), "-o", str(prog)], capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr
+    prog = compile_mpi(REBOOT_SRC, tmp_path / "reboot_check")
     stop = tmp_path / "stop"
     job = subprocess.Popen([str(VENV_BIN / "mpiexec"), "-n", "2", str(prog), str(tmp_path / "f"), "1", "4096",
                             f"pause:{stop}"], env=_env(lib, store=store, serve="all"), cwd=str(tmp_path),
