@@ -2,6 +2,7 @@
 random bytes, rows and strings fed to every reader and parser."""
 
 import contextlib
+import json
 import io
 import os
 import shutil
@@ -155,7 +156,7 @@ def test_damaged_databases_are_one_line_and_repairable(tmp_path):
     assert rc == 2 and len(err.strip().splitlines()) > 1            # the details, on request
     rc, out, err = run("store", "fsck", "--store", root, "--repair")
     assert rc == 0, err
-    assert "2 file(s) kept, 0 lost" in out
+    assert "2 file(s) kept, 0 rebuilt from the store's catalog, 0 lost" in out
     for n, b in data.items():
         assert run("store", "get", n, tmp_path / f"{n}.out", "--store", root)[0] == 0
         assert (tmp_path / f"{n}.out").read_bytes() == b
@@ -165,6 +166,92 @@ def test_damaged_databases_are_one_line_and_repairable(tmp_path):
     one_line_error(*run("store", "ls", "--store", root)[::2], "rmt.log is damaged", "--repair")
     rc, out, err = run("store", "fsck", "--store", root, "--repair")
     assert rc == 0 and "RMT journal restarted empty" in out, err
+
+
+@pytest.mark.parametrize("how", ["deleted", "emptied", "table dropped", "no catalog"])
+def test_a_lost_metadata_database_is_refused_then_rebuilt(tmp_path, how):
+    """meta.db deleted, truncated to 0 bytes or without its files table, next to data files
+    and a journal: every command refuses the store with one line naming `fsck --repair`
+    (never an empty store, never a new file that takes an old one's data files); the repair
+    rebuilds the files from the store's catalog, every byte comes back, and a new file gets
+    an id no file ever had.  Negative control ("no catalog"): without the catalog the files
+    cannot be rebuilt; the repair says so and fsck reports their data files as orphans."""
+    import sqlite3
+
+    root = tmp_path / "st"
+    run("store", "init", root, "--system", "ceda-hdd8")
+    data = {n: os.urandom(k) for n, k in (("f", 200_000), ("g", 1 << 20), ("h", 70_000))}
+    for n, b in data.items():
+        (tmp_path / n).write_bytes(b)
+        assert run("store", "put", tmp_path / n, n, "--store", root, "--layout", "fixed:64k")[0] == 0
+    assert run("store", "rm", "h", "--store", root)[0] == 0
+    ids = {int(p.name.split(".")[0]) for p in (root / "servers").rglob("*.*")}
+    if how == "deleted":
+        (root / "meta.db").unlink()
+    elif how == "emptied":
+        (root / "meta.db").write_bytes(b"")
+    else:
+        con = sqlite3.connect(root / "meta.db")
+        con.execute("DROP TABLE files")
+        con.commit()
+        con.close()
+        if how == "no catalog":
+            (root / "catalog.log").unlink()
+    for cmd in (("store", "ls"), ("store", "get", "f", tmp_path / "x"), ("replicate", tmp_path / "nope.json")):
+        rc, _, err = run(*cmd, "--store", root)
+        one_line_error(rc, err, "meta.db is missing or empty", "--repair")
+    assert not (tmp_path / "x").exists()
+    rc, out, err = run("store", "fsck", "--store", root, "--repair")
+    if how == "no catalog":
+        assert rc == 1 and "0 rebuilt from the store's catalog, 2 lost" in out and "orphan data file" in out
+        return
+    assert rc == 0, err + out
+    assert "2 rebuilt from the store's catalog, 0 lost" in out
+    for n in ("f", "g"):
+        assert run("store", "get", n, tmp_path / f"{n}.out", "--store", root)[0] == 0
+        assert (tmp_path / f"{n}.out").read_bytes() == data[n]
+    assert run("store", "put", tmp_path / "h", "new", "--store", root, "--layout", "fixed:64k")[0] == 0
+    from pario.store import Store
+
+    with Store(root) as st:
+        new_id = st.backend.meta.get("new")[0]
+    assert new_id > max(ids) + 1          # after h's id too (deleted, but h's data id was handed out)
+    rc, out, _ = run("store", "fsck", "--store", root)
+    assert rc == 0 and "clean" in out
+
+
+def test_planted_links_in_a_store_are_never_followed(tmp_path):
+    """A store directory from someone else: a symbolic link planted where the next file's
+    data file will be (ids are predictable), one in place of an existing data file, and one
+    for meta.db's write-ahead log.  pario never writes through them (the victims keep their
+    bytes), refuses with one line, and fsck names every link."""
+    root = tmp_path / "st"
+    run("store", "init", root, "--system", "ceda-hdd8")
+    src = tmp_path / "src"
+    src.write_bytes(os.urandom(600_000))
+    assert run("store", "put", src, "f", "--store", root, "--layout", "fixed:64k")[0] == 0
+    victims = {}
+    for k in range(3):
+        victims[k] = tmp_path / f"victim{k}"
+        victims[k].write_bytes(b"precious %d" % k)
+    ids = sorted({int(p.name.split(".")[0]) for p in (root / "servers").rglob("*.*")})
+    (root / "servers" / "H0" / f"{ids[-1] + 1:08d}.0").symlink_to(victims[0])        # the next file's
+    rc, _, err = run("store", "put", src, "g", "--store", root, "--layout", "fixed:64k")
+    one_line_error(rc, err, "exists for the new file id")
+    existing = root / "servers" / "H3" / f"{ids[0]:08d}.0"
+    existing.unlink()
+    existing.symlink_to(victims[1])
+    rc, _, err = run("store", "get", "f", tmp_path / "out", "--store", root)
+    one_line_error(rc, err, "symbolic link")
+    (root / "meta.db-wal").unlink(missing_ok=True)
+    (root / "meta.db-wal").symlink_to(victims[2])
+    one_line_error(*run("store", "ls", "--store", root)[::2], "meta.db-wal is a symbolic link")
+    (root / "meta.db-wal").unlink()
+    rc, out, _ = run("store", "fsck", "--store", root, "--json")
+    probs = json.loads(out)["problems"]
+    assert rc == 1 and len([p for p in probs if "is a symbolic link or not a regular file" in p]) == 2, probs
+    for k, v in victims.items():
+        assert v.read_bytes() == b"precious %d" % k
 
 
 def test_a_killed_put_leaves_nothing_once_the_next_command_runs(tmp_path):

@@ -148,3 +148,32 @@ def test_a_killed_runs_shadow_files_go_at_the_next_first_open(lib, exe, tmp_path
     cp = _mpiexec([prog, tmp_path / "g", "1", "4096", "run"], _env(lib, store=store, serve="all"), tmp_path, n=2)
     assert "pario:" not in cp.stderr
     assert _shadows(store) == [] and victim.read_bytes() == b"keep"
+
+
+def test_served_runs_refuse_a_store_that_lost_its_metadata_or_has_planted_links(lib, exe, tmp_path):  # noqa: F811
+    """The C store as the Python one: a missing meta.db next to data is one line and the
+    files pass through (never an empty store whose new files take old data files); a data
+    file replaced by a link is never written through (the write fails, the victim keeps its
+    bytes)."""
+    from test_reboot import SRC as REBOOT_SRC
+
+    prog = compile_mpi(REBOOT_SRC, tmp_path / "reboot_check")
+    store = _store(tmp_path / "store")
+    name = tmp_path / "f"
+    _mpiexec([prog, name, "1", "65536", "run"], _env(lib, store=store, serve="all"), tmp_path, n=2)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    data = sorted((store / "servers").rglob("*.0"))
+    assert data
+    data[0].unlink()
+    data[0].symlink_to(victim)
+    cp = _mpiexec([prog, name, "2", "65536", "run"], _env(lib, store=store, serve="all"), tmp_path, n=2, check=False)
+    assert cp.returncode != 0 and "symbolic link" in cp.stderr
+    assert victim.read_bytes() == b"precious"
+    (store / "meta.db").unlink()
+    cp = _mpiexec([prog, name, "3", "65536", "run"], _env(lib, store=store, serve="all"), tmp_path, n=2)
+    said = [ln for ln in cp.stderr.splitlines() if ln.startswith("pario:")]
+    assert len(said) == 1 and "meta.db is missing or empty" in said[0] and "--repair" in said[0], cp.stderr
+    assert sorted(cp.stdout.splitlines()) == ["rank 0 wrong 0", "rank 1 wrong 0"]
+    assert not (store / "meta.db").exists()                         # never re-created
+    assert name.stat().st_size == 2 * 65536                          # the file passed through

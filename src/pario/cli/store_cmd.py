@@ -176,8 +176,9 @@ def _fsck(args) -> int:
             if m is None and r is None:
                 console.print("nothing to repair: the metadata database and the RMT journal are readable")
             if m is not None:
-                console.print(f"metadata salvaged: {m['kept_files']} file(s) kept, {m['lost_files']} lost; "
-                              f"the damaged database is kept as {m['damaged_copy']}")
+                console.print(f"metadata salvaged: {m['kept_files']} file(s) kept, {m['rebuilt_files']} rebuilt from "
+                              f"the store's catalog, {m['lost_files']} lost; new ids start at {m['next_id']}"
+                              + (f"; the damaged database is kept as {m['damaged_copy']}" if m["damaged_copy"] else ""))
             if r is not None:
                 console.print(f"RMT journal restarted empty: {r['dropped_replica_files']} replica file(s) dropped "
                               f"(writes only in dirty replicas are lost); the damaged journal is kept as "

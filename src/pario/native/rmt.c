@@ -93,7 +93,7 @@ int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, i
     if (rc)
         goto fail;
     if (sync_path) {
-        c->sync_fd = open(sync_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        c->sync_fd = open(sync_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (c->sync_fd < 0) {
             rc = RMT_EIO;
             goto fail;

@@ -87,7 +87,7 @@ static void header_init(rmt_hdr *h, uint64_t end, uint64_t seq)
 /* a new, empty journal at path (the caller makes sure nobody else creates it) */
 static int create_file(const char *path)
 {
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return errno == EEXIST ? RMT_OK : RMT_EIO;
     char page[RMT_HDR_SIZE];
@@ -111,7 +111,7 @@ int rmt_log_open(rmt_log *lg, const char *path, int create)
         if (rc)
             return rc;
     }
-    lg->fd = open(path, O_RDWR | O_CLOEXEC);
+    lg->fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);   /* never through a planted link */
     if (lg->fd < 0)
         return RMT_EIO;
     if (file_size(lg->fd, &lg->fsize) || lg->fsize < RMT_HDR_SIZE) {
@@ -344,7 +344,7 @@ static void w_rec(writer *w, int type, int a16, uint32_t a32, const uint64_t *u,
 int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *records)
 {
     writer w = {0};
-    w.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    w.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (w.fd < 0)
         return RMT_EIO;
     w.cap = 1 << 20;

@@ -59,8 +59,11 @@ def fsck(store: Store, *, checksums: bool = True) -> dict:
     ids = st.backend.meta.ids()
     names = set(ids.values())
     for j, path, fid, df in st.backend.datafiles():
-        if fid < 0:
-            problems.append(f"unknown file {path} in server {st.system.names[j]} directory")
+        if fid == -2:
+            problems.append(f"{path} in server {st.system.names[j]} directory is a symbolic link or not a regular file "
+                            "(pario never makes one, and never uses it: remove it)")
+        elif fid < 0:
+            problems.append(f"foreign file {path} in server {st.system.names[j]} directory (not a data file)")
         elif fid not in ids:
             problems.append(f"orphan data file {path} (no file has id {fid})")
     for n in sorted(names):

@@ -42,6 +42,8 @@ import errno
 import mmap
 import os
 import queue
+import re
+import struct
 import threading
 from pathlib import Path
 
@@ -53,6 +55,7 @@ from .base import Backend, FileStat, Handle
 from .meta import Meta
 from .pieces import fast_pieces, one_piece, pieces
 
+DATAFILE = re.compile(r"^(\d{8,})\.(\d+)$")    # <id:08d>.<data file>: the only names in a server directory
 ALIGN = 4096
 IOV_MAX = 1024
 FAST_RANGES = 8192   # vectored requests of up to this many ranges are cut by the scalar fast path
@@ -65,7 +68,7 @@ def probe_direct(directory: Path) -> None:
     """ParioError if the file system of ``directory`` refuses O_DIRECT."""
     p = Path(directory) / ".pario-direct-probe"
     try:
-        fd = os.open(p, os.O_RDWR | os.O_CREAT | _DIRECT, 0o644)
+        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | _DIRECT, 0o644)
     except OSError as exc:
         if exc.errno == errno.EINVAL:
             raise ParioError(f"{directory}: the file system refuses O_DIRECT (older tmpfs does); "
@@ -310,25 +313,53 @@ class LocalBackend(Backend):
         if self.direct:
             for d in self.server_dirs:
                 probe_direct(d)
-        self.meta = Meta(self.root / "meta.db")
+        self.meta = Meta(self.root / "meta.db", may_create=self.holds_nothing)
         self._lock = threading.RLock()
         self._handles: dict[str, LocalHandle] = {}
+
+    def holds_nothing(self) -> bool:
+        """The store holds nothing a missing metadata database would lose: no catalog, no
+        journal record, no data file (a new store may create its database)."""
+        from .catalog import CATALOG
+        from .rmt_journal import HDR_SIZE, HEADER
+
+        if (self.root / CATALOG).exists():
+            return False
+        try:
+            with open(self.root / "rmt.log", "rb") as f:
+                if HEADER.unpack(f.read(HEADER.size))[4] > HDR_SIZE:      # end: records were published
+                    return False
+        except (OSError, ValueError, struct.error):
+            pass
+        return not any(DATAFILE.match(e.name) for d in self.server_dirs if d.is_dir() for e in os.scandir(d))
 
     # ------------------------------------------------------------------ data files
     def datafile_path(self, fid: int, server: int, datafile: int) -> Path:
         return self.server_dirs[server] / f"{fid:08d}.{datafile}"
 
     def _open_datafile(self, fid: int, server: int, datafile: int) -> int:
+        """The data file's descriptor: an existing one opened, else created with ``O_EXCL``
+        (another process creating it at the same moment: opened); never through a symbolic
+        link (``O_NOFOLLOW``: the store never follows a link it did not make)."""
         if server >= len(self.server_dirs):
             raise ParioError(f"layout uses server index {server} but the store has {len(self.server_dirs)} servers")
         path = self.datafile_path(fid, server, datafile)
-        flags = os.O_RDWR | os.O_CREAT | (_DIRECT if self.direct else 0)
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (_DIRECT if self.direct else 0)
         try:
-            return os.open(path, flags, 0o644)
+            try:
+                return os.open(path, flags)
+            except FileNotFoundError:
+                try:
+                    return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    return os.open(path, flags)
         except OSError as exc:
             if self.direct and exc.errno == errno.EINVAL:
                 raise ParioError(f"{path.parent}: the file system refuses O_DIRECT (tmpfs does); "
                                  "open the store without direct I/O") from None
+            if exc.errno == errno.ELOOP:
+                raise ParioError(f"data file {path} is a symbolic link: pario never follows a link it did not make "
+                                 f"(see 'pario store fsck --store {self.root}')") from None
             raise ParioError(f"cannot open data file {path}: {exc.strerror}") from None
 
     # ------------------------------------------------------------------ namespace
@@ -341,7 +372,15 @@ class LocalBackend(Backend):
                 if exist_ok:
                     return
                 raise ParioError(f"file {name!r} already exists in the store")
-            self.meta.create(name, layout_to_dict(layout, self.system))
+            fid = self.meta.create(name, layout_to_dict(layout, self.system))
+            stale = self._datafiles_of(fid)
+            if stale:       # a new id must have no data: never hand a new file an old one's bytes
+                self.meta.delete(name)
+                raise ParioError(f"store {self.root}: data file {stale[0]} exists for the new file id {fid} (lost "
+                                 f"metadata?); nothing was created: run 'pario store fsck --store {self.root}'")
+
+    def _datafiles_of(self, fid: int) -> list[Path]:
+        return [p for d in self.server_dirs for p in d.glob(f"{fid:08d}.*")]
 
     def exists(self, name: str) -> bool:
         return self.meta.get(name) is not None
@@ -410,9 +449,8 @@ class LocalBackend(Backend):
             self.meta.delete(name)
 
     def _unlink_data(self, fid: int) -> None:
-        for d in self.server_dirs:
-            for p in d.glob(f"{fid:08d}.*"):
-                p.unlink(missing_ok=True)
+        for p in self._datafiles_of(fid):
+            p.unlink(missing_ok=True)
 
     def rename(self, old: str, new: str) -> None:
         """Give a closed file another name (one metadata update: atomic)."""
@@ -913,15 +951,18 @@ class LocalBackend(Backend):
         return out
 
     def datafiles(self) -> list[tuple[int, Path, int, int]]:
-        """All data files: (server, path, file id, datafile number); unparsable names get id -1."""
+        """All entries of the server directories: (server, path, file id, datafile number);
+        names that are not data files' get id -1, symbolic links and anything but a regular
+        file id -2 (pario makes neither)."""
         out = []
         for j, d in enumerate(self.server_dirs):
-            for p in d.iterdir():
-                stem, _, suf = p.name.partition(".")
-                try:
-                    out.append((j, p, int(stem), int(suf)))
-                except ValueError:
-                    out.append((j, p, -1, -1))
+            for e in os.scandir(d):
+                p = d / e.name
+                if e.is_symlink() or not e.is_file(follow_symlinks=False):
+                    out.append((j, p, -2, -2))
+                    continue
+                m = DATAFILE.match(e.name)
+                out.append((j, p, int(m.group(1)), int(m.group(2))) if m else (j, p, -1, -1))
         return out
 
     def shutdown(self) -> None:

@@ -14,6 +14,7 @@ Both are open-file-description locks, which the kernel drops when a process dies
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -44,7 +45,12 @@ class StoreLock:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:        # never through a planted link (a store directory may come from someone else)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise ParioError(f"{self.path}: {exc.strerror}"
+                             + (" (a symbolic link: pario never follows one it did not make)"
+                                if exc.errno == errno.ELOOP else "")) from None
         self.mode = None
 
     def _try(self, op) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -65,6 +66,12 @@ def damaged(path: Path, what: str, why: str, details: str | None = None) -> Pari
                       f"'pario store fsck --store {store} --repair' (details: --verbose)", details=details or why)
 
 
+def missing(path: Path) -> str:
+    store = Path(path).parent
+    return (f"metadata database {path} is missing or empty, but store {store} holds data: starting an empty "
+            f"one would lose its files; rebuild it with 'pario store fsck --store {store} --repair'")
+
+
 def connect(path: Path, what: str) -> sqlite3.Connection:
     """Open an SQLite database (WAL, synchronous=FULL, busy timeout); a damaged file is a one-line ParioError."""
     try:
@@ -84,18 +91,49 @@ def connect(path: Path, what: str) -> sqlite3.Connection:
     return con
 
 
-class Meta:
-    """The files table (one per store)."""
+def refuse_links(*paths: Path) -> None:
+    """A one-line ParioError if any of ``paths`` is a symbolic link: the store's own files are
+    never links, and pario never follows one it did not make (a store directory may come
+    from someone else)."""
+    for p in paths:
+        if os.path.islink(p):
+            raise ParioError(f"{p} is a symbolic link: pario never follows a link it did not make (remove it; "
+                             f"'pario store fsck --store {Path(p).parent}' checks the rest)")
 
-    def __init__(self, path: Path):
+
+class Meta:
+    """The files table (one per store).
+
+    ``may_create``: whether a missing (or emptied) database may be created — a bool, or a
+    callable asked only then (the store has no data files, no journal, no catalog: it is
+    new).  Otherwise a missing database is a one-line error naming ``fsck --repair``, which
+    rebuilds it (:mod:`pario.store.catalog`); silently starting an empty one would hand the
+    next new file the id, and so the data files, of an old one."""
+
+    def __init__(self, path: Path, *, may_create=False, catalog: bool = True):
         self.path = Path(path)
+        self.catalog = catalog
+        refuse_links(self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
+        if fresh and not (may_create() if callable(may_create) else may_create):
+            raise ParioError(missing(self.path))
         self.con = connect(self.path, "metadata database")
         self.lock = threading.RLock()
         try:
             with db_errors(f"metadata database {self.path}"):
+                has = self.con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='files'").fetchone()
+                if not has and not fresh and not (may_create() if callable(may_create) else may_create):
+                    self.con.close()
+                    raise ParioError(missing(self.path))
                 self.con.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise damaged(self.path, "metadata database", str(exc)) from None
+
+    def _log(self, rec: dict) -> None:
+        if self.catalog:
+            from .catalog import append
+
+            append(self.path.parent, rec)
 
     def create(self, name: str, layout: dict, size: int = 0) -> int:
         with self.lock:
@@ -104,7 +142,9 @@ class Meta:
                                        (name, json.dumps(layout), int(size)))
             except sqlite3.IntegrityError:
                 raise ParioError(f"file {name!r} already exists in the store") from None
-            return int(cur.lastrowid)
+            fid = int(cur.lastrowid)
+            self._log({"op": "create", "id": fid, "name": name, "layout": layout})
+            return fid
 
     def get(self, name: str):
         """(id, layout dict, size, dirty) or None."""
@@ -133,16 +173,29 @@ class Meta:
 
     def rename(self, old: str, new: str) -> None:
         with self.lock:
+            row = self.con.execute("SELECT id FROM files WHERE name=?", (old,)).fetchone()
             try:
                 cur = self.con.execute("UPDATE files SET name=? WHERE name=?", (new, old))
             except sqlite3.IntegrityError:
                 raise ParioError(f"file {new!r} already exists in the store") from None
-            if cur.rowcount != 1:
+            if cur.rowcount != 1 or row is None:
                 raise ParioError(f"no file {old!r} in the store")
+            self._log({"op": "rename", "id": int(row[0]), "name": new})
 
     def delete(self, name: str) -> None:
         with self.lock:
+            row = self.con.execute("SELECT id FROM files WHERE name=?", (name,)).fetchone()
             self.con.execute("DELETE FROM files WHERE name=?", (name,))
+            if row is not None:
+                self._log({"op": "delete", "id": int(row[0])})
+
+    def top_id(self) -> int:
+        """The highest id ever handed out (AUTOINCREMENT's sequence)."""
+        with self.lock:
+            if not self.con.execute("SELECT 1 FROM sqlite_master WHERE name='sqlite_sequence'").fetchone():
+                return 0
+            row = self.con.execute("SELECT seq FROM sqlite_sequence WHERE name='files'").fetchone()
+            return int(row[0]) if row else 0
 
     def names(self) -> list[str]:
         with self.lock:
@@ -173,5 +226,5 @@ def guard_db_methods(cls, names, what):
 
 
 guard_db_methods(Meta, ("create", "get", "set_size", "grow_size", "dirty_names", "set_dirty", "rename", "delete", "names",
-                       "ids"),
+                       "ids", "top_id"),
                  "metadata database")

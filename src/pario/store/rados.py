@@ -130,7 +130,7 @@ class RadosBackend(LocalBackend):
         except BaseException:
             self.rados.shutdown()
             raise
-        self.meta = Meta(self.root / "meta.db")
+        self.meta = Meta(self.root / "meta.db", may_create=self.holds_nothing)   # (the objects are not listed)
         self._lock = threading.RLock()
         self._handles: dict[str, LocalHandle] = {}
         self._vlock = threading.Lock()       # stat + get_last_version of one ioctx together

@@ -1,11 +1,14 @@
 """Salvaging a store whose metadata database or RMT journal is damaged (``pario store fsck --repair``).
 
-* **metadata** (``meta.db``, SQLite): the rows that can still be read — all at once if the
-  table is intact and only an index or a free page is damaged, else row by row for every
-  file id the data files name — are written to a new database (marked ``dirty`` so that the
-  next open takes each size from the data files); the damaged file is kept beside it as
-  ``meta.db.damaged-TIME``.  A file whose row cannot be read is lost (its data files stay,
-  reported by fsck as orphan data: without its layout nobody can put its bytes in order).
+* **metadata** (``meta.db``, SQLite), damaged, missing or emptied: the rows that can still
+  be read — all at once if the table is intact and only an index or a free page is damaged,
+  else row by row for every file id the data files name — and, for every other file, its
+  name and layout from the store's catalog (:mod:`pario.store.catalog`) are written to a new
+  database (marked ``dirty`` so that the next open takes each size from the data files);
+  the damaged file is kept beside it as ``meta.db.damaged-TIME``.  The new database hands out
+  no id the catalog, the data files or the RMT journal have seen (ids are never reused).  A
+  file neither source describes is lost (its data files stay, reported by fsck as orphan
+  data: without its layout nobody can put its bytes in order).
 * **RMT journal** (``rmt.log``): if its header is unreadable it is kept aside as
   ``rmt.log.damaged-TIME`` and a new, empty journal is started.  The replicas are then
   registered nowhere, so the next open removes their files: every byte that was flushed is
@@ -72,15 +75,43 @@ def _salvage_rows(path: Path, ids: set[int]) -> tuple[list[tuple], int]:
         con.close()
 
 
+def _journal_ids(root: Path) -> set[int]:
+    """File ids the RMT journal names (originals and replicas), as far as it parses."""
+    from . import rmt_journal as J
+
+    try:
+        recs = J.read(root / "rmt.log", 0).records
+    except (OSError, ValueError):
+        return set()
+    ids = set()
+    for r in recs:
+        k = {J.ADD: 2, J.SETFLAG: 2, J.GROW: 2, J.REGISTER: 2}.get(r.type, 1)
+        ids.update(int(v) for v in r.u[:k])
+    return ids
+
+
 def _repair_meta(root: Path, cfg: dict) -> dict | None:
+    import json
+
+    from .catalog import replay
+
     path = root / "meta.db"
     try:
-        Meta(path).close()
+        Meta(path, catalog=False).close()
         return None
     except ParioError:
         pass
     ids = _data_ids(root, cfg)
-    rows, lost = _salvage_rows(path, ids)
+    rows, _ = _salvage_rows(path, ids) if path.exists() else ([], 0)
+    catalog, top, _ = replay(root)
+    have_ids, have_names = {int(r[0]) for r in rows}, {str(r[1]) for r in rows}
+    rebuilt = 0
+    for fid, (name, layout) in sorted(catalog.items()):
+        if fid not in have_ids and name not in have_names:
+            rows.append((fid, name, json.dumps(layout), 0, 1))
+            have_ids.add(fid)
+            have_names.add(name)
+            rebuilt += 1
     new = root / "meta.db.new"
     new.unlink(missing_ok=True)
     con = sqlite3.connect(str(new), isolation_level=None)
@@ -92,16 +123,27 @@ def _repair_meta(root: Path, cfg: dict) -> dict | None:
                         (int(fid), str(name), str(layout), int(size)))
             kept += 1
         except (sqlite3.Error, TypeError, ValueError):
-            lost += 1
+            pass
+    # ids are never reused: the next one comes after every id anyone has seen
+    seen = max([0, top, *ids, *have_ids, *_journal_ids(root)])
+    con.execute("DELETE FROM sqlite_sequence WHERE name='files'")
+    con.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('files', ?)", (seen,))
     con.close()
-    aside = root / f"meta.db.damaged-{_stamp()}"
-    os.replace(path, aside)
+    aside = None
+    if path.exists():
+        aside = root / f"meta.db.damaged-{_stamp()}"
+        os.replace(path, aside)
     for suffix in ("-wal", "-shm"):
         side = root / f"meta.db{suffix}"
         if side.exists():
-            os.replace(side, root / f"{aside.name}{suffix}")
+            if aside is not None:
+                os.replace(side, root / f"{aside.name}{suffix}")
+            else:
+                side.unlink()
     os.replace(new, path)
-    return {"kept_files": kept, "lost_files": lost, "damaged_copy": str(aside)}
+    lost = len(ids - {int(r[0]) for r in rows})
+    return {"kept_files": kept - rebuilt, "rebuilt_files": rebuilt, "lost_files": lost,
+            "damaged_copy": str(aside) if aside else None, "next_id": seen + 1}
 
 
 def _repair_rmt(root: Path) -> dict | None:

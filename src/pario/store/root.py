@@ -42,6 +42,7 @@ from ..system import System, load_system
 from .hybrid import LazySync, profile_cost
 from .local import LocalBackend
 from .locks import DEFAULT_TIMEOUT, StoreLock, _poll
+from .meta import Meta
 from .redirect import File
 from .rmt import CLEAN, FRESH, RMT, STALE
 
@@ -121,6 +122,7 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
         cfg = {"pario_store": 1, "id": uuid.uuid4().hex, "backend": "rados", "system": system.name,
                "profile": system.to_dict(), **extra}
         _atomic_write(root / CONFIG, json.dumps(cfg, indent=2) + "\n")
+        Meta(root / "meta.db", may_create=True).close()
         return root
     mapping = {}
     for name in system.names:
@@ -135,12 +137,15 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
     cfg = {"pario_store": 1, "id": uuid.uuid4().hex, "backend": "local", "system": system.name,
            "profile": system.to_dict(), "servers": mapping}
     _atomic_write(root / CONFIG, json.dumps(cfg, indent=2) + "\n")
+    Meta(root / "meta.db", may_create=True).close()     # from now on its absence is a loss (Meta)
     return root
 
 
 def read_config(root) -> dict:
     root = Path(root)
     p = root / CONFIG
+    if p.is_symlink():
+        raise ParioError(f"{p} is a symbolic link: pario never follows a link it did not make")
     if not p.exists():
         raise ParioError(f"{root} is not a pario store (no {CONFIG}; create one with 'pario store init')")
     try:

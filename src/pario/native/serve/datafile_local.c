@@ -1,8 +1,8 @@
 /* pario serve: the `local` data plane (datafile.h): a data file is a file of its server's
  * directory, as pario.store.local.LocalBackend keeps it.
  *
- * Data file (i, d) of server j is `<server j dir>/<i:08d>.<d>`, opened with O_CREAT (and
- * O_DIRECT in direct mode).  A transfer's segments contiguous on one data file become one
+ * Data file (i, d) of server j is `<server j dir>/<i:08d>.<d>`, opened if it exists, else
+ * created with O_EXCL, never through a symbolic link (O_NOFOLLOW), O_DIRECT in direct mode.  A transfer's segments contiguous on one data file become one
  * system call (pread/pwrite for one buffer, preadv/pwritev for several: at most MAX_IOV
  * buffers, buffers adjacent in memory joined); a short read at the end of a data file fills
  * zeros (a hole).  Direct mode moves the bytes through a page-aligned buffer and needs 4 KiB
@@ -48,7 +48,7 @@ static int open_plane(const pxs_config *cfg, int direct, pxs_dplane **out, char 
         for (int i = 0; i < cfg->nservers; i++) {
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/.pario-direct-probe", cfg->servers[i].dir);
-            int fd = open(path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+            int fd = open(path, O_RDWR | O_CREAT | O_DIRECT | O_NOFOLLOW | O_CLOEXEC, 0644);
             if (fd < 0) {
                 snprintf(err, errlen, errno == EINVAL ? "%s: the file system refuses O_DIRECT (older tmpfs does); "
                          "open the store without direct I/O" : "%s: cannot probe O_DIRECT", cfg->servers[i].dir);
@@ -79,8 +79,20 @@ static int df_open(pxs_dplane *dp, int server, int64_t id, int d, const char *na
     lplane *p = (lplane *)dp;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%08lld.%d", dir_of(p, server), (long long)id, d);
-    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC | (p->direct ? O_DIRECT : 0), 0644);
+    /* an existing data file, else a new one (O_EXCL: another process creating it at the
+     * same moment: opened); never through a link (the store never follows one it did not make) */
+    int flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC | (p->direct ? O_DIRECT : 0);
+    int f = open(path, flags);
+    if (f < 0 && errno == ENOENT) {
+        f = open(path, flags | O_CREAT | O_EXCL, 0644);
+        if (f < 0 && errno == EEXIST)
+            f = open(path, flags);
+    }
     if (f < 0) {
+        if (errno == ELOOP) {
+            snprintf(err, errlen, "data file %s is a symbolic link: pario never follows a link it did not make", path);
+            return PXS_EIO;
+        }
         if (p->direct && errno == EINVAL) {
             snprintf(err, errlen, "%s: the file system refuses O_DIRECT (tmpfs does); open the store without direct "
                      "I/O", dir_of(p, server));

@@ -6,6 +6,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -316,6 +318,7 @@ out:
 #define SQ_DONE 101
 #define SQ_OPEN_READWRITE 0x2
 #define SQ_OPEN_CREATE 0x4
+#define SQ_OPEN_NOFOLLOW 0x01000000   /* SQLite >= 3.31: the path may not contain a link */
 #define SQ_OPEN_NOMUTEX 0x8000
 #define SQ_TRANSIENT ((void (*)(void *))-1)
 
@@ -437,15 +440,6 @@ static int exec_sql(pxs_meta *m, const char *what, char *err, size_t errlen, con
     return PXS_OK;
 }
 
-static const char *SCHEMA =
-    "CREATE TABLE IF NOT EXISTS files(\n"
-    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
-    "  name TEXT NOT NULL UNIQUE,\n"
-    "  layout TEXT NOT NULL,\n"
-    "  size INTEGER NOT NULL DEFAULT 0,\n"
-    "  dirty INTEGER NOT NULL DEFAULT 0\n"
-    ");";
-
 int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
@@ -458,7 +452,28 @@ int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size
     if (!m->path)
         return PXS_ENOMEM;
     m->timeout = timeout;
-    int rc = sq.open_v2(path, &m->db, SQ_OPEN_READWRITE | SQ_OPEN_CREATE | SQ_OPEN_NOMUTEX, NULL);
+    /* never created here (pario.store.init_store makes it): a missing or emptied database next
+     * to a store's data would hand a new file the id, and so the data files, of an old one; and
+     * never through a link someone planted */
+    char side[PATH_MAX + 8];
+    const char *sfx[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        struct stat sb;
+        snprintf(side, sizeof side, "%s%s", path, sfx[i]);
+        if (lstat(side, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+            snprintf(err, errlen, "%.300s is a symbolic link: pario never follows a link it did not make", side);
+            pxs_meta_close(m);
+            return PXS_EINVAL;
+        }
+        if (i == 0 && (lstat(side, &sb) != 0 || sb.st_size == 0)) {
+            const char *slash = strrchr(path, '/');
+            snprintf(err, errlen, "metadata database %.300s is missing or empty: rebuild it with 'pario store fsck "
+                     "--store %.*s --repair'", path, slash ? (int)(slash - path) : 1, slash ? path : ".");
+            pxs_meta_close(m);
+            return PXS_ENOENT;
+        }
+    }
+    int rc = sq.open_v2(path, &m->db, SQ_OPEN_READWRITE | SQ_OPEN_NOMUTEX | SQ_OPEN_NOFOLLOW, NULL);
     if (rc != SQ_OK) {
         db_fail(m, rc, "open", err, errlen);
         pxs_meta_close(m);
@@ -491,8 +506,18 @@ int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size
         goto fail;
     }
     sq.finalize(st);
-    if ((rc = exec_sql(m, "schema", err, errlen, SCHEMA, NULL)))
+    st = NULL;
+    if (sq.prepare_v2(m->db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='files'", -1, &st, NULL) != SQ_OK
+        || sq.step(st) != SQ_ROW) {
+        if (st)
+            sq.finalize(st);
+        const char *slash = strrchr(path, '/');
+        snprintf(err, errlen, "metadata database %.300s has no files table (emptied?): rebuild it with 'pario store "
+                 "fsck --store %.*s --repair'", path, slash ? (int)(slash - path) : 1, slash ? path : ".");
+        rc = PXS_ENOENT;
         goto fail;
+    }
+    sq.finalize(st);
     return PXS_OK;
 fail:
     pxs_meta_close(m);
@@ -571,6 +596,60 @@ int pxs_meta_get_id(pxs_meta *m, int64_t id, pxs_meta_rec *rec, char *err, size_
     return get_row(m, "SELECT id, name, layout, size, dirty FROM files WHERE id=?", "i", rec, err, errlen, id);
 }
 
+/* A JSON string of s (UTF-8 passes through; quotes, backslashes and control bytes escaped). */
+static char *json_string(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(6 * n + 3), *p = out;
+    if (!out)
+        return NULL;
+    *p++ = '"';
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') {
+            *p++ = '\\';
+            *p++ = (char)*c;
+        } else if (*c < 0x20) {
+            p += sprintf(p, "\\u%04x", *c);
+        } else {
+            *p++ = (char)*c;
+        }
+    }
+    *p++ = '"';
+    *p = 0;
+    return out;
+}
+
+/* The store's catalog (pario.store.catalog): one line a create, durable before the create is
+ * acknowledged, from which fsck --repair rebuilds a lost database. */
+static int catalog_create(pxs_meta *m, int64_t id, const char *name, const char *layout_json, char *err,
+                          size_t errlen)
+{
+    char path[PATH_MAX];
+    const char *slash = strrchr(m->path, '/');
+    int dlen = slash ? (int)(slash - m->path) : 1;
+    snprintf(path, sizeof path, "%.*s/catalog.log", dlen, slash ? m->path : ".");
+    char *qname = json_string(name);
+    size_t cap = (qname ? strlen(qname) : 0) + strlen(layout_json) + 80;
+    char *line = qname ? malloc(cap) : NULL;
+    if (!line) {
+        free(qname);
+        return PXS_ENOMEM;
+    }
+    int n = snprintf(line, cap, "{\"op\":\"create\",\"id\":%lld,\"name\":%s,\"layout\":%s}\n", (long long)id, qname,
+                     layout_json);
+    free(qname);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int rc = PXS_OK;
+    if (fd < 0 || write(fd, line, (size_t)n) != (ssize_t)n || fdatasync(fd) != 0) {
+        snprintf(err, errlen, "store catalog %.300s: %s", path, strerror(errno));
+        rc = PXS_EIO;
+    }
+    if (fd >= 0)
+        close(fd);
+    free(line);
+    return rc;
+}
+
 int pxs_meta_create(pxs_meta *m, const char *name, const char *layout_json, int64_t *id, char *err, size_t errlen)
 {
     int rc = exec_sql(m, "creating a file", err, errlen, "INSERT INTO files(name, layout, size) VALUES (?, ?, 0)",
@@ -582,7 +661,7 @@ int pxs_meta_create(pxs_meta *m, const char *name, const char *layout_json, int6
     if (rc)
         return rc;
     *id = sq.last_insert_rowid(m->db);
-    return PXS_OK;
+    return catalog_create(m, *id, name, layout_json, err, errlen);
 }
 
 int pxs_meta_set_dirty(pxs_meta *m, const char *name, int dirty, char *err, size_t errlen)

@@ -1277,7 +1277,7 @@ int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size
         rc = pxs_dplane_open(&st->cfg, st->direct, &st->dp, st->err, sizeof st->err);
     if (!rc) {
         snprintf(path, sizeof path, "%s/.lock", root);
-        st->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        st->lock_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (st->lock_fd < 0)
             rc = pxs_fail(st, PXS_EIO, "%s: %s", path, strerror(errno));
     }
