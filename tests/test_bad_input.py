@@ -254,6 +254,52 @@ def test_planted_links_in_a_store_are_never_followed(tmp_path):
         assert v.read_bytes() == b"precious %d" % k
 
 
+def test_absurd_layouts_are_refused_before_anything_is_stored(tmp_path):
+    """A 2^62-byte stripe in `store put --layout` and in a plan's replica layout: one line,
+    exit 2, nothing stored, nothing relaid (these used to succeed and leave bytes pario
+    could no longer read), the store still clean."""
+    root = tmp_path / "st"
+    run("store", "init", root, "--system", "ceda-hdd8")
+    src = tmp_path / "src"
+    src.write_bytes(os.urandom(2 << 20))
+    assert run("store", "put", src, "f", "--store", root, "--layout", "fixed:64k")[0] == 0
+    before = sorted((p.name, p.stat().st_size) for p in (root / "servers").rglob("*.*"))
+    one_line_error(*run("store", "put", src, "g", "--store", root, "--layout", f"fixed:{1 << 62}")[::2], "2^52")
+    srv = [f"H{i}" for i in range(8)]
+    for lay in ({"type": "striped", "servers": srv, "stripes": [1 << 62] * 8},
+                {"type": "extents", "extents": [[0, 1 << 62, "H1", 0, 1]], "default": None}):
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"pario_plan": 1, "scheme": "ceda", "system": "ceda-hdd8",
+                                    "layouts": {"f": lay} if lay["type"] == "striped" else {},
+                                    "replicas": {} if lay["type"] == "striped" else {"f": [{"name": "r", "layout": lay}]}}))
+        one_line_error(*run("replicate", plan, "--store", root)[::2], "2^52")
+    assert sorted((p.name, p.stat().st_size) for p in (root / "servers").rglob("*.*")) == before
+    assert run("store", "get", "f", tmp_path / "out", "--store", root)[0] == 0
+    assert (tmp_path / "out").read_bytes() == src.read_bytes()
+    rc, out, _ = run("store", "fsck", "--store", root, "--json")
+    assert rc == 0 and json.loads(out)["ok"]
+
+
+def test_store_timeout_setting_is_honoured_by_the_python_commands(tmp_path, monkeypatch):
+    """PARIO_STORE_TIMEOUT bounds every wait, as in the C runtime: `pario replicate` and
+    `store ls` on a store another process holds exclusively give up after the setting's
+    seconds (the message says how long it waited), not after the default 60."""
+    from pario.store import Store
+
+    root = tmp_path / "st"
+    run("store", "init", root, "--system", "ceda-hdd8")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"pario_plan": 1, "scheme": "ceda", "system": "ceda-hdd8", "layouts": {}}))
+    monkeypatch.setenv("PARIO_STORE_TIMEOUT", "0.5")
+    with Store(root):                                    # held exclusively meanwhile
+        for cmd in (("replicate", plan, "--store", root), ("store", "ls", "--store", root)):
+            one_line_error(*run(*cmd)[::2], "timed out after 0.5 s")
+    monkeypatch.setenv("PARIO_STORE_TIMEOUT", "bogus")  # as the C runtime: a bad value is the default
+    from pario.store.locks import store_timeout
+
+    assert store_timeout() == 60.0
+
+
 def test_a_killed_put_leaves_nothing_once_the_next_command_runs(tmp_path):
     """SIGKILL in the middle of `store put`: the hidden upload is not listed, and the next
     store command that has the store to itself removes its bytes."""

@@ -148,6 +148,13 @@ def test_a_killed_runs_shadow_files_go_at_the_next_first_open(lib, exe, tmp_path
     cp = _mpiexec([prog, tmp_path / "g", "1", "4096", "run"], _env(lib, store=store, serve="all"), tmp_path, n=2)
     assert "pario:" not in cp.stderr
     assert _shadows(store) == [] and victim.read_bytes() == b"keep"
+    # and by the Python store's first opener (fsck)
+    (store / ".pario-shadow" / "0123456789abcdef.shfp").write_bytes(bytes(8))
+    (store / ".pario-shadow" / "planted").symlink_to(victim)
+    from pario.store import Store
+
+    Store(store).close()
+    assert _shadows(store) == [] and victim.read_bytes() == b"keep"
 
 
 def test_served_runs_refuse_a_store_that_lost_its_metadata_or_has_planted_links(lib, exe, tmp_path):  # noqa: F811

@@ -180,6 +180,50 @@ def test_layout_mapping_equals_map_requests(driver, tmp_path, case):
             assert c["servers"] == servers.tolist() and c["counts"] == cnt[:, 0].tolist()
 
 
+def _bound_layouts(v: int) -> list[dict]:
+    """Layouts (JSON) whose largest offset is exactly ``v``: a striped round, a 2-D round, a
+    region bound, an extent's end (original and server-local)."""
+    n = 8
+    srv = [f"H{i}" for i in range(n)]
+    return [{"type": "striped", "servers": srv, "stripes": [v - 7 * 4096] + [4096] * 7},
+            {"type": "grouped", "groups": [srv[:4], srv[4:]], "stripe": v // 8} if v % 8 == 0 else
+            {"type": "grouped", "groups": [srv], "stripe": 1},
+            {"type": "regions", "regions": [{"start": 0, "end": v, "layout": {"type": "striped", "servers": srv,
+                                                                             "stripes": [65536] * 8}},
+                                            {"start": v, "end": None, "layout": {"type": "striped", "servers": srv,
+                                                                                "stripes": [4096] * 8}}]},
+            {"type": "extents", "extents": [[v - 4096, 4096, "H1", 0, 1], [0, 4096, "H2", v - 4096, 1]],
+             "default": None}]
+
+
+def test_layouts_beyond_the_store_limit_are_refused_by_c_and_python_alike(driver, tmp_path):
+    """Issue 24: one bound for every consumer of a layout: 2^52 bytes (a round, a region
+    bound, an extent's end) is accepted by the Python layouts and the C runtime, one byte more
+    refused by both (a 2^62 stripe used to be stored, then unreadable)."""
+    from pario import ParioError
+    from pario.layout import LAYOUT_MAX, layout_from_dict
+    from pario.system import load_system
+
+    system = load_system("ceda-hdd8")
+    lines, want = [f"names {','.join(system.names)}"], []
+    for v in (LAYOUT_MAX, LAYOUT_MAX + 8, 1 << 62):
+        for k, d in enumerate(_bound_layouts(v)):
+            p = tmp_path / f"l{v}-{k}.json"
+            p.write_text(json.dumps(d))
+            lines.append(f"map {p} 1 0 1")
+            try:
+                layout_from_dict(d, system)
+                ok = True
+            except ParioError as exc:
+                ok = False
+                assert "2^52" in str(exc) and "\n" not in str(exc)
+            want.append(ok)
+            if k != 1 or v % 8 == 0:
+                assert ok == (v <= LAYOUT_MAX), (v, k)
+    got = [a["ok"] for a in run_lines(driver, lines)[1:]]
+    assert got == want
+
+
 # ---------------------------------------------------------------------- data, both ways
 SPECS = [
     ("ceda-hdd8", "fixed:64k"),

@@ -21,6 +21,19 @@ import numpy as np
 from .. import ParioError
 
 
+#: The largest byte offset a layout may name (stripe round, 2-D block, region bound, extent
+#: end): 2^52, the store's offset limit (its range locks, docs/store.md), the C runtime's
+#: too (serve/layout.c, PXS_LAYOUT_MAX).  A layout beyond it is refused when it is made, so
+#: no path (put, replicate, a plan, the served runtime) can place bytes it cannot serve.
+LAYOUT_MAX = 1 << 52
+
+
+def _bounded(v: int, what: str) -> int:
+    if v > LAYOUT_MAX:
+        raise ParioError(f"{what} {v} is beyond 2^52 bytes (4 PiB), the largest a layout may use")
+    return v
+
+
 class Layout:
     """Base class of all layouts."""
 
@@ -73,6 +86,7 @@ class Striped(Layout):
             raise ParioError("striped layout: needs one stripe size per server")
         if min(stripes) < 0 or sum(stripes) <= 0:
             raise ParioError("striped layout: stripe sizes must be >= 0 and not all 0")
+        _bounded(sum(stripes), "striped layout: a round of")
         object.__setattr__(self, "servers", servers)
         object.__setattr__(self, "stripes", stripes)
 
@@ -122,6 +136,7 @@ class Grouped(Layout):
         _check_servers([s for g in groups for s in g], "2-D layout")
         if int(self.stripe) <= 0:
             raise ParioError("2-D layout: stripe must be > 0")
+        _bounded(int(self.stripe) * sum(len(g) for g in groups), "2-D layout: a round of")
         object.__setattr__(self, "groups", groups)
         object.__setattr__(self, "stripe", int(self.stripe))
 
@@ -170,6 +185,7 @@ class Regions(Layout):
         for r in regs:
             if r.end is not None and r.end <= r.start:
                 raise ParioError("region layout: a region must have end > start")
+            _bounded(int(r.start if r.end is None else r.end), "region layout: a region bound of")
             if isinstance(r.layout, (Regions, ExtentMap)):
                 raise ParioError("region layout: a region's layout must be striped or 2-D")
         object.__setattr__(self, "regions", regs)
@@ -235,8 +251,10 @@ class ExtentMap(Layout):
         if n:
             if ln.min() <= 0 or off.min() < 0 or loc.min() < 0 or srv.min() < 0:
                 raise ParioError("extent map: extents need length > 0 and non-negative offsets/servers")
-            if (off > np.iinfo(np.int64).max - ln).any() or (loc > np.iinfo(np.int64).max - ln).any():
-                raise ParioError("extent map: an extent ends beyond 2^63-1 bytes")
+            if (off > LAYOUT_MAX - ln).any() or (loc > LAYOUT_MAX - ln).any():
+                raise ParioError("extent map: an extent ends beyond 2^52 bytes (4 PiB), the largest a layout may use")
+            if df.min() < 0 or df.max() > 1_000_000:
+                raise ParioError("extent map: bad data file number")
             if (off[1:] < off[:-1] + ln[:-1]).any():
                 raise ParioError("extent map: extents overlap")
         if isinstance(self.default, ExtentMap):

@@ -40,10 +40,9 @@ _TAG_REQ, _TAG_REP = 7101, 7102
 
 
 def _timeout() -> float:
-    try:
-        return float(os.environ.get("PARIO_STORE_TIMEOUT", "60"))
-    except ValueError:
-        return 60.0
+    from ..store.locks import store_timeout
+
+    return store_timeout()
 
 
 def _layout_for_create(f, store):

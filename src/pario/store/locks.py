@@ -25,6 +25,17 @@ from .. import ParioError
 DEFAULT_TIMEOUT = 60.0
 
 
+def store_timeout() -> float:
+    """Seconds any wait for another process may take: ``$PARIO_STORE_TIMEOUT`` (0 to 1e9),
+    else 60 — the one setting every process honours (the C runtime: pxs_store_timeout)."""
+    v = os.environ.get("PARIO_STORE_TIMEOUT", "")
+    try:
+        t = float(v)
+    except ValueError:
+        return DEFAULT_TIMEOUT
+    return t if 0 <= t < 1e9 else DEFAULT_TIMEOUT
+
+
 def _poll(try_once, timeout: float, what: str):
     """Call ``try_once()`` (True = acquired) until it succeeds or ``timeout`` s passed."""
     if try_once():
@@ -83,4 +94,4 @@ class StoreLock:
             self.mode = None
 
 
-__all__ = ["StoreLock", "DEFAULT_TIMEOUT"]
+__all__ = ["StoreLock", "DEFAULT_TIMEOUT", "store_timeout"]

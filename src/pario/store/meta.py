@@ -36,6 +36,13 @@ CREATE TABLE IF NOT EXISTS files(
 BUSY_TIMEOUT = 30.0
 
 
+def busy_timeout() -> float:
+    """The SQLite busy timeout: $PARIO_STORE_TIMEOUT when set (as every other wait), else 30 s."""
+    from .locks import store_timeout
+
+    return store_timeout() if os.environ.get("PARIO_STORE_TIMEOUT") else BUSY_TIMEOUT
+
+
 @contextlib.contextmanager
 def db_errors(what: str, path: Path | None = None):
     """Turn SQLite errors into one-line ParioErrors: busy beyond the timeout, disk full or I/O
@@ -46,7 +53,7 @@ def db_errors(what: str, path: Path | None = None):
     except sqlite3.OperationalError as exc:
         msg = str(exc)
         if "locked" in msg or "busy" in msg:
-            raise ParioError(f"{what}: still locked by another process after {BUSY_TIMEOUT:g} s ({msg})") from None
+            raise ParioError(f"{what}: still locked by another process after {busy_timeout():g} s ({msg})") from None
         raise ParioError(f"{what}: {msg}") from None
     except sqlite3.IntegrityError:
         raise
@@ -75,7 +82,7 @@ def missing(path: Path) -> str:
 def connect(path: Path, what: str) -> sqlite3.Connection:
     """Open an SQLite database (WAL, synchronous=FULL, busy timeout); a damaged file is a one-line ParioError."""
     try:
-        con = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT)
+        con = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=busy_timeout())
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA synchronous=FULL")
         rows = con.execute("PRAGMA quick_check").fetchall()
@@ -84,7 +91,7 @@ def connect(path: Path, what: str) -> sqlite3.Connection:
             raise sqlite3.DatabaseError(report)
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
-            raise ParioError(f"{what} {path}: still locked by another process after {BUSY_TIMEOUT:g} s") from None
+            raise ParioError(f"{what} {path}: still locked by another process after {busy_timeout():g} s") from None
         raise damaged(path, what, str(exc)) from None
     except sqlite3.DatabaseError as exc:
         raise damaged(path, what, str(exc)) from None

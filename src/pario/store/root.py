@@ -41,7 +41,7 @@ from ..layout import Layout, parse_layout
 from ..system import System, load_system
 from .hybrid import LazySync, profile_cost
 from .local import LocalBackend
-from .locks import DEFAULT_TIMEOUT, StoreLock, _poll
+from .locks import StoreLock, _poll, store_timeout
 from .meta import Meta
 from .redirect import File
 from .rmt import CLEAN, FRESH, RMT, STALE
@@ -141,6 +141,27 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
     return root
 
 
+SHADOW_DIR = ".pario-shadow"      # the C runtime's per-open shadow files (serve/redirect.h: PXS_SHADOW_DIR)
+
+
+def clear_shadows(root) -> int:
+    """Remove what killed served runs left in ``DIR/.pario-shadow`` (the store's first opener
+    is alone: no open uses them): regular files and links directly inside a real directory,
+    never what a link points to.  Returns how many."""
+    d = Path(root) / SHADOW_DIR
+    if d.is_symlink() or not d.is_dir():
+        return 0
+    n = 0
+    for e in os.scandir(d):
+        if not e.is_dir(follow_symlinks=False):
+            try:
+                os.unlink(d / e.name)
+                n += 1
+            except OSError:
+                pass
+    return n
+
+
 def read_config(root) -> dict:
     root = Path(root)
     p = root / CONFIG
@@ -170,7 +191,7 @@ class Store:
     supports_shared = True
 
     def __init__(self, root, *, direct: bool = False, cost=None, recover: bool = True, shared: bool = False,
-                 lock_timeout: float = DEFAULT_TIMEOUT, unverified_ok: bool = False):
+                 lock_timeout: float | None = None, unverified_ok: bool = False):
         self.root = Path(root)
         cfg = read_config(self.root)
         self.config = cfg
@@ -187,7 +208,7 @@ class Store:
             d = Path(d)
             dirs.append(d if d.is_absolute() else self.root / d)
         self.shared = bool(shared)
-        self.lock_timeout = float(lock_timeout)
+        self.lock_timeout = store_timeout() if lock_timeout is None else float(lock_timeout)
         self._slock = StoreLock(self.root / ".lock")
         self._lockfd = self._slock.fd
         first = True
@@ -273,7 +294,8 @@ class Store:
 
         1. replica files (``.replica/…``) that no replica registration or pending
            replicator job owns are deleted (a replicator killed between creating and
-           registering), and so are unfinished uploads (``.incoming/…``: a killed ``put``);
+           registering), and so are unfinished uploads (``.incoming/…``: a killed ``put``)
+           and the shadow files of MPI opens that never closed (:func:`clear_shadows`);
         2. entries past an original's end are dropped (a hybrid full replica grown for an
            extending write whose size never committed);
         3. after a crash in another boot (the journal was not closed cleanly, and the machine
@@ -293,6 +315,7 @@ class Store:
         rmt = self.rmt
         self.recovering = True
         try:
+            clear_shadows(self.root)
             pending = {r for r, _, _ in rmt.jobs(pending_only=True)}
             owned = {r["r_file"] for r in rmt.replicas()} | pending
             for name in self.backend.list():

@@ -177,8 +177,8 @@ static int finish_striped(pxs_layout *l, const int *servers, const int64_t *stri
     for (int i = 0; i < n; i++) {
         if (stripes[i] < 0)
             return ERR("striped layout: stripe sizes must be >= 0 and not all 0");
-        if (stripes[i] > INT64_MAX - W)
-            return ERR("striped layout: the stripes of a round exceed 2^63-1 bytes");
+        if (stripes[i] > PXS_LAYOUT_MAX - W)
+            return ERR("striped layout: a round is beyond 2^52 bytes (4 PiB), the largest a layout may use");
         W += stripes[i];
     }
     if (W <= 0)
@@ -319,8 +319,8 @@ static int parse_kind(const ctx *c, const pxs_json *d, int depth, pxs_layout *l)
             l->gn[k] = n;
             l->nsrv += n;
             l->gpref[k] = acc;
-            if (l->stripe > (INT64_MAX - acc) / n)
-                return ERR("2-D layout: a round exceeds 2^63-1 bytes");
+            if (l->stripe > (PXS_LAYOUT_MAX - acc) / n)
+                return ERR("2-D layout: a round is beyond 2^52 bytes (4 PiB), the largest a layout may use");
             acc += l->stripe * n;
         }
         l->G = acc;
@@ -356,6 +356,8 @@ static int parse_kind(const ctx *c, const pxs_json *d, int depth, pxs_layout *l)
                 return ERR("region layout: a region's layout must be striped or 2-D");
             if (l->re[k] <= l->rs[k])
                 return ERR("region layout: a region must have end > start");
+            if (l->rs[k] > PXS_LAYOUT_MAX || (l->re[k] != INT64_MAX && l->re[k] > PXS_LAYOUT_MAX))
+                return ERR("region layout: a region bound is beyond 2^52 bytes (4 PiB), the largest a layout may use");
         }
         if (l->rs[0] != 0)
             return ERR("region layout: the first region must start at offset 0");
@@ -453,8 +455,8 @@ static int parse_kind(const ctx *c, const pxs_json *d, int depth, pxs_layout *l)
             }
             if (ln[i] <= 0)
                 rc = ERR("extent map: extents need length > 0 and non-negative offsets/servers");
-            else if (o[i] > INT64_MAX - ln[i] || lc[i] > INT64_MAX - ln[i])
-                rc = ERR("extent map: an extent ends beyond 2^63-1 bytes");
+            else if (o[i] > PXS_LAYOUT_MAX - ln[i] || lc[i] > PXS_LAYOUT_MAX - ln[i])
+                rc = ERR("extent map: an extent ends beyond 2^52 bytes (4 PiB), the largest a layout may use");
         }
         if (!rc) {
             /* stable sort by offset (numpy argsort kind="stable") */

@@ -26,6 +26,10 @@
 
 enum { PXS_STRIPED = 1, PXS_GROUPED, PXS_REGIONS, PXS_EXTENTS };
 
+/* the largest byte offset a layout may name (a round, a region bound, an extent's end):
+ * 2^52, the store's offset limit (pario.layout.types.LAYOUT_MAX) */
+#define PXS_LAYOUT_MAX ((int64_t)1 << 52)
+
 typedef struct pxs_layout {
     int kind;
     int nsrv;               /* servers_used(), in pario's order: the rows of counts() */
