@@ -92,3 +92,28 @@ def test_a_file_with_bytes_is_refused_in_one_line(ceph_cluster, tmp_path):  # no
     assert r.returncode == 2
     assert r.stderr.startswith("pario: error: ") and "empty file" in r.stderr and r.stderr.count("\n") == 1
     assert (root / "a.dat").read_bytes() == b"x" * 10
+
+
+def test_hostile_names_are_refused_before_anything_changes(ceph_cluster, tmp_path):  # noqa: F811
+    """Issue 24 on the real mount: a name that leaves --root, one with a newline, and one
+    through a symbolic link out of the mount are each refused in one line, nothing created."""
+    from pario.system import load_system
+
+    cl = ceph_cluster
+    root = Path(cl.mount) / "t3"
+    root.mkdir(exist_ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "out").symlink_to(outside)
+    prof = str(Path(cl.dir) / "nominal.toml")
+    p = tmp_path / "plan.json"
+    for bad, msg in (("../x.dat", "leaves the root"), ("a\nb.dat", "control character"),
+                     ("out/x.dat", "outside the CephFS mount")):
+        p.write_text(json.dumps({"pario_plan": 1, "scheme": "padp", "system": load_system(prof).name, "replicas": {},
+                                 "layouts": {bad: {"type": "striped", "servers": ["H0", "H1"], "stripes": [MiB, MiB]}}}))
+        r = subprocess.run([str(Path(sys.executable).parent / "pario"), "apply", str(p), "--cephfs", cl.dir,
+                            "--root", "t3", "--system", prof], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith("pario: error: ") and msg in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert [x.name for x in root.iterdir()] == ["out"] and list(outside.iterdir()) == []
+    assert not (Path(cl.mount) / "x.dat").exists()

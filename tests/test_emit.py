@@ -120,13 +120,13 @@ def parse_lustre(emission):
         return out
 
     for tok in _commands(emission):
-        assert tok[0] == "lfs"
+        assert tok[0] == "lfs" and tok[-2] == "--"      # the file operand after "--"
         path = tok[-1]
         if tok[1] == "setstripe":
-            files[path] = [comps(tok[2:-1])]
+            files[path] = [comps(tok[2:-2])]
         elif tok[1:3] == ["mirror", "create"]:
             mirrors, cur = [], None
-            for t in tok[3:-1]:
+            for t in tok[3:-2]:
                 if t == "-N":
                     if cur is not None:
                         mirrors.append(cur)
@@ -179,16 +179,17 @@ def parse_orangefs(emission, system):
     hints, files = {}, {}
     for tok in _commands(emission):
         if tok[0] == "setfattr":
-            assert tok[1] == "-n" and tok[3] == "-v" and tok[2].startswith("user.pvfs2.")
-            hints.setdefault(tok[5], {})[tok[2][len("user.pvfs2."):]] = tok[4]
+            assert tok[1] == "-n" and tok[3] == "-v" and tok[2].startswith("user.pvfs2.") and tok[5] == "--"
+            hints.setdefault(tok[6], {})[tok[2][len("user.pvfs2."):]] = tok[4]
         elif tok[0] == "pvfs2-touch":
-            assert tok[1] == "-l"
+            assert tok[1] == "-l" and tok[3] == "--" and len(tok) == 5
             addrs = [a.split("://", 1)[1].rsplit(":", 1)[0] for a in tok[2].split(",")]
-            files[tok[3]] = (dict(hints[posixpath.dirname(tok[3])]), [system.index(a) for a in addrs])
+            files[tok[4]] = (dict(hints[posixpath.dirname(tok[4])]), [system.index(a) for a in addrs])
         elif tok[0] == "mv":
-            files[tok[2]] = files.pop(tok[1])
+            assert tok[1] == "--" and len(tok) == 4
+            files[tok[3]] = files.pop(tok[2])
         else:
-            assert tok[0] in ("mkdir", "rmdir"), tok
+            assert tok[0] in ("mkdir", "rmdir") and tok[-2] == "--", tok
     return files, hints
 
 
@@ -216,11 +217,12 @@ def parse_cephfs(emission):
         elif tok[0] == "ceph":
             continue
         elif tok[0] == "touch":
-            layouts[tok[1]] = {"stripe_unit": 4 * M, "stripe_count": 1, "object_size": 4 * M, "pool": "cephfs_data"}
+            assert tok[1] == "--" and len(tok) == 3
+            layouts[tok[2]] = {"stripe_unit": 4 * M, "stripe_count": 1, "object_size": 4 * M, "pool": "cephfs_data"}
         elif tok[0] == "setfattr":
             kind, field = tok[2].rsplit(".", 1)
-            assert kind in ("ceph.file.layout", "ceph.dir.layout")
-            lay = layouts.setdefault(tok[5], {"stripe_unit": 4 * M, "stripe_count": 1, "object_size": 4 * M})
+            assert kind in ("ceph.file.layout", "ceph.dir.layout") and tok[5] == "--" and len(tok) == 7
+            lay = layouts.setdefault(tok[6], {"stripe_unit": 4 * M, "stripe_count": 1, "object_size": 4 * M})
             lay[field] = tok[4] if field == "pool" else int(tok[4])
             su, os_ = lay["stripe_unit"], lay["object_size"]     # Ceph refuses an invalid layout
             assert su % (64 * K) == 0 and os_ % (64 * K) == 0 and os_ % su == 0 and lay["stripe_count"] > 0, lay

@@ -26,19 +26,26 @@ Servers map to the target's storage units by their index in the profile (server 
 Lustre OST index ``j``, BeeGFS target ID ``j+1``, OrangeFS ``tcp://NAME:3334``, CephFS pool
 of the server's device class); every script starts with that table as comments.
 See docs/emit.md for the grammar of each target and its sources.
+
+A plan is a file users receive from others: every file and replica name (and every server
+name that goes into a path) is checked by :mod:`pario.names` before an emission is returned
+(a bad one refuses the whole plan with one line); every word of a command is shell-quoted
+(:func:`command`); file operands start with ``./`` or ``/`` and follow ``--`` where the
+tool takes it; comment lines show file names shell-quoted, control characters escaped
+(:func:`pario.names.printable`).
 """
 
 from __future__ import annotations
 
 import importlib
 import math
-import posixpath
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import ParioError
 from ..layout import ExtentMap, Grouped, Layout, Regions, Striped, describe
+from ..names import check_name, printable, root_path, target_path
 
 TARGETS = ("lustre", "beegfs", "orangefs", "cephfs")
 STATUSES = ("exact", "striping", "nearest", "not-expressible")
@@ -92,11 +99,12 @@ class Emission:
             out.append("# --- setup (administrator, once)")
             out += self.setup
         for it in self.items:
-            out.append(f"# --- {it.file}: {it.what} = {it.plan}: {it.status}")
+            out.append(f"# --- {it.file if it.file == '*' else q(it.file)}: {it.what} = {it.plan}: {it.status}")
             for d in it.inexact:
                 out.append(f"#   not expressible: {d['aspect']}: {d['why']}; instead: {d['instead']}")
             out += it.commands
-        return out
+        # a comment is one line whatever its text holds (scheme, system, server and replica names)
+        return [printable(line) if line.startswith("#") else line for line in out]
 
     def script(self) -> str:
         return "\n".join(["#!/bin/sh", "set -e", *self.lines()]) + "\n"
@@ -114,21 +122,30 @@ class Emission:
 
 class Emitter:
     """Base class: ``name`` and ``emit(plan, system) -> Emission``.  ``root`` is the directory
-    the plan's relative file names live in (and the directory of the ``"*"`` layout)."""
+    the plan's relative file names live in (and the directory of the ``"*"`` layout);
+    ``absolute_names``: a plan's absolute file names are allowed (else refused)."""
 
     name = "base"
 
-    def __init__(self, root: str = "."):
+    def __init__(self, root: str = ".", absolute_names: bool = False):
         self.root = root or "."
+        self.absolute_names = absolute_names
+        root_path(self.root)             # a bad --root fails before the plan is read
 
     def emit(self, plan, system) -> Emission:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ shared helpers
     def path(self, file: str) -> str:
+        """The operand of a plan's file (``"*"``: the root): :func:`pario.names.target_path`."""
         if file == "*":
-            return self.root
-        return file if posixpath.isabs(file) else posixpath.normpath(posixpath.join(self.root, file))
+            return self.operand(root_path(self.root))
+        return self.operand(target_path(self.root, file, allow_absolute=self.absolute_names))
+
+    def operand(self, path: str) -> str:
+        """``path`` if the target's tools take it as one file operand (a target whose tool
+        parses its arguments its own way refuses here what it would misread)."""
+        return path
 
     def walk(self, plan, system, out: Emission, status: str = "exact"):
         """(item, layout, replica dict or None) per layout and replica of the plan; the item
@@ -139,9 +156,11 @@ class Emitter:
             yield item, lay, rep
 
     def datafile_path(self, file: str, replica: str, datafile: int, server_name: str) -> str:
-        """Where a replica data file (``datafile`` ≥ 1 of ``replica``, on one server) goes."""
-        base = self.root if file == "*" else self.path(file)
-        return f"{base}.pario-{replica}.d{datafile}.{server_name}"
+        """Where a replica data file (``datafile`` ≥ 1 of ``replica``, on one server) goes:
+        ``FILE.pario-REPLICA.dD.SERVER`` beside the file (``"*"``: in the root)."""
+        name = (f"{'' if file == '*' else file}.pario-{check_name(replica, 'replica name', component=True)}"
+                f".d{datafile}.{check_name(server_name, 'server name', component=True)}")
+        return self.operand(target_path(self.root, name, allow_absolute=self.absolute_names))
 
 
 def no_whole_replica(item: Item, why: str) -> None:
@@ -154,6 +173,11 @@ def no_whole_replica(item: Item, why: str) -> None:
 def q(text: str) -> str:
     """A shell word."""
     return shlex.quote(str(text))
+
+
+def command(*words) -> str:
+    """A command line: every word shell-quoted."""
+    return " ".join(q(w) for w in words)
 
 
 def get_emitter(name: str, **kw) -> Emitter:
@@ -242,7 +266,10 @@ def plan_entries(plan):
         yield f, "layout", lay, None
     for f, reps in plan.replicas.items():
         for r in reps:
-            yield f, f"replica {r.get('name', '?')}", r["layout"], r
+            name = r.get("name")
+            if name is not None:
+                check_name(name, "replica name", component=True)
+            yield f, f"replica {'?' if name is None else name}", r["layout"], r
 
 
 def replica_datafiles(emap: ExtentMap) -> list[tuple[int, int, int]]:
@@ -287,6 +314,7 @@ __all__ = [
     "Emitter",
     "Item",
     "as_striped",
+    "command",
     "describe",
     "get_emitter",
     "load_plan",

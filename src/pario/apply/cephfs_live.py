@@ -8,6 +8,10 @@ file's layout is read back (``getxattr ceph.file.layout.*``) and compared with t
 each field was set to.  A layout is set only on an empty file (Ceph refuses it otherwise):
 a plan's file that exists with bytes is refused with one line before anything is changed.
 What the plan needs and CephFS cannot express is the emitter's report (docs/emit.md).
+
+The plan's names are checked by the emitter (:mod:`pario.names`: one line, nothing changed,
+for a bad one), and every path is resolved (symbolic links followed) before anything is
+created and again before each command: a path outside the mount is refused.
 """
 
 from __future__ import annotations
@@ -39,14 +43,20 @@ class Applied:
         return {**self.emission.to_dict(), "applied": self.files, "verified": self.ok}
 
 
-def _wanted(commands: list[str]) -> dict[str, dict]:
+def _wanted(argvs: list[list[str]]) -> dict[str, dict]:
     """path → the last value of every ceph.file.layout field the commands set."""
     out: dict[str, dict] = {}
-    for c in commands:
-        a = shlex.split(c)
+    for a in argvs:
         if a[:2] == ["setfattr", "-n"] and a[2].startswith("ceph.file.layout."):
-            out.setdefault(a[5], {})[a[2].rsplit(".", 1)[1]] = a[4]
+            out.setdefault(a[-1], {})[a[2].rsplit(".", 1)[1]] = a[4]
     return out
+
+
+def _inside(path: str, mount: Path) -> None:
+    """A ParioError unless ``path``, symbolic links followed, lies under ``mount`` (resolved)."""
+    real = Path(os.path.realpath(path))
+    if mount not in (real, *real.parents):
+        raise ParioError(f"{path!r} resolves to {str(real)!r}, outside the CephFS mount {str(mount)!r}")
 
 
 def read_layout(path: str | Path) -> dict:
@@ -60,10 +70,12 @@ def read_layout(path: str | Path) -> dict:
     return out
 
 
-def apply_cephfs(plan, system, cluster_dir: str | Path, *, subdir: str = ".", timeout: float = 60.0) -> Applied:
+def apply_cephfs(plan, system, cluster_dir: str | Path, *, subdir: str = ".", absolute_names: bool = False,
+                 timeout: float = 60.0) -> Applied:
     """Set the plan's layouts on the CephFS of the ``pario cluster`` at ``cluster_dir``, its
     file names relative to ``subdir`` of the mount (the plan's ``*`` layout: that
-    directory's default layout)."""
+    directory's default layout); ``absolute_names``: absolute file names are allowed (they
+    must still lie under the mount)."""
     from ..cluster.state import load_state
 
     cl = load_state(cluster_dir)
@@ -75,24 +87,27 @@ def apply_cephfs(plan, system, cluster_dir: str | Path, *, subdir: str = ".", ti
         raise ParioError(f"cluster {cluster_dir}: no device-class data pools (pario-fs-hdd / pario-fs-ssd)")
     pools.setdefault("hdd", next(iter(pools.values())))
     pools.setdefault("ssd", pools["hdd"])
+    top = Path(mount).resolve()
     root = (Path(mount) / subdir).resolve()
-    if Path(mount).resolve() not in (root, *root.parents):
+    if top not in (root, *root.parents):
         raise ParioError(f"--root {subdir}: outside the CephFS mount {mount}")
-    root.mkdir(parents=True, exist_ok=True)
-    em = CephFSEmitter(root=str(root), fs_name=cl.fs_name, pools=pools).emit(plan, system)
+    em = CephFSEmitter(root=str(root), absolute_names=absolute_names, fs_name=cl.fs_name,
+                       pools=pools).emit(plan, system)              # every name checked: nothing changed yet
     cmds = em.commands()
-    want = _wanted(cmds)
+    argvs = [shlex.split(c) for c in cmds]          # each acts on one path, its last word
+    for a in argvs:
+        _inside(a[-1], top)
+    want = _wanted(argvs)
     for path in want:                                # a layout only goes on an empty file
         if os.path.exists(path) and os.path.getsize(path) > 0:
             raise ParioError(f"{path}: exists with {os.path.getsize(path)} bytes; CephFS sets a layout only on an "
                              "empty file (remove it first)")
-    for c in cmds:
-        if c.startswith("#"):
-            continue
-        a = shlex.split(c)
+    root.mkdir(parents=True, exist_ok=True)
+    for c, a in zip(cmds, argvs):
+        _inside(a[-1], top)                          # again: a link may have appeared since
         if a[0] == "touch":
-            Path(a[1]).parent.mkdir(parents=True, exist_ok=True)
-        elif a[0] == "setfattr" and a[-1].startswith(str(mount)) and not os.path.exists(a[-1]):
+            Path(a[-1]).parent.mkdir(parents=True, exist_ok=True)
+        elif a[0] == "setfattr" and not os.path.exists(a[-1]):
             Path(a[-1]).mkdir(parents=True, exist_ok=True)          # a directory default ('*')
         try:
             r = subprocess.run(a, capture_output=True, text=True, timeout=timeout)

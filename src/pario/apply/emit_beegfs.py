@@ -8,6 +8,13 @@ BeeGFS sources, and doc.beegfs.io "Striping" / "Storage Pools"; see docs/emit.md
     beegfs-ctl --setpattern --chunksize=SIZE --numtargets=N --storagepoolid=ID DIR
     beegfs-ctl --addstoragepool --id=ID --desc=NAME --targets=ID,ID,...
 
+``beegfs-ctl`` does not parse options with getopt: it splits every argument at its first
+``=`` into key and value, trims both of spaces, tabs and line ends, and takes the first
+remaining key (in byte order) as the path (``MapTk::addLineToStringMap``, ``ModeCreateFile``,
+``ModeSetPattern``).  So a path operand takes no ``--`` before it (``--`` would become the
+path), starts with ``./`` or ``/`` (never an option), and a path holding ``=`` or ending in a
+space is refused: beegfs-ctl would act on another path.
+
 A chunk size is a power of two of at least 64 KiB; chunk k of a file goes to the k mod N-th
 target of its pattern, and ``--targets`` gives that list in order (each target once), so a
 file created with ``--createfile`` is placed exactly.  A directory pattern (``--setpattern``,
@@ -23,16 +30,17 @@ mirroring copies a file's chunks with the same pattern).
 
 from __future__ import annotations
 
+from .. import ParioError
 from ..layout import ExtentMap, describe
 from . import (
     Emission,
     Emitter,
     Item,
+    command,
     fmt_size,
     nearest_pow2,
     no_whole_replica,
     one_layout_per_file,
-    q,
     replica_datafiles,
 )
 
@@ -64,7 +72,8 @@ class BeeGFSEmitter(Emitter):
             if st is not None and set(st.servers) != set(range(system.n)):
                 star_pool = POOL_ID
                 ids = ",".join(str(target_id(s)) for s in sorted(st.servers))
-                out.setup.append(f"beegfs-ctl --addstoragepool --id={POOL_ID} --desc=pario-star --targets={ids}")
+                out.setup.append(command("beegfs-ctl", "--addstoragepool", f"--id={POOL_ID}", "--desc=pario-star",
+                                         f"--targets={ids}"))
                 for s in st.servers:
                     pool_of[s] = POOL_ID
         for item, lay, rep in self.walk(plan, system, out):
@@ -82,9 +91,9 @@ class BeeGFSEmitter(Emitter):
             chunk = self._chunk(item, st, system)
             n = len(st.servers)
             if f == "*":
-                item.commands.append(" ".join([
+                item.commands.append(command(
                     "beegfs-ctl", "--setpattern", f"--chunksize={fmt_size(chunk).lower()}", f"--numtargets={n}",
-                    f"--storagepoolid={star_pool}", q(path)]))
+                    f"--storagepoolid={star_pool}", path))
                 if item.status == "exact":
                     item.status = "striping"
                 item.not_exact("server placement", "a directory pattern has no target list: the metadata server "
@@ -93,12 +102,18 @@ class BeeGFSEmitter(Emitter):
                 continue
             ids = [target_id(s) for s in st.servers]
             force = len({pool_of[s] for s in st.servers}) > 1
-            item.commands.append(" ".join([
+            item.commands.append(command(
                 "beegfs-ctl", "--createfile", f"--chunksize={fmt_size(chunk).lower()}", f"--numtargets={n}",
-                "--targets=" + ",".join(map(str, ids)), *(["--force"] if force else []), q(path)]))
+                "--targets=" + ",".join(map(str, ids)), *(["--force"] if force else []), path))
             if item.status == "exact":
                 item.exact.append("chunk size and target order (--createfile --targets)")
         return out
+
+    def operand(self, path: str) -> str:
+        if "=" in path or path != path.rstrip(" "):
+            raise ParioError(f"path {path!r}: beegfs-ctl cannot take a path holding '=' or ending in a space "
+                             "(it splits each argument at its first '=' and trims its ends)")
+        return path
 
     def _striped(self, item: Item, lay, system):
         return one_layout_per_file(item, lay, system, "BeeGFS", "stripe pattern")
@@ -123,8 +138,8 @@ class BeeGFSEmitter(Emitter):
                        "--targets=ID), for pario's redirection to fill; reads through BeeGFS use the original layout")
         for df, srv, b in replica_datafiles(emap):
             p = self.datafile_path(f, rep.get("name", "r"), df, system.servers[srv].name)
-            item.commands.append(" ".join(["beegfs-ctl", "--createfile", "--numtargets=1",
-                                           f"--targets={target_id(srv)}", q(p)]))
+            item.commands.append(command("beegfs-ctl", "--createfile", "--numtargets=1", f"--targets={target_id(srv)}",
+                                         p))
             item.datafiles.append({"datafile": df, "server": system.servers[srv].name, "path": p, "bytes": b})
         item.exact.append("replica data file placement (one target each)")
 

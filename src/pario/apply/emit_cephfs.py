@@ -3,10 +3,10 @@
 Grammar (Ceph documentation "File layouts" (cephfs/file-layouts), "CRUSH Maps: device
 classes" and "Pools"; ``file_layout_t::is_valid`` in the Ceph sources; see docs/emit.md)::
 
-    setfattr -n ceph.file.layout.pool         -v POOL   FILE     (ceph.dir.layout.* for a directory)
-    setfattr -n ceph.file.layout.stripe_count -v N      FILE
-    setfattr -n ceph.file.layout.stripe_unit  -v BYTES  FILE
-    setfattr -n ceph.file.layout.object_size  -v BYTES  FILE
+    setfattr -n ceph.file.layout.pool         -v POOL   -- FILE     (ceph.dir.layout.* for a directory)
+    setfattr -n ceph.file.layout.stripe_count -v N      -- FILE
+    setfattr -n ceph.file.layout.stripe_unit  -v BYTES  -- FILE
+    setfattr -n ceph.file.layout.object_size  -v BYTES  -- FILE
     ceph osd crush rule create-replicated RULE default osd [CLASS]
     ceph osd pool create POOL ; ceph osd pool set POOL crush_rule RULE ; ceph fs add_data_pool FS POOL
 
@@ -32,11 +32,11 @@ from . import (
     Emitter,
     Item,
     MiB,
+    command,
     kinds_of,
     nearest_multiple,
     no_whole_replica,
     one_layout_per_file,
-    q,
     replica_datafiles,
 )
 
@@ -57,10 +57,11 @@ def pool_for(kinds: set[str], pools: dict[str, str] | None = None) -> str:
 class CephFSEmitter(Emitter):
     name = "cephfs"
 
-    def __init__(self, root: str = ".", fs_name: str = FS_NAME, pools: dict[str, str] | None = None):
+    def __init__(self, root: str = ".", absolute_names: bool = False, fs_name: str = FS_NAME,
+                 pools: dict[str, str] | None = None):
         """``pools``: kind → data pool of a live CephFS (``pario apply --cephfs``: the pools
         exist, no setup is emitted); None: the script creates pario-hdd / -ssd / -mixed."""
-        super().__init__(root)
+        super().__init__(root, absolute_names)
         self.fs_name = fs_name
         self.pools = pools
 
@@ -98,11 +99,11 @@ class CephFSEmitter(Emitter):
         for pool in (pools if self.pools is None else []):     # a live file system has its pools
             cls = pool.split("-", 1)[1]
             out.setup += [
-                " ".join(["ceph", "osd", "crush", "rule", "create-replicated", pool, "default", "osd",
-                          *([] if cls == "mixed" else [cls])]),
-                f"ceph osd pool create {pool}",
-                f"ceph osd pool set {pool} crush_rule {pool}",
-                f"ceph fs add_data_pool {q(self.fs_name)} {pool}"]
+                command("ceph", "osd", "crush", "rule", "create-replicated", pool, "default", "osd",
+                        *([] if cls == "mixed" else [cls])),
+                command("ceph", "osd", "pool", "create", pool),
+                command("ceph", "osd", "pool", "set", pool, "crush_rule", pool),
+                command("ceph", "fs", "add_data_pool", self.fs_name, pool)]
         return out
 
     # ------------------------------------------------------------------
@@ -113,8 +114,8 @@ class CephFSEmitter(Emitter):
         # new object size is a multiple of the new su (hence of 64 KiB); then the new su divides it
         steps = [("pool", pool), ("stripe_count", sc), ("stripe_unit", UNIT), ("object_size", os_),
                  ("stripe_unit", su)]
-        cmds = [] if directory else [f"touch {q(path)}"]
-        return cmds + [f"setfattr -n {key}.{k} -v {v} {q(path)}" for k, v in steps]
+        cmds = [] if directory else [command("touch", "--", path)]
+        return cmds + [command("setfattr", "-n", f"{key}.{k}", "-v", v, "--", path) for k, v in steps]
 
     def _striped(self, item: Item, lay, system):
         return one_layout_per_file(item, lay, system, "CephFS", "layout")

@@ -3,10 +3,12 @@
 Grammar (Lustre lfs-setstripe(1), lfs-mirror-create(1), Lustre Operations Manual ch. 19
 "Managing File Layout"; see docs/emit.md)::
 
-    lfs setstripe -S SIZE -c COUNT -o OST,OST,... PATH            plain layout, exact OST order
-    lfs setstripe -S SIZE -C COUNT -o OST,OST,OST,... PATH        overstriping (≥ 2.13): an OST may repeat
-    lfs setstripe -E END1 OPTS -E END2 OPTS ... -E -1 OPTS PATH   PFL: one component per extent
-    lfs mirror create -N [OPTS] -N [OPTS] ... PATH                FLR: whole-file mirrors
+    lfs setstripe -S SIZE -c COUNT -o OST,OST,... -- PATH            plain layout, exact OST order
+    lfs setstripe -S SIZE -C COUNT -o OST,OST,OST,... -- PATH        overstriping (≥ 2.13): an OST may repeat
+    lfs setstripe -E END1 OPTS -E END2 OPTS ... -E -1 OPTS -- PATH   PFL: one component per extent
+    lfs mirror create -N [OPTS] -N [OPTS] ... -- PATH                FLR: whole-file mirrors
+
+(``lfs`` parses its options with getopt_long: ``--`` ends them.)
 
 A stripe size is a multiple of 64 KiB below 4 GiB; a component's stripe of byte x is
 ``(x div S) mod count`` of the *file* offset x (lov_stripe_number divides the file offset,
@@ -31,10 +33,10 @@ from . import (
     Emitter,
     Item,
     as_striped,
+    command,
     fmt_size,
     nearest_multiple,
     plan_entries,
-    q,
     replica_datafiles,
 )
 
@@ -80,11 +82,10 @@ class LustreEmitter(Emitter):
                     mitem = Item(f, "", path, "exact")
                     mopts = self._layout_opts(mitem, mlay, system)
                     args += ["-N", *(mopts or [])]
-                args.append(path)
-                item.commands.append(" ".join(q(a) for a in args))
+                item.commands.append(command(*args, "--", path))
                 item.exact.append(f"{len(mirrors)} whole-file replica(s) as FLR mirrors 2..{len(mirrors) + 1}")
             else:
-                item.commands.append(" ".join(q(a) for a in ["lfs", "setstripe", *opts, path]))
+                item.commands.append(command("lfs", "setstripe", *opts, "--", path))
         # whole-file replicas of files the plan gives no layout: mirrors over the inherited layout
         for f, mirrors in whole.items():
             if f in done_mirrors:
@@ -92,9 +93,8 @@ class LustreEmitter(Emitter):
             args = ["lfs", "mirror", "create", "-N"]
             for _, mlay, _ in mirrors:
                 args += ["-N", *(self._layout_opts(Item(f, "", "", "exact"), mlay, system) or [])]
-            args.append(self.path(f))
             next(it for it in out.items if it.file == f and it.what.startswith("replica")).commands.append(
-                " ".join(q(a) for a in args))
+                command(*args, "--", self.path(f)))
         return out
 
     # ------------------------------------------------------------------ layouts
@@ -173,7 +173,7 @@ class LustreEmitter(Emitter):
                        "use the original layout")
         for df, srv, b in replica_datafiles(emap):
             p = self.datafile_path(f, rep.get("name", "r"), df, system.servers[srv].name)
-            item.commands.append(" ".join(q(a) for a in ["lfs", "setstripe", "-c", "1", "-o", str(srv), p]))
+            item.commands.append(command("lfs", "setstripe", "-c", "1", "-o", srv, "--", p))
             item.datafiles.append({"datafile": df, "server": system.servers[srv].name, "path": p, "bytes": b})
         item.exact.append("replica data file placement (one OST each)")
 

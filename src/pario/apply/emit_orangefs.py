@@ -4,11 +4,14 @@ created on a server list with ``pvfs2-touch -l``.
 Grammar (OrangeFS "PVFS Tuning" guide §7 Distributions, ``src/io/description/dist-varstrip*.c``,
 ``src/apps/admin/pvfs2-touch.c`` of the OrangeFS sources; see docs/emit.md)::
 
-    setfattr -n user.pvfs2.dist_name   -v simple_stripe|varstrip_dist DIR
-    setfattr -n user.pvfs2.dist_params -v strip_size:BYTES DIR                   (simple_stripe)
-    setfattr -n user.pvfs2.dist_params -v "strips:D:SIZE;D:SIZE;..." DIR        (varstrip_dist)
-    setfattr -n user.pvfs2.num_dfiles  -v N DIR
-    pvfs2-touch -l ADDR,ADDR,... DIR/FILE          datafile i on the i-th listed server
+    setfattr -n user.pvfs2.dist_name   -v simple_stripe|varstrip_dist -- DIR
+    setfattr -n user.pvfs2.dist_params -v strip_size:BYTES -- DIR                (simple_stripe)
+    setfattr -n user.pvfs2.dist_params -v "strips:D:SIZE;D:SIZE;..." -- DIR     (varstrip_dist)
+    setfattr -n user.pvfs2.num_dfiles  -v N -- DIR
+    pvfs2-touch -l ADDR,ADDR,... -- DIR/FILE          datafile i on the i-th listed server
+
+(``setfattr``, ``pvfs2-touch``, ``mkdir``, ``mv``, ``rmdir`` parse options with getopt: ``--``
+ends them.)
 
 ``varstrip_dist``'s ``strips`` is one round of ``datafile:size`` pairs (size > 0, optional
 K/M/G suffix); byte x lies in the pair whose range holds ``x mod Σ sizes``; every datafile
@@ -30,10 +33,10 @@ from . import (
     Emission,
     Emitter,
     Item,
+    command,
     fmt_size,
     no_whole_replica,
     one_layout_per_file,
-    q,
     replica_datafiles,
 )
 
@@ -100,13 +103,14 @@ class OrangeFSEmitter(Emitter):
 
     @staticmethod
     def _setfattr(key: str, value: str, path: str) -> str:
-        return f"setfattr -n user.pvfs2.{key} -v {q(value)} {q(path)}"
+        return command("setfattr", "-n", f"user.pvfs2.{key}", "-v", value, "--", path)
 
     def _create(self, hints, addrs: list[str], path: str, k: int) -> list[str]:
         stage = self.path(f"{STAGE}/{k}")
         tmp = f"{stage}/{path.rsplit('/', 1)[-1]}"
-        return [f"mkdir -p {q(stage)}", *[self._setfattr(a, v, stage) for a, v in hints],
-                f"pvfs2-touch -l {q(','.join(addrs))} {q(tmp)}", f"mv {q(tmp)} {q(path)}", f"rmdir {q(stage)}"]
+        return [command("mkdir", "-p", "--", stage), *[self._setfattr(a, v, stage) for a, v in hints],
+                command("pvfs2-touch", "-l", ",".join(addrs), "--", tmp), command("mv", "--", tmp, path),
+                command("rmdir", "--", stage)]
 
     def _partial_replica(self, item: Item, f: str, emap: ExtentMap, rep, system, k: int) -> int:
         item.status = "nearest"
