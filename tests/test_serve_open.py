@@ -184,3 +184,42 @@ def test_served_runs_refuse_a_store_that_lost_its_metadata_or_has_planted_links(
     assert sorted(cp.stdout.splitlines()) == ["rank 0 wrong 0", "rank 1 wrong 0"]
     assert not (store / "meta.db").exists()                         # never re-created
     assert name.stat().st_size == 2 * 65536                          # the file passed through
+
+
+def test_names_with_control_characters_are_never_stored(lib, exe, tmp_path):  # noqa: F811
+    """One validation of names (pario.names.check_name, and its twin in the C runtime): a
+    served program creating a file whose name has a newline gets it from MPICH (one line
+    says why), `store put` of such a name is one error line, a plan's replica name that is
+    not one path component is refused by `pario replicate`."""
+    import json
+    import sys
+
+    from test_reboot import SRC as REBOOT_SRC
+
+    prog = compile_mpi(REBOOT_SRC, tmp_path / "reboot_check")
+    store = _store(tmp_path / "store")
+    for bad in ("a\nb", "tab\there", "sep\u2028x", "c1\u0085x"):
+        name = tmp_path / bad
+        cp = _mpiexec([prog, name, "1", "4096", "run"], _env(lib, store=store, serve="all"), tmp_path, n=2)
+        said = [ln for ln in cp.stderr.splitlines() if ln.startswith("pario:")]
+        assert said and all("control character" in ln for ln in said), cp.stderr       # one line an open
+        assert name.stat().st_size == 2 * 4096                      # MPICH's file
+    src = tmp_path / "src"
+    src.write_bytes(b"x" * 100)
+
+    def pario(*args):
+        return subprocess.run([sys.executable, "-c", "import sys; from pario.cli import main; sys.exit(main())",
+                               *map(str, args)], capture_output=True, text=True)
+
+    cp = pario("store", "put", src, "evil\nname", "--store", store, "--layout", "fixed:64k")
+    assert cp.returncode == 2 and cp.stderr.count("\n") == 1 and "control character" in cp.stderr
+    assert pario("store", "put", src, "f", "--store", store, "--layout", "fixed:64k").returncode == 0
+    for rname in ("../x", "a/b", "r\n1"):
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"pario_plan": 1, "scheme": "ceda", "system": "hacio-6h2s", "layouts": {},
+                                    "replicas": {"f": [{"name": rname, "layout": {
+                                        "type": "extents", "extents": [[0, 50, "H1", 0, 1]], "default": None}}]}}))
+        cp = pario("replicate", plan, "--store", store)
+        assert cp.returncode == 2 and cp.stderr.count("\n") == 1 and "replica name" in cp.stderr, cp.stderr
+    with __import__("pario.store", fromlist=["Store"]).Store(store) as st:
+        assert st.files() == ["f"]

@@ -100,6 +100,7 @@ class ReplicaSpec:
 
 def specs_from_plan(plan, store: Store) -> list[ReplicaSpec]:
     """Replica specs of a plan (path, dict or Plan), checked against the store."""
+    from ..names import check_name
     from ..plan.base import Plan, read_plan_json
 
     if isinstance(plan, (str, Path)):
@@ -121,7 +122,7 @@ def specs_from_plan(plan, store: Store) -> list[ReplicaSpec]:
             raise ParioError(f"plan replicates {fname!r}, which is not in store {store.root} (a plan for another store?)")
         rule = routes.get(fname, routes.get("*"))
         for k, r in enumerate(reps):
-            name = str(r.get("name") or f"r{k + 1}")
+            name = check_name(str(r.get("name") or f"r{k + 1}"), "replica name", component=True)
             lay = r["layout"]
             route = {"cheapest": "cheapest", "replica": "replica"}.get(rule) if rule else None
             specs.append(ReplicaSpec(fname, name, lay, route))

@@ -424,9 +424,13 @@ class Store:
 
     # ------------------------------------------------------------------ namespace
     def _check_name(self, name: str) -> str:
-        if not name or name.startswith(RESERVED) or "\0" in name or len(name.encode(errors="replace")) > 4096:
-            raise ParioError(f"bad file name {name!r} (empty, longer than 4096 bytes, or in a reserved namespace: "
-                             f"{', '.join(RESERVED)})")
+        """A user file's name: a name (:func:`pario.names.check_name`: no control character,
+        at most 4096 bytes) outside the reserved namespaces."""
+        from ..names import check_name
+
+        check_name(name)
+        if name.startswith(RESERVED):
+            raise ParioError(f"bad file name {name!r} (in a reserved namespace: {', '.join(RESERVED)})")
         return name
 
     def layout(self, spec) -> Layout:

@@ -388,6 +388,26 @@ static int amode_ok(int amode)
     return !((amode & MPI_MODE_RDWR) && (amode & MPI_MODE_SEQUENTIAL));
 }
 
+/* pario.names.check_name in C: no control character (C0, DEL, the C1 controls U+0080-U+009F,
+ * the line and paragraph separators U+2028/U+2029 in UTF-8), at most 4096 bytes.  A name that
+ * is not one is never served (every consumer of the store refuses it). */
+static int name_ok(const char *name)
+{
+    const unsigned char *p = (const unsigned char *)name;
+    size_t n = strlen(name);
+    if (n == 0 || n > 4096)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < 0x20 || p[i] == 0x7f)
+            return 0;
+        if (p[i] == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)
+            return 0;
+        if (p[i] == 0xe2 && i + 2 < n && p[i + 1] == 0x80 && (p[i + 2] == 0xa8 || p[i + 2] == 0xa9))
+            return 0;
+    }
+    return 1;
+}
+
 /* Where MPICH would fail to create `name` because of its directory (ROMIO's error classes
  * for ENOENT, ENOTDIR, EACCES): MPI_SUCCESS when the directory is there. */
 static int create_dir_error(const char *name)
@@ -551,6 +571,8 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     const char *why = !ss ? "out of memory" : !ss->st ? ss->why : NULL;
     if (!why && planpath)
         plan = get_plan(planpath, ss, &why);
+    if (!why && !name_ok(name))
+        why = "the file name is empty, longer than 4096 bytes or has a control character: pario does not store it";
     int ok = why == NULL && amode_ok(amode);
     int rc = MPI_SUCCESS;
 
