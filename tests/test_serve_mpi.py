@@ -33,16 +33,6 @@ ORDER_FREE = {"shared", "more"}     # shared-pointer writes land in the order th
 
 
 @pytest.fixture(scope="module")
-def lib(build_native):
-    if not (VENV_BIN / "mpicc").exists() or not (VENV_BIN / "mpiexec").exists():
-        pytest.skip("the MPICH wheel's mpicc/mpiexec are not installed (scripts/setup.sh test)")
-    path = build_native.build_tracer(quiet=True)
-    if path is None:
-        pytest.skip("no mpicc: the pario library is not built")
-    return path
-
-
-@pytest.fixture(scope="module")
 def styles_exe(lib, tmp_path_factory):
     exe = tmp_path_factory.mktemp("styles") / "tracer_styles"
     r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror", str(STYLES_SRC), "-o",
