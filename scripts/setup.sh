@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up: a virtual environment in .venv with pario installed (editable), and
 # pario's C code built in place (scripts/build_native.py: only what changed).
-# Usage: scripts/setup.sh [test|ceph]   -- "test" also installs the test extras; "ceph" (root)
+# Usage: scripts/setup.sh [test|ceph]   -- "test" also installs the test extras (and, as root,
+# Debian's parallel HDF5 for IOR's HDF5 backend in the tests); "ceph" (root)
 # installs Debian's Ceph packages (mon, mgr, osd, mds, fuse, librados/libcephfs and their
 # Python modules) with apt-get and makes `import rados, cephfs` work in .venv.
 set -euo pipefail
@@ -19,6 +20,15 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 .venv/bin/python scripts/build_native.py --quiet
+if [ "${1:-}" = "test" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+   && ! dpkg -s libhdf5-mpich-dev >/dev/null 2>&1; then
+  # IOR's HDF5 backend in the test suite (tests/test_run_variation.py): Debian's parallel HDF5
+  # for MPICH, linked statically into IOR (scripts/build_native.py); without it those tests
+  # skip with the reason (pytest -rs)
+  { DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libhdf5-mpich-dev pkg-config >/dev/null; } \
+    || echo "setup: apt-get install libhdf5-mpich-dev failed: the HDF5 tests will skip"
+fi
 if [ "${1:-}" = "ceph" ]; then
   if ! command -v ceph-osd >/dev/null || ! [ -e /usr/lib/python3/dist-packages/rados.cpython-311-x86_64-linux-gnu.so ]; then
     [ "$(id -u)" = 0 ] || { echo "pario: error: scripts/setup.sh ceph installs Debian packages: run it as root" >&2; exit 2; }

@@ -1,6 +1,8 @@
-"""Fixtures shared by the tests: an empty store, and the project's C build script."""
+"""Fixtures shared by the tests: an empty store, the project's C build script and the
+library it builds."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,19 @@ def build_native():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="session")
+def lib(build_native):
+    """libpario_trace.so, built if stale (the tests of unmodified MPI programs preload it);
+    skipped without the MPICH wheel's mpicc and mpiexec."""
+    venv_bin = Path(sys.executable).parent
+    if not (venv_bin / "mpicc").exists() or not (venv_bin / "mpiexec").exists():
+        pytest.skip("the MPICH wheel's mpicc/mpiexec are not installed (scripts/setup.sh test)")
+    path = build_native.build_tracer(quiet=True)
+    if path is None:
+        pytest.skip("no mpicc: the pario library is not built")
+    return path
 
 
 def random_io(f, rng, steps: int, span: int, maxlen: int, maxread: int) -> bytearray:

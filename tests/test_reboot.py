@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from pario.store import rmt_journal as J
-from test_serve_mpi import VENV_BIN, _env, _mpiexec, compile_mpi, lib  # noqa: F401  (lib: the fixture)
+from test_serve_mpi import VENV_BIN, _env, _mpiexec, compile_mpi
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "tests" / "c" / "reboot_check.c"
@@ -45,7 +45,7 @@ def val(gen: int, rank: int, n: int) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def exe(lib, tmp_path_factory):  # noqa: F811
+def exe(lib, tmp_path_factory):
     return compile_mpi(SRC, tmp_path_factory.mktemp("reboot") / "reboot_check")
 
 
@@ -60,7 +60,7 @@ def _cli(*args, boot=None, check=True):
     return cp
 
 
-def _run(lib, exe, store, name, gen, block, mode, n, tmp, boot=None, plan=None, check=True):  # noqa: F811
+def _run(lib, exe, store, name, gen, block, mode, n, tmp, boot=None, plan=None, check=True):
     extra = {"PARIO_BOOT_ID": boot} if boot else {}
     return _mpiexec([exe, name, gen, block, mode], _env(lib, store=store, serve="all", plan=plan, extra=extra), tmp,
                     n=n, check=check)
@@ -126,7 +126,7 @@ CASES = [  # (crash, ranks of the crashed run, ranks after the reboot, block)
 
 
 @pytest.mark.parametrize("crash,n1,n2,block", CASES, ids=[f"{c[0]}-{c[1]}to{c[2]}" for c in CASES])
-def test_unclean_end_then_reboot_never_serves_wrong_bytes(lib, exe, tmp_path, crash, n1, n2, block):  # noqa: F811
+def test_unclean_end_then_reboot_never_serves_wrong_bytes(lib, exe, tmp_path, crash, n1, n2, block):
     store = tmp_path / "store"
     _cli("store", "init", store, "--system", SYSTEM)
     name = str(tmp_path / "f.dat")
@@ -189,7 +189,7 @@ def test_unclean_end_then_reboot_never_serves_wrong_bytes(lib, exe, tmp_path, cr
         assert np.array_equal(got[r * block:(r + 1) * block], val(6, r, block))
 
 
-def test_fsck_during_a_refused_job_reports_and_leaves_it(lib, exe, tmp_path):  # noqa: F811
+def test_fsck_during_a_refused_job_reports_and_leaves_it(lib, exe, tmp_path):
     """While a job that was refused the store runs (it holds the store shared, so that
     nobody verifies it under the job), fsck reports the pending verification (exit 1) and
     changes nothing; the job's later opens still pass through; afterwards fsck verifies."""

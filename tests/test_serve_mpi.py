@@ -32,16 +32,6 @@ STYLES = ("at", "individual", "all", "vector", "subarray", "darray", "indexed", 
 ORDER_FREE = {"shared", "more"}     # shared-pointer writes land in the order the ranks come
 
 
-@pytest.fixture(scope="module")
-def lib(build_native):
-    if not (VENV_BIN / "mpicc").exists() or not (VENV_BIN / "mpiexec").exists():
-        pytest.skip("the MPICH wheel's mpicc/mpiexec are not installed (scripts/setup.sh test)")
-    path = build_native.build_tracer(quiet=True)
-    if path is None:
-        pytest.skip("no mpicc: the pario library is not built")
-    return path
-
-
 def compile_mpi(src: Path, exe: Path) -> Path:
     """A test's MPI program (tests/c/*.c), built with the MPICH wheel's mpicc, warnings as errors."""
     r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror", str(src), "-o", str(exe)],

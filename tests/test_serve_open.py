@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from test_serve_mpi import VENV_BIN, _env, _mpiexec, _store, _store_bytes, compile_mpi, lib  # noqa: F401  (lib: the fixture)
+from test_serve_mpi import VENV_BIN, _env, _mpiexec, _store, _store_bytes, compile_mpi
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "tests" / "c" / "open_semantics.c"
@@ -28,11 +28,11 @@ TRIES = 50
 
 
 @pytest.fixture(scope="module")
-def exe(lib, tmp_path_factory):  # noqa: F811
+def exe(lib, tmp_path_factory):
     return compile_mpi(SRC, tmp_path_factory.mktemp("open") / "open_semantics")
 
 
-def _both(lib, exe, tmp_path, case, tries=TRIES):  # noqa: F811
+def _both(lib, exe, tmp_path, case, tries=TRIES):
     """(plain stdout, served stdout, plain dir, served dir, store)."""
     plain, served = tmp_path / "plain", tmp_path / "served"
     plain.mkdir()
@@ -50,7 +50,7 @@ def _shadows(store: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("case", ["selfcreate", "excl", "nodir", "amode", "shared"])
-def test_open_semantics_equal_mpich(lib, exe, tmp_path, case):  # noqa: F811
+def test_open_semantics_equal_mpich(lib, exe, tmp_path, case):
     want, got, plain, served, store = _both(lib, exe, tmp_path, case)
     assert got.splitlines() == want.splitlines()
     # the oracle's own sanity: what MPICH says (so that the comparison compares something)
@@ -73,7 +73,7 @@ def test_open_semantics_equal_mpich(lib, exe, tmp_path, case):  # noqa: F811
     assert _shadows(store) == []                     # a clean run leaves no shadow file
 
 
-def test_two_jobs_create_the_same_files_at_once(lib, exe, tmp_path):  # noqa: F811
+def test_two_jobs_create_the_same_files_at_once(lib, exe, tmp_path):
     """Two separate jobs, every rank of both creating the same new files with MPI_COMM_SELF."""
     store = _store(tmp_path / "store")
     d = tmp_path / "d"
@@ -91,7 +91,7 @@ def test_two_jobs_create_the_same_files_at_once(lib, exe, tmp_path):  # noqa: F8
     assert _shadows(store) == []
 
 
-def test_store_put_racing_a_served_create(lib, exe, tmp_path):  # noqa: F811
+def test_store_put_racing_a_served_create(lib, exe, tmp_path):
     """`pario store put` of the names a served job creates at the same moment: each name
     ends up either the program's file (put refused with one line, nothing stored) or put's
     file opened by the program (create-or-open); the program never fails."""
@@ -123,7 +123,7 @@ def test_store_put_racing_a_served_create(lib, exe, tmp_path):  # noqa: F811
         assert got == (b"aaaabbbb" + b"P" * 8 if rc == 0 else b"aaaabbbb"), (k, rc, got)
 
 
-def test_a_killed_runs_shadow_files_go_at_the_next_first_open(lib, exe, tmp_path):  # noqa: F811
+def test_a_killed_runs_shadow_files_go_at_the_next_first_open(lib, exe, tmp_path):
     """A job killed while its files are open leaves their shadow files; the store's next
     first opener (here a served run, then fsck) removes them, and only regular files inside
     the shadow directory (a planted link's target stays)."""
@@ -157,7 +157,7 @@ def test_a_killed_runs_shadow_files_go_at_the_next_first_open(lib, exe, tmp_path
     assert _shadows(store) == [] and victim.read_bytes() == b"keep"
 
 
-def test_served_runs_refuse_a_store_that_lost_its_metadata_or_has_planted_links(lib, exe, tmp_path):  # noqa: F811
+def test_served_runs_refuse_a_store_that_lost_its_metadata_or_has_planted_links(lib, exe, tmp_path):
     """The C store as the Python one: a missing meta.db next to data is one line and the
     files pass through (never an empty store whose new files take old data files); a data
     file replaced by a link is never written through (the write fails, the victim keeps its
@@ -186,7 +186,7 @@ def test_served_runs_refuse_a_store_that_lost_its_metadata_or_has_planted_links(
     assert name.stat().st_size == 2 * 65536                          # the file passed through
 
 
-def test_names_with_control_characters_are_never_stored(lib, exe, tmp_path):  # noqa: F811
+def test_names_with_control_characters_are_never_stored(lib, exe, tmp_path):
     """One validation of names (pario.names.check_name, and its twin in the C runtime): a
     served program creating a file whose name has a newline gets it from MPICH (one line
     says why), `store put` of such a name is one error line, a plan's replica name that is

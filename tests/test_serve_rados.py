@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 from ceph_fixture import ceph_cluster  # noqa: F401  (the fixture)
-from test_serve_mpi import P, _env, _mpiexec, ior_bin, lib  # noqa: F401  (fixtures)
+from test_serve_mpi import P, _env, _mpiexec, ior_bin  # noqa: F401  (ior_bin: the fixture; lib: conftest.py)
 from test_serve_store import Driver, _blob, _rand_extents, driver  # noqa: F401  (the C driver fixture)
 from test_store_rados import LAYOUTS, OBJ, _ceda, _osd_map, _store, load_servers
 

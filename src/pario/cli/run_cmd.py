@@ -17,15 +17,18 @@ the table the **verdict** in one sentence — ``as predicted``, ``faster than pr
 its reasons, each a measured statement (:func:`pario.run.compare.judge`); then how many of
 run 2's requests hit RMT entries (the redirector sends those to replicas: seed 000 §4.6),
 SHA-256 checksums of every file the program touched, read through the store after run 1
-and after run 2, ``fsck`` and the load average.
+and after run 2, for an unmodified program the bytes that vary from run to run (two runs
+without pario differ there: :mod:`pario.run.variation`) and where each run differs outside
+them, ``fsck`` and the load average.
 
 ``--json`` prints the summary as one JSON document (the tools' own output goes to stderr):
 ``predicted``, ``io_s``, ``run1_s``, ``run2_s``, ``devices``, ``redirected``, ``files``,
 ``identical``, ``verdict`` (``verdict``, ``agrees``, ``predicted_ratio``,
 ``measured_ratio``, ``q``, ``tolerance``, ``runs``, ``sentence``, ``reasons``),
-``evidence``, ``loadavg``, ….  Exit status 1 if the bytes differ or fsck finds problems
-(the verdict does not change it); bad input and failed steps are one ``pario: error:``
-line, exit 2.
+``evidence``, ``loadavg``, ``variation``, ….  Exit status 1 if the bytes differ (for an
+unmodified program: outside the bytes that vary between two runs without pario) or fsck
+finds problems (the verdict does not change it); bad input and failed steps are one
+``pario: error:`` line, exit 2.
 """
 
 from __future__ import annotations
@@ -97,6 +100,36 @@ def _run(args) -> int:
     return exit_status(summary)
 
 
+def _against(label: str) -> str:
+    """A comparison's label as printed: ``run 2 vs run 1``, ``run 1 vs without pario``."""
+    return label if " vs " in label else f"{label} vs without pario"
+
+
+def _report_variation(vr: dict) -> None:
+    """Per file: the bytes that vary between the two runs without pario, and each run's bytes
+    that differ outside them (first ranges, inclusive offsets)."""
+    from ..run.variation import n_bytes, offsets_text
+
+    for name, f in vr["files"].items():
+        sizes = f["plain_sizes"] or []
+        if f["varying_bytes"]:
+            size_note = (f"; their sizes differ ({sizes[0]} and {sizes[1]} bytes)"
+                         if len(sizes) == 2 and sizes[0] != sizes[1] else "")
+            where = offsets_text(f["varying_ranges"], f["varying_range_count"])
+            console.print(f"  {escape(name)}: {n_bytes(f['varying_bytes'], 'vary')} from run to run (two runs "
+                          f"without pario differ at {where}){size_note}", soft_wrap=True)
+        for label, r in f["differing"].items():
+            if r["bytes"]:
+                run = label.split(" vs ")[0]
+                size = f["sizes"].get(run)
+                size_note = f" ({run} has {size} bytes)" if size not in sizes else ""
+                console.print(f"  {escape(name)}: {_against(label)}: "
+                              f"[bold red]{n_bytes(r['bytes'], 'differ')}[/] where the runs without pario agree, at "
+                              f"{offsets_text(r['ranges'], r['range_count'])}{size_note}", soft_wrap=True)
+    if vr.get("kept"):
+        console.print(f"  the runs' files are kept in {escape(vr['kept'])}", soft_wrap=True)
+
+
 def _fmt(v, unit=" s", digits=3) -> str:
     return "–" if v is None else f"{v:.{digits}f}{unit}"
 
@@ -154,17 +187,31 @@ def _report(s: dict) -> None:
     h = s["redirected"]
     console.print(f"run 2 requests through replicas (RMT hits): {h['hit_requests']} of {h['requests']} "
                   f"({h['hit_bytes']} of {h['bytes']} bytes)")
+    vr = s.get("variation")
+    judged = bool(vr and vr["plain_runs"] == 2)       # then judged byte by byte below
     for name, dg in s["files"].items():
         same = s["files_run1"].get(name) == dg
-        console.print(f"  {name}: sha256 {dg[:16]}…  {'same as run 1' if same else 'DIFFERENT'}")
+        console.print(f"  {name}: sha256 {dg[:16]}…  "
+                      f"{'same as run 1' if same else 'other than run 1' if judged else 'DIFFERENT'}")
     pl = s.get("plain")
     if pl:
         for name, dg in pl["files"].items():
             console.print(f"  {name} without pario: sha256 {(dg or '(missing)')[:16]}…  "
-                          f"{'same' if dg == s['files'].get(name) else 'DIFFERENT'}")
-    console.print(f"identical bytes: {'yes' if s['identical'] else 'NO'}"
-                  + (" (run 1, run 2 and the run without pario)" if pl else "") + "; store fsck: "
-                  f"{'clean' if s['fsck_ok'] else 'PROBLEMS'}")
+                          f"{'same' if dg == s['files'].get(name) else 'other than run 2' if judged else 'DIFFERENT'}")
+    if vr:
+        _report_variation(vr)
+    if vr and vr["plain_runs"] == 2:
+        from ..run.variation import n_bytes
+
+        vary = n_bytes(vr["varying_bytes"], "vary")
+        head = (f"yes: {vary} from run to run; all other bytes identical (run 1, run 2 and the runs without "
+                "pario)" if s["identical"] else
+                "NO: bytes differ where the runs without pario agree ("
+                + "; ".join(f"{_against(k)}: {n_bytes(b)}" for k, b in vr["differing_bytes"].items())
+                + f"); {vary} from run to run")
+    else:
+        head = ("yes" if s["identical"] else "NO") + (" (run 1, run 2 and the run without pario)" if pl else "")
+    console.print(f"identical bytes: {head}; store fsck: {'clean' if s['fsck_ok'] else 'PROBLEMS'}", soft_wrap=True)
     la = s["loadavg"]
     console.print(f"load average (1/5/15 min) at start {la['start'][0]:.2f}/{la['start'][1]:.2f}/{la['start'][2]:.2f}, "
                   f"at end {la['end'][0]:.2f}/{la['end'][1]:.2f}/{la['end'][2]:.2f}")

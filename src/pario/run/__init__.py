@@ -10,6 +10,8 @@ calls :func:`run_loop` and prints the summary.
   device counters of its cgroup;
 - :mod:`pario.run.measure` — traced I/O time, RMT hits, per-request latencies of run 2
   against run 1, the program's phase times, file checksums;
+- :mod:`pario.run.variation` — an unmodified program's files against its own without
+  pario, byte for byte outside the bytes that vary between two runs without pario;
 - :mod:`pario.run.compare` — prediction against measurement: :func:`judge` gives the
   verdict (``as predicted`` / ``faster than predicted`` / ``contradicts the prediction``,
   tolerance :data:`TOLERANCE`) and its reasons, each from measured evidence.

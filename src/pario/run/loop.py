@@ -38,8 +38,12 @@ run 2's RMT hits, each request's latency in both runs, the program's printed pha
 SHA-256 of every file the program touched (read through the store after run 1 and after
 run 2) and ``fsck``; on a testbed each server's device requests and bytes per run.  Then
 :func:`pario.run.compare.judge` puts the prediction next to the measurement and gives the
-verdict with its measured reasons.  The program must be deterministic (same bytes in both
-runs).
+verdict with its measured reasons.  A program that opens its files with ``pario.mpi.File``
+must be deterministic (the same bytes in both runs, compared by SHA-256).  An unmodified
+program's files are compared with the program's own without pario
+(:func:`_plain_reference`, :mod:`pario.run.variation`): when a SHA-256 differs, a second run
+without pario tells the bytes that vary from run to run (HDF5's modification times), and the
+files are judged byte for byte outside them.
 """
 
 from __future__ import annotations
@@ -48,12 +52,13 @@ import contextlib
 import json
 import os
 import shlex
+import time
 from pathlib import Path
 
 import numpy as np
 
 from .. import ParioError
-from . import compare, devices, measure
+from . import compare, devices, measure, variation
 from .launch import find_mpiexec, launch, mpi_command, parse_procs
 
 OWN_ENV = ("PARIO_STORE", "PARIO_PLAN", "PARIO_TRACE", "PARIO_SYSTEM", "PARIO_DIRECT", "PARIO_HINTS")
@@ -176,7 +181,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     if not store.exists():
         init_store(store, prof, servers)
     t1, t2, plan = outdir / "run1.parquet", outdir / "run2.parquet", outdir / "plan.json"
-    for p in (t1, t2, plan, *outdir.glob("run[12]-*.parquet")):
+    for p in (t1, t2, plan, *outdir.glob("run[12]-*.parquet"), *outdir.glob("plain-2*.log")):
         p.unlink(missing_ok=True)
     # the variables the loop sets per run are its own; others (PARIO_ORDER, PARIO_STORE_TIMEOUT,
     # PARIO_DEBUG, …) apply to every run alike
@@ -236,6 +241,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         + (f", {repeat} times" if repeat > 1 else ""))
     rep1 = []
     native = False
+    plain = kept = None
+    runs: dict[str, dict] = {}      # an unmodified program: each run's SHA-256 per file, judged at the end
     for k in range(repeat):
         tdir = outdir / (f"run1-{k + 1}.pxt" if k else "run1.pxt")
         tp, wall, log, dev = repeated(k, 1, t1, _with_tracer(base, tracer, tdir))
@@ -244,15 +251,20 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         if k == 0:
             wall1, log1, dev1, trace1, d1 = wall, log, dev, tr, dig
             echo(log1)
-        elif dig != d1:
+            say("info", f"wall time {wall1:.3f} s, {len(trace1)} requests traced → {t1}"
+                + (" (by the MPI-IO tracer: the program does plain MPI-IO, served from the store)" if native else ""))
+            if native:
+                plain = _plain_reference(cmd, prep_cmd, os.environ, outdir, timeout, trace1.files, say)
+                kept = variation.Kept(outdir / "compare")
+                kept.remove()       # an earlier run's
+        if native:
+            # the next run overwrites the store: keep the bytes that are not the plain run's
+            runs[_run_label(1, k, repeat)] = dig
+            kept.copy_from_store(str(store), [n for n in dig if dig[n] != plain["files"].get(n)], dig)
+        elif k > 0 and dig != d1:
             raise ParioError(f"run 1 repetition {k + 1} wrote other bytes than the first (the program must be "
                              "deterministic)")
         rep1.append({"wall_s": wall, "io_s": measure.io_span(tr)})
-    say("info", f"wall time {wall1:.3f} s, {len(trace1)} requests traced → {t1}"
-        + (" (by the MPI-IO tracer: the program does plain MPI-IO, served from the store)" if native else ""))
-    plain = None
-    if native:
-        plain = _plain_reference(cmd, prep_cmd, os.environ, outdir, timeout, trace1.files, say)
 
     # collective calls are planned as the aggregators' requests; every rank runs on this
     # machine, i.e. one node, so pario.mpi picks one aggregator (ROMIO's cb_nodes default)
@@ -288,19 +300,28 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
             wall2, log2, dev2 = wall, log, dev
             echo(log2)
         rep2.append({"wall_s": wall, "io_s": measure.io_span(tr2k) if tr2k is not None else None})
-        if repeat > 1 and measure.file_digests(str(store), trace1.files) != d1:
+        if native:
+            names_k = list(dict.fromkeys([*trace1.files, *(tr2k.files if tr2k is not None else ())]))
+            dig = runs[_run_label(2, k, repeat)] = measure.file_digests(str(store), names_k)
+            if k < repeat - 1:      # the last run 2's files stay in the store
+                kept.copy_from_store(str(store), [n for n in dig if dig[n] != plain["files"].get(n)], dig)
+        elif repeat > 1 and measure.file_digests(str(store), trace1.files) != d1:
             raise ParioError(f"run 2 repetition {k + 1} left other bytes than run 1")
     trace2 = load_trace(t2) if t2.exists() else None
     hit2 = measure.rmt_hit_mask(str(store), trace2) if trace2 is not None else None
     hits = measure.hit_counts(trace2, hit2) if trace2 is not None else dict(measure.NO_HITS)
     names = list(dict.fromkeys([*trace1.files, *(trace2.files if trace2 is not None else ())]))
-    d2 = measure.file_digests(str(store), names)
+    d2 = runs[_run_label(2, repeat - 1, repeat)] if native else measure.file_digests(str(store), names)
     with Store(str(store)) as st:
         ok_fsck = bool(fsck(st)["ok"])
     same = d1 == {k: v for k, v in d2.items() if k in d1} and set(d1) <= set(d2)
-    if plain is not None:
-        plain["identical"] = all(plain["files"].get(k) == v for k, v in d2.items())
-        same = same and plain["identical"]
+    vary = None
+    if native:
+        vary = _judge_bytes(store, plain, runs, _run_label(2, repeat - 1, repeat), kept, cmd, prep_cmd, outdir,
+                            timeout, say)
+        plain["identical"] = not any(f["differing"].get(label, {}).get("bytes") for f in vary["files"].values()
+                                     for label in runs)
+        same = vary["identical"]
     io1, io2 = _median([r["io_s"] for r in rep1]), _median([r["io_s"] for r in rep2])
     if repeat > 1:
         wall1, wall2 = _median([r["wall_s"] for r in rep1]), _median([r["wall_s"] for r in rep2])
@@ -329,7 +350,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                "replicas_planned": n_rep, "redirected": hits, "files": d2, "files_run1": d1, "identical": same,
                "fsck_ok": ok_fsck, "plan": str(plan), "traces": [str(t1), str(t2)],
                "dropped_replicas": dropped, "collective_requests_run1": int(trace1.collective.sum()),
-               "unmodified": native, "plain": plain, "relaid": relaid,
+               "unmodified": native, "plain": plain, "variation": vary, "relaid": relaid,
                "repeat": repeat, "repetitions": {"run1": rep1, "run2": rep2},
                "loadavg": {"start": list(load0), "end": list(load1)}}
     summary["evidence"] = _evidence(trace1, trace2, hit2, prof, plan, store, log1, log2, model_servers)
@@ -392,19 +413,66 @@ def _run_trace(tp: Path, tdir: Path, lib: Path | None, label: str, required: boo
         shutil.rmtree(tdir, ignore_errors=True)
 
 
-def _plain_reference(cmd, prep_cmd, environ, outdir: Path, timeout, names, say) -> dict:
+def _plain_reference(cmd, prep_cmd, environ, outdir: Path, timeout, names, say, second: bool = False) -> dict:
     """The program without pario (no store, no library: MPICH alone, the prepare run first),
-    its files' SHA-256 at the paths the program names: what the served runs must equal."""
+    its files' SHA-256 at the paths the program names: what the served runs must equal.
+    ``second``: the second such run (logs ``plain-2*.log``).  ``end_time``: when it ended
+    (``time.time()``)."""
     env = {k: v for k, v in environ.items() if not k.startswith("PARIO_")}
+    tag, what = ("-2", "second reference") if second else ("", "reference")
     if prep_cmd is not None:
-        say("step", f"reference, without pario: {' '.join(prep_cmd)}")
-        launch(prep_cmd, env, outdir / "plain-prepare.log", timeout, "the reference prepare run")
-    say("step", f"reference, without pario: {' '.join(cmd)}")
-    wall, _ = launch(cmd, env, outdir / "plain.log", timeout, "the reference run")
+        say("step", f"{what}, without pario: {' '.join(prep_cmd)}")
+        launch(prep_cmd, env, outdir / f"plain{tag}-prepare.log", timeout, f"the {what} prepare run")
+    say("step", f"{what}, without pario: {' '.join(cmd)}")
+    wall, _ = launch(cmd, env, outdir / f"plain{tag}.log", timeout, f"the {what} run")
+    end = time.time()
     files = {name: measure.plain_digest(name) for name in names}
     say("info", f"wall time {wall:.3f} s; files written where the program names them: "
         + ", ".join(n for n, d in files.items() if d is not None))
-    return {"wall_s": wall, "files": files}
+    return {"wall_s": wall, "files": files, "end_time": end}
+
+
+def _run_label(which: int, k: int, repeat: int) -> str:
+    """``run 1`` / ``run 2`` for the first of each, ``run 2 (3 of 5)`` for a repetition."""
+    return f"run {which}" if k == 0 else f"run {which} ({k + 1} of {repeat})"
+
+
+def _judge_bytes(store: Path, plain: dict, runs: dict, final: str, kept, cmd, prep_cmd, outdir: Path, timeout,
+                 say) -> dict:
+    """The store's files of every run of an unmodified program against the program's own
+    files without pario (:func:`pario.run.variation.judge_files`).  When every SHA-256 agrees
+    with the plain run's, nothing more is read or run.  Otherwise the program runs without
+    pario a second time, its first plain run's files moved aside, and the files are compared
+    byte for byte outside the positions where the two plain runs differ.  The second plain
+    run comes after run 2 and at least a second after the first plain run ended: run 2 lies
+    between the two in time, so a value that grows with the clock (a modification time) has
+    in run 2 a value between the plain runs' and differs from theirs only in bytes that vary
+    between them, and a time stamp of one-second resolution does vary."""
+
+    names = list(dict.fromkeys(n for dg in runs.values() for n in dg))
+    p1 = plain["files"]
+    for n in names:
+        if n not in p1:       # a file only run 2 named: the plain run's is still at its path
+            p1[n] = measure.plain_digest(n)
+    end1 = plain.pop("end_time")
+    if all(dg.get(n) == p1.get(n) for dg in runs.values() for n in names):
+        kept.remove()
+        plain["runs"] = 1
+        return variation.judge_files(str(store), names, p1, None, runs, final, kept)
+    say("info", "the store's files differ from the run without pario: the program runs without pario once more, "
+        "to tell the bytes that vary from run to run")
+    time.sleep(max(0.0, end1 + 1.0 - time.time()))
+    for n in names:
+        kept.move(n, p1.get(n))
+    second = _plain_reference(cmd, prep_cmd, os.environ, outdir, timeout, names, say, second=True)
+    second.pop("end_time")
+    plain.update(runs=2, wall_s_2=second["wall_s"], files_2=second["files"])
+    out = variation.judge_files(str(store), names, p1, second["files"], runs, final, kept)
+    if out["identical"]:
+        kept.remove()
+    else:
+        out["kept"] = str(kept.root)     # the runs' differing files, for a look
+    return out
 
 
 def _median(xs):
@@ -461,7 +529,8 @@ def _evidence(trace1, trace2, hit2, prof, plan: Path, store: Path, log1: str, lo
 
 
 def exit_status(summary: dict) -> int:
-    """``pario run``'s exit status: 0 when the files are byte-identical and fsck is clean, else 1
+    """``pario run``'s exit status: 0 when the files are byte-identical (an unmodified program's:
+    outside the bytes that vary between two runs without pario) and fsck is clean, else 1
     (the verdict does not change it: a contradicted prediction is a finding, not a failure)."""
     return 0 if summary["identical"] and summary["fsck_ok"] else 1
 
