@@ -1,8 +1,9 @@
 """Build pario's C code (src/pario/native/) in place; run by scripts/setup.sh.
 
-Builds ``pario.native._rmt`` (the RMT core as a Python extension: rmt.h) from the C11
-sources, ``-Wall -Wextra`` with warnings as errors, and ``libpario_trace.so`` (the MPI-IO
-tracer, LD_PRELOADed by ``pario trace run``: tracer/) with ``mpicc`` (skipped, with a
+Builds ``pario.native._rmt`` (the RMT core as a Python extension: core/, python/) from the
+C11 sources, ``-Wall -Wextra`` with warnings as errors, and ``libpario_trace.so`` (the MPI-IO
+tracer and server, LD_PRELOADed into MPI programs: interpose/, store/, collective/, core/)
+with ``mpicc`` (skipped, with a
 message, when there is no ``mpicc``).  Rebuilds only when a source or header
 is newer than the built module (or ``--force``).  The compiler is ``$CC`` if set, else the
 C compiler that the MPICH wheel's ``mpicc`` wraps (``mpicc -show``: the RMT core does not
@@ -22,29 +23,38 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ROOT / "src" / "pario" / "native"
-RMT_SOURCES = ["crc32.c", "rmt_index.c", "rmt_log.c", "locks.c", "rmt.c", "pyrmt.c"]
 CFLAGS = ["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvisibility=hidden"]
-TRACER = NATIVE / "tracer"
-# The tracer's datatype flattening and file-view mapping (tracer/flatten.h): linked into
-# libpario_trace.so with the interposition layer, and into tests/c/flatten_driver.c.
-TRACER_FLATTEN_SOURCES = ["flatten.c", "view.c"]
-# The tracer's interposition layers and record stream (docs/traces.md, "Tracer: MPI-IO
-# interposition"), linked with TRACER_FLATTEN_SOURCES into TRACER_LIB.
-TRACER_SOURCES = ["runtime.c", "mpiio.c", "posix.c", "records.c", "handles.c", "jsonbuf.c", "serve.c"]
+# The sources by layer (docs/design.md, "native/"), paths under NATIVE; every file includes
+# its headers as "layer/name.h" with -I NATIVE.
+# core/: the RMT (core/rmt.h: the journal, the table, transactions, range locks)
+CORE_SOURCES = ["core/crc32.c", "core/rmt_index.c", "core/rmt_log.c", "core/locks.c", "core/rmt.c"]
+# python/: the bindings; pario.native._rmt (the RMT core as a Python extension)
+RMT_SOURCES = CORE_SOURCES + ["python/pyrmt.c"]
+# store/: pario's store data path (docs/serve.md: store.json and meta.db, layouts, data files
+# behind store/planes/plane.h -- local.c server directories, rados.c RADOS objects with
+# librados loaded by dlopen --, CEDA redirection and hybrid routing with the core); no MPI
+# (tests/c/serve_driver.c links them with the system compiler)
+STORE_SOURCES = ["store/json.c", "store/meta.c", "store/layout.c", "store/planes/local.c", "store/planes/rados.c",
+                 "store/storefile.c", "store/redirect.c", "store/lazysync.c"]
+# collective/: two-phase collective I/O and the request orders (docs/serve-twophase.md); MPI
+COLLECTIVE_SOURCES = ["collective/twophase.c", "collective/order.c"]
+# interpose/: the PMPI front end (docs/traces.md, "Tracer: MPI-IO interposition"; serving:
+# docs/serve-mpi.md); its datatype flattening and file-view mapping (interpose/flatten.h) are
+# also linked into tests/c/flatten_driver.c
+INTERPOSE_FLATTEN_SOURCES = ["interpose/flatten.c", "interpose/view.c"]
+INTERPOSE_SOURCES = ["interpose/runtime.c", "interpose/mpiio.c", "interpose/posix.c", "interpose/records.c",
+                     "interpose/handles.c", "interpose/jsonbuf.c", "interpose/serve.c"] + INTERPOSE_FLATTEN_SOURCES
+# libpario_trace.so, LD_PRELOADed into MPI programs: every layer but the bindings
 TRACER_LIB = NATIVE / "libpario_trace.so"
-# pario's store data path in C (docs/serve.md: store.json and meta.db, layouts, data files,
-# CEDA redirection and hybrid routing with the RMT core), linked into TRACER_LIB with the
-# RMT core (RMT_CORE_SOURCES) so that the ranks of an MPI program serve store files without
-# Python; no MPI (tests/c/serve_driver.c links them with the system compiler).  The data files
-# are behind serve/datafile.h: datafile_local.c (server directories), datafile_rados.c (RADOS
-# objects; librados loaded with dlopen when a rados store is opened: no link dependency).
-SERVE = NATIVE / "serve"
-SERVE_SOURCES = ["json.c", "meta.c", "layout.c", "datafile_local.c", "datafile_rados.c", "storefile.c", "redirect.c",
-                 "lazysync.c"]
-# pario's two-phase collective I/O and request orders in C (docs/serve-twophase.md): MPI,
-# linked into TRACER_LIB only (tracer/serve.c calls them for collective calls on served files)
-SERVE_MPI_SOURCES = ["twophase.c", "order.c"]
-RMT_CORE_SOURCES = [s for s in RMT_SOURCES if s != "pyrmt.c"]
+TRACER_LIB_SOURCES = INTERPOSE_SOURCES + STORE_SOURCES + COLLECTIVE_SOURCES + CORE_SOURCES
+
+
+def native(sources: list[str]) -> list[Path]:
+    return [NATIVE / s for s in sources]
+
+
+def headers() -> list[Path]:
+    return list(NATIVE.rglob("*.h"))
 
 
 def compiler() -> list[str]:
@@ -70,27 +80,31 @@ def mpicc() -> list[str]:
 
 
 def compile_tracer_flatten(out_dir: Path) -> list[Path]:
-    """Compile TRACER_FLATTEN_SOURCES with ``mpicc`` into objects in ``out_dir``; their paths."""
+    """Compile INTERPOSE_FLATTEN_SOURCES with ``mpicc`` into objects in ``out_dir``; their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     objs = []
-    for src in TRACER_FLATTEN_SOURCES:
-        obj = out_dir / (Path(src).stem + ".o")
-        cmd = [*mpicc(), *CFLAGS, f"-I{TRACER}", "-c", str(TRACER / src), "-o", str(obj)]
+    for src in native(INTERPOSE_FLATTEN_SOURCES):
+        obj = out_dir / (src.stem + ".o")
+        cmd = [*mpicc(), *CFLAGS, f"-I{NATIVE}", "-c", str(src), "-o", str(obj)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             sys.stderr.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)
-            raise SystemExit(f"build_native: compiling tracer/{src} failed")
+            raise SystemExit(f"build_native: compiling {src.relative_to(NATIVE)} failed")
         objs.append(obj)
     return objs
 
 
 def serve_driver_command(driver_src: Path, exe: Path) -> list[str]:
-    """The command that builds a non-MPI C program linked with SERVE_SOURCES and the RMT core
+    """The command that builds a non-MPI C program linked with the store and the core
     (tests/c/serve_driver.c), with the C compiler of :func:`compiler`."""
-    srcs = [SERVE / s for s in SERVE_SOURCES] + [NATIVE / s for s in RMT_CORE_SOURCES]
-    return [*compiler(), *CFLAGS, f"-I{SERVE}", f"-I{NATIVE}", str(driver_src), *map(str, srcs), "-o", str(exe),
-            "-ldl", "-lpthread", "-lm"]
+    return [*compiler(), *CFLAGS, f"-I{NATIVE}", str(driver_src), *map(str, native(STORE_SOURCES + CORE_SOURCES)),
+            "-o", str(exe), "-ldl", "-lpthread", "-lm"]
+
+
+def collective_driver_command(driver_src: Path, exe: Path) -> list[str]:
+    """The command that builds an MPI program linked with collective/ (tests/c/twophase_driver.c)."""
+    return [*mpicc(), *CFLAGS, f"-I{NATIVE}", str(driver_src), *map(str, native(COLLECTIVE_SOURCES)), "-o", str(exe)]
 
 
 class Unavailable(Exception):
@@ -181,14 +195,14 @@ def build_ior_hdf5(ior_src: Path, out_dir: Path) -> Path:
 
 def build(force: bool = False, quiet: bool = False) -> Path:
     target = NATIVE / ("_rmt" + sysconfig.get_config_var("EXT_SUFFIX"))
-    deps = [NATIVE / s for s in RMT_SOURCES] + list(NATIVE.glob("*.h"))
+    deps = native(RMT_SOURCES) + headers()
     if not force and target.exists() and all(d.stat().st_mtime <= target.stat().st_mtime for d in deps):
         return target
     inc = sysconfig.get_paths()["include"]
     tmp = target.with_name(target.name + ".tmp")
     # PyInit__rmt must stay visible: -fvisibility=hidden hides only the core's own symbols
-    cmd = [*compiler(), *CFLAGS, "-shared", f"-I{inc}", f"-I{NATIVE}",
-           *[str(NATIVE / s) for s in RMT_SOURCES], "-o", str(tmp), "-lpthread"]
+    cmd = [*compiler(), *CFLAGS, "-shared", f"-I{inc}", f"-I{NATIVE}", *map(str, native(RMT_SOURCES)), "-o", str(tmp),
+           "-lpthread"]
     if not quiet:
         print("building", target.relative_to(ROOT), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -201,15 +215,12 @@ def build(force: bool = False, quiet: bool = False) -> Path:
 
 def build_tracer(force: bool = False, quiet: bool = False) -> Path | None:
     """Build TRACER_LIB with ``mpicc`` (when stale); None when there is no ``mpicc``."""
-    srcs = ([TRACER / s for s in TRACER_SOURCES + TRACER_FLATTEN_SOURCES]
-            + [SERVE / s for s in SERVE_SOURCES + SERVE_MPI_SOURCES]
-            + [NATIVE / s for s in RMT_CORE_SOURCES])
-    deps = srcs + list(TRACER.glob("*.h")) + list(SERVE.glob("*.h")) + [NATIVE / "rmt.h"]
+    srcs = native(TRACER_LIB_SOURCES)
+    deps = srcs + headers()
     if not force and TRACER_LIB.exists() and all(d.stat().st_mtime <= TRACER_LIB.stat().st_mtime for d in deps):
         return TRACER_LIB
     tmp = TRACER_LIB.with_name(f"libpario_trace.{os.getpid()}.so.tmp")  # concurrent builds (pytest -n)
-    cmd = [*mpicc(), *CFLAGS, "-shared", f"-I{TRACER}", f"-I{SERVE}", f"-I{NATIVE}", *map(str, srcs), "-o", str(tmp),
-           "-ldl", "-lpthread", "-lm"]
+    cmd = [*mpicc(), *CFLAGS, "-shared", f"-I{NATIVE}", *map(str, srcs), "-o", str(tmp), "-ldl", "-lpthread", "-lm"]
     if not quiet:
         print("building", TRACER_LIB.relative_to(ROOT), flush=True)
     try:

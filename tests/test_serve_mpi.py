@@ -1,5 +1,5 @@
 """Unmodified MPI programs served from a pario store by the preloaded library (issue 16):
-tracer/serve.c puts MPI_File_* calls of files the store holds (or the plan covers) through
+interpose/serve.c puts MPI_File_* calls of files the store holds (or the plan covers) through
 the store's layout and RMT, and collective calls through pario's two-phase I/O.
 
 Oracles: the program itself (tests/c/tracer_styles.c writes the byte value of its rank;

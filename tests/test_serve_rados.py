@@ -1,4 +1,4 @@
-"""pario's C data plane on a ``rados`` store (serve/datafile_rados.c, docs/serve.md "Served on
+"""pario's C data plane on a ``rados`` store (store/planes/rados.c, docs/serve.md "Served on
 RADOS") on a real Ceph cluster (one cluster for the module).
 
 Oracles, each independent of the C code under test:

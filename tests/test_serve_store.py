@@ -1,4 +1,4 @@
-"""pario's store data path in C (src/pario/native/serve, docs/serve.md) against the Python store.
+"""pario's store data path in C (src/pario/native/store, docs/serve.md) against the Python store.
 
 tests/c/serve_driver.c links the serve sources and the RMT core (no MPI) and is driven by
 command lines.  Every answer is checked against an independent one:

@@ -1,4 +1,4 @@
-"""pario's two-phase collective I/O in C (src/pario/native/serve/twophase.c, order.c).
+"""pario's two-phase collective I/O in C (src/pario/native/collective/twophase.c, order.c).
 
 tests/c/twophase_driver.c, compiled here with the wheel's ``mpicc`` together with the two
 sources, runs many cases per ``mpiexec`` launch (1-4 processes).  Every answer is checked
@@ -35,7 +35,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
-SERVE = ROOT / "src" / "pario" / "native" / "serve"
 DRIVER_SRC = ROOT / "tests" / "c" / "twophase_driver.c"
 I64 = np.int64
 
@@ -51,8 +50,7 @@ def driver(tmp_path_factory, build_native):
     bn = build_native
     out = tmp_path_factory.mktemp("twophase")
     exe = out / "twophase_driver"
-    cmd = [*bn.mpicc(), *bn.CFLAGS, f"-I{SERVE}", str(DRIVER_SRC), str(SERVE / "twophase.c"),
-           str(SERVE / "order.c"), "-o", str(exe)]
+    cmd = bn.collective_driver_command(DRIVER_SRC, exe)
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return exe

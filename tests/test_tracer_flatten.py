@@ -1,4 +1,4 @@
-"""The tracer's datatype flattening and file-view mapping (src/pario/native/tracer/flatten.c, view.c).
+"""The tracer's datatype flattening and file-view mapping (src/pario/native/interpose/flatten.c, view.c).
 
 tests/c/flatten_driver.c, compiled with the wheel's ``mpicc`` and linked with the two files
 (scripts/build_native.py compiles them), builds datatypes from commands and prints their
@@ -42,7 +42,7 @@ def driver(tmp_path_factory, build_native):
     out = tmp_path_factory.mktemp("flatten")
     objs = bn.compile_tracer_flatten(out)
     exe = out / "flatten_driver"
-    cmd = [*bn.mpicc(), *bn.CFLAGS, f"-I{bn.TRACER}", str(DRIVER_SRC), *map(str, objs), "-o", str(exe)]
+    cmd = [*bn.mpicc(), *bn.CFLAGS, f"-I{bn.NATIVE}", str(DRIVER_SRC), *map(str, objs), "-o", str(exe)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return exe

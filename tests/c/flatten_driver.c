@@ -1,4 +1,4 @@
-/* Test driver for the tracer's flattening (src/pario/native/tracer/flatten.c, view.c).
+/* Test driver for the tracer's flattening (src/pario/native/interpose/flatten.c, view.c).
  *
  * Reads commands from stdin, one a line, and prints one JSON object a line for each
  * command that answers (tests/test_tracer_flatten.py writes the commands and checks the
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flatten.h"
+#include "interpose/flatten.h"
 
 #define NSLOTS 4096
 static MPI_Datatype slot[NSLOTS];

@@ -1,4 +1,4 @@
-/* Test driver of pario's C store data path (src/pario/native/serve: json, meta, layout,
+/* Test driver of pario's C store data path (src/pario/native/store, core: json, meta, layout,
  * storefile, redirect) for tests/test_serve_store.py.  No MPI.
  *
  * Reads one command per line on stdin and prints one JSON line per command:
@@ -24,10 +24,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h"
-#include "layout.h"
-#include "meta.h"
-#include "redirect.h"
+#include "store/json.h"
+#include "store/layout.h"
+#include "store/meta.h"
+#include "store/redirect.h"
 
 static pxs_store *st;
 static pxs_file *files[256];

@@ -1,4 +1,4 @@
-/* Test driver for pario's C two-phase collective I/O (src/pario/native/serve/twophase.c,
+/* Test driver for pario's C two-phase collective I/O (src/pario/native/collective/twophase.c,
  * order.c), run by tests/test_serve_twophase.py under .venv/bin/mpiexec.
  *
  *   twophase_driver SPEC     run the cases of SPEC (below), one JSON line per case on rank 0
@@ -27,8 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "order.h"
-#include "twophase.h"
+#include "collective/order.h"
+#include "collective/twophase.h"
 
 static int g_rank, g_size;
 

@@ -23,7 +23,7 @@ from .. import ParioError
 
 #: The largest byte offset a layout may name (stripe round, 2-D block, region bound, extent
 #: end): 2^52, the store's offset limit (its range locks, docs/store.md), the C runtime's
-#: too (serve/layout.c, PXS_LAYOUT_MAX).  A layout beyond it is refused when it is made, so
+#: too (store/layout.c, PXS_LAYOUT_MAX).  A layout beyond it is refused when it is made, so
 #: no path (put, replicate, a plan, the served runtime) can place bytes it cannot serve.
 LAYOUT_MAX = 1 << 52
 

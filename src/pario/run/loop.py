@@ -219,7 +219,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     wall0 = None
     tracer = _tracer()
     if tracer is not None:
-        # an unmodified MPI-IO program's files go to the store (tracer/serve.c): every file it
+        # an unmodified MPI-IO program's files go to the store (interpose/serve.c): every file it
         # opens is served from the store (run 1: the store's layouts; run 2: the plan's)
         base["PARIO_SERVE"] = "all"
     if prep_cmd is not None:

@@ -10,7 +10,7 @@ the change is acknowledged::
     {"op": "delete", "id": 7}
 
 by the Python store (:class:`~pario.store.meta.Meta`) and by the C store's create
-(``pxs_meta_create``, serve/meta.c).  ``pario store fsck --repair`` rebuilds a lost or
+(``pxs_meta_create``, store/meta.c).  ``pario store fsck --repair`` rebuilds a lost or
 emptied ``meta.db`` from it (:func:`replay`: the files it names, their sizes taken from the
 data files) and never reuses an id it or the data files or the RMT journal have seen.
 

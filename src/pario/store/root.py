@@ -141,7 +141,7 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
     return root
 
 
-SHADOW_DIR = ".pario-shadow"      # the C runtime's per-open shadow files (serve/redirect.h: PXS_SHADOW_DIR)
+SHADOW_DIR = ".pario-shadow"      # the C runtime's per-open shadow files (store/redirect.h: PXS_SHADOW_DIR)
 
 
 def clear_shadows(root) -> int:

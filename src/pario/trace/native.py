@@ -2,7 +2,7 @@
 interposition") into a :class:`~pario.trace.core.Trace`.
 
 A directory holds one record file per rank, ``rank-<R>.pxt`` (the binary format of
-``src/pario/native/tracer/records.h``), ``job.json`` written by rank 0 in MPI_Finalize
+``src/pario/native/interpose/records.h``), ``job.json`` written by rank 0 in MPI_Finalize
 (process count, command line, every file's hints and two-phase aggregators) and
 ``shared.lock``.  Records are decoded with numpy structured dtypes, whole arrays at a
 time; only chunks (one per spill of a rank's buffer) and files are looped over.

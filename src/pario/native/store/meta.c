@@ -1,0 +1,719 @@
+/* pario serve: store.json and meta.db from C (meta.h). */
+#define _GNU_SOURCE
+#include "store/meta.h"
+
+#include "store/json.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ small helpers */
+char *pxs_read_text(const char *path, size_t *len, size_t max)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        if (n == cap) {
+            if (cap >= max) {
+                free(buf);
+                buf = NULL;
+                errno = EFBIG;
+                break;
+            }
+            cap *= 2;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0) {
+            if (ferror(f)) {
+                free(buf);
+                buf = NULL;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        if (len)
+            *len = n;
+    }
+    return buf;
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    char *p = malloc(na + nb + 2);
+    if (!p)
+        return NULL;
+    memcpy(p, a, na);
+    p[na] = '/';
+    memcpy(p + na + 1, b, nb + 1);
+    return p;
+}
+
+double pxs_store_timeout(void)
+{
+    const char *s = getenv("PARIO_STORE_TIMEOUT");
+    if (s && *s) {
+        char *end;
+        double v = strtod(s, &end);
+        if (*end == 0 && v >= 0 && v < 1e9)
+            return v;
+    }
+    return 60.0;
+}
+
+void pxs_strv_free(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* ------------------------------------------------------------------ store.json */
+static double num_or(const pxs_json *tab, const char *key, double dflt, int *bad)
+{
+    const pxs_json *v = pxs_json_get(tab, key);
+    if (!v || v->type == PXS_JNULL)
+        return dflt;
+    if (v->type != PXS_JNUM || !(v->d >= 0) || v->d > 1e6) {
+        *bad = 1;
+        return dflt;
+    }
+    return v->d;
+}
+
+static int add_server(pxs_config *cfg, int *cap, const char *name, double alpha, double beta)
+{
+    if (cfg->nservers == *cap) {
+        int nc = *cap ? *cap * 2 : 16;
+        pxs_server *s = realloc(cfg->servers, (size_t)nc * sizeof *s);
+        if (!s)
+            return PXS_ENOMEM;
+        cfg->servers = s;
+        *cap = nc;
+    }
+    pxs_server *s = &cfg->servers[cfg->nservers];
+    memset(s, 0, sizeof *s);
+    s->name = strdup(name);
+    if (!s->name)
+        return PXS_ENOMEM;
+    s->alpha = alpha;
+    s->beta = beta;
+    cfg->nservers++;
+    return PXS_OK;
+}
+
+int pxs_config_server(const pxs_config *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->nservers; i++)
+        if (strcmp(cfg->servers[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+void pxs_config_free(pxs_config *cfg)
+{
+    for (int i = 0; i < cfg->nservers; i++) {
+        free(cfg->servers[i].name);
+        free(cfg->servers[i].dir);
+        free(cfg->servers[i].pool);
+    }
+    free(cfg->servers);
+    free(cfg->root);
+    free(cfg->id);
+    free(cfg->system);
+    free(cfg->cluster);
+    memset(cfg, 0, sizeof *cfg);
+}
+
+int pxs_config_read(const char *root, pxs_config *cfg, char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof *cfg);
+    char *path = join(root, "store.json");
+    if (!path)
+        return PXS_ENOMEM;
+    int rc = PXS_EINVAL;
+    pxs_json *j = NULL;
+    size_t len = 0;
+    char *text = pxs_read_text(path, &len, 64u << 20);
+    if (!text) {
+        if (errno == ENOENT) {
+            snprintf(err, errlen, "%s is not a pario store (no store.json; create one with 'pario store init')", root);
+            rc = PXS_ENOENT;
+        } else {
+            snprintf(err, errlen, "%s: unreadable store configuration (%s)", path, strerror(errno));
+            rc = PXS_EIO;
+        }
+        goto out;
+    }
+    char jerr[160];
+    int jr = pxs_json_parse(text, len, &j, jerr, sizeof jerr);
+    if (jr) {
+        snprintf(err, errlen, "%s: unreadable store configuration (%s)", path, jerr);
+        rc = jr == -2 ? PXS_ENOMEM : PXS_EINVAL;
+        goto out;
+    }
+    const pxs_json *ver = pxs_json_get(j, "pario_store");
+    if (j->type != PXS_JOBJ || !ver || ver->type != PXS_JNUM || !ver->is_int || ver->i != 1) {
+        snprintf(err, errlen, "%s: not a pario store configuration", path);
+        goto out;
+    }
+    const pxs_json *be = pxs_json_get(j, "backend");
+    if (be && pxs_json_streq(be, "rados"))
+        cfg->backend = PXS_BACKEND_RADOS;
+    else if (be && !pxs_json_streq(be, "local")) {
+        snprintf(err, errlen, "store backend %s is not available", be->type == PXS_JSTR ? be->s : "(not a string)");
+        rc = PXS_ENOSYS;
+        goto out;
+    }
+    const pxs_json *prof = pxs_json_get(j, "profile");
+    const pxs_json *srv = prof ? pxs_json_get(prof, "server") : NULL;
+    const pxs_json *dirs = pxs_json_get(j, cfg->backend == PXS_BACKEND_RADOS ? "pools" : "servers");
+    if (!srv || srv->type != PXS_JARR || srv->n == 0 || !dirs || dirs->type != PXS_JOBJ) {
+        if (cfg->backend == PXS_BACKEND_RADOS)
+            snprintf(err, errlen, "%s: a rados store needs \"cluster\" and \"pools\"", path);
+        else
+            snprintf(err, errlen, "%s: not a pario store configuration (no profile servers or server directories)",
+                     path);
+        goto out;
+    }
+    if (cfg->backend == PXS_BACKEND_RADOS) {     /* pario.store.root.Store, pario.store.rados */
+        const pxs_json *cl = pxs_json_get(j, "cluster"), *osz = pxs_json_get(j, "object_size");
+        if (!cl || cl->type != PXS_JSTR || cl->slen == 0 || strlen(cl->s) != cl->slen) {
+            snprintf(err, errlen, "%s: a rados store needs \"cluster\" and \"pools\"", path);
+            goto out;
+        }
+        cfg->object_size = PXS_OBJECT_SIZE;
+        if (osz && osz->type != PXS_JNULL) {
+            if (osz->type != PXS_JNUM || !osz->is_int || osz->i <= 0 || osz->i > ((int64_t)1 << 40)) {
+                if (osz->type == PXS_JNUM)
+                    snprintf(err, errlen, "%s: object size must be an integer > 0 (store.json has %g)", path, osz->d);
+                else
+                    snprintf(err, errlen, "%s: object size must be an integer > 0", path);
+                goto out;
+            }
+            cfg->object_size = osz->i;
+        }
+        cfg->cluster = cl->s[0] == '/' ? strdup(cl->s) : join(root, cl->s);
+        if (!cfg->cluster) {
+            rc = PXS_ENOMEM;
+            goto out;
+        }
+    }
+    cfg->root = strdup(root);
+    const pxs_json *id = pxs_json_get(j, "id");
+    cfg->id = strdup(id && id->type == PXS_JSTR ? id->s : "");
+    const pxs_json *sys = pxs_json_get(j, "system");
+    cfg->system = strdup(sys && sys->type == PXS_JSTR ? sys->s : "");
+    if (!cfg->root || !cfg->id || !cfg->system) {
+        rc = PXS_ENOMEM;
+        goto out;
+    }
+    int cap = 0;
+    for (size_t i = 0; i < srv->n; i++) {
+        const pxs_json *t = srv->v[i];
+        const pxs_json *nm = pxs_json_get(t, "name");
+        if (t->type != PXS_JOBJ || !nm || nm->type != PXS_JSTR || nm->slen == 0 || strlen(nm->s) != nm->slen) {
+            snprintf(err, errlen, "%s: profile server #%zu has no name", path, i + 1);
+            goto out;
+        }
+        int bad = 0;
+        double alpha = num_or(t, "alpha", -1, &bad), beta = num_or(t, "beta", -1, &bad);
+        double ar = num_or(t, "alpha_read_rand", alpha, &bad), br = num_or(t, "beta_read", beta, &bad);
+        const pxs_json *cnt = pxs_json_get(t, "count");
+        int64_t count = 1;
+        if (cnt && cnt->type == PXS_JNUM && cnt->is_int)
+            count = cnt->i;
+        else if (cnt)
+            bad = 1;
+        if (bad || alpha < 0 || beta < 0 || count < 1 || count > 65536 - cfg->nservers) {
+            snprintf(err, errlen, "%s: profile server %s: bad alpha, beta or count", path, nm->s);
+            goto out;
+        }
+        for (int64_t k = 0; k < count; k++) {
+            char name[512];
+            if (count == 1)
+                snprintf(name, sizeof name, "%s", nm->s);
+            else
+                snprintf(name, sizeof name, "%s%lld", nm->s, (long long)k);
+            if (pxs_config_server(cfg, name) >= 0) {
+                snprintf(err, errlen, "%s: duplicate server name '%s'", path, name);
+                goto out;
+            }
+            if ((rc = add_server(cfg, &cap, name, ar, br)) != PXS_OK)
+                goto out;
+            rc = PXS_EINVAL;
+        }
+    }
+    for (int i = 0; i < cfg->nservers && cfg->backend == PXS_BACKEND_RADOS; i++) {
+        const pxs_json *p = pxs_json_get(dirs, cfg->servers[i].name);
+        if (!p || p->type != PXS_JSTR || p->slen == 0 || strlen(p->s) != p->slen) {
+            snprintf(err, errlen, "store.json names no pool for server %s", cfg->servers[i].name);
+            goto out;
+        }
+        if (!(cfg->servers[i].pool = strdup(p->s))) {
+            rc = PXS_ENOMEM;
+            goto out;
+        }
+    }
+    for (int i = 0; i < cfg->nservers && cfg->backend == PXS_BACKEND_LOCAL; i++) {
+        const pxs_json *d = pxs_json_get(dirs, cfg->servers[i].name);
+        if (!d || d->type != PXS_JSTR || d->slen == 0 || strlen(d->s) != d->slen) {
+            snprintf(err, errlen, "store.json has no directory for server %s", cfg->servers[i].name);
+            goto out;
+        }
+        cfg->servers[i].dir = d->s[0] == '/' ? strdup(d->s) : join(root, d->s);
+        if (!cfg->servers[i].dir) {
+            rc = PXS_ENOMEM;
+            goto out;
+        }
+        struct stat sb;
+        if (stat(cfg->servers[i].dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            snprintf(err, errlen, "server %s directory %s is missing (is its mount there?)", cfg->servers[i].name,
+                     cfg->servers[i].dir);
+            rc = PXS_ENOENT;
+            goto out;
+        }
+    }
+    rc = PXS_OK;
+out:
+    if (rc)
+        pxs_config_free(cfg);
+    pxs_json_free(j);
+    free(text);
+    free(path);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ libsqlite3, by hand */
+#define SQ_OK 0
+#define SQ_BUSY 5
+#define SQ_LOCKED 6
+#define SQ_CORRUPT 11
+#define SQ_NOTADB 26
+#define SQ_CONSTRAINT 19
+#define SQ_ROW 100
+#define SQ_DONE 101
+#define SQ_OPEN_READWRITE 0x2
+#define SQ_OPEN_CREATE 0x4
+#define SQ_OPEN_NOFOLLOW 0x01000000   /* SQLite >= 3.31: the path may not contain a link */
+#define SQ_OPEN_NOMUTEX 0x8000
+#define SQ_TRANSIENT ((void (*)(void *))-1)
+
+static struct {
+    int (*open_v2)(const char *, void **, int, const char *);
+    int (*close_v2)(void *);
+    int (*prepare_v2)(void *, const char *, int, void **, const char **);
+    int (*step)(void *);
+    int (*finalize)(void *);
+    int (*bind_text)(void *, int, const char *, int, void (*)(void *));
+    int (*bind_int64)(void *, int, int64_t);
+    int64_t (*column_int64)(void *, int);
+    const unsigned char *(*column_text)(void *, int);
+    int (*column_bytes)(void *, int);
+    const char *(*errmsg)(void *);
+    int (*busy_timeout)(void *, int);
+    int64_t (*last_insert_rowid)(void *);
+    int (*changes)(void *);
+    int (*extended_errcode)(void *);
+} sq;
+static int sq_loaded;          /* 1 ok, -1 failed */
+static char sq_why[256];
+static pthread_once_t sq_once = PTHREAD_ONCE_INIT;
+
+static void sq_load(void)
+{
+    void *h = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        h = dlopen("libsqlite3.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(sq_why, sizeof sq_why, "cannot load libsqlite3.so.0 (%s)", e ? e : "not found");
+        sq_loaded = -1;
+        return;
+    }
+    struct {
+        const char *name;
+        void **slot;
+    } tab[] = {
+        {"sqlite3_open_v2", (void **)&sq.open_v2},       {"sqlite3_close_v2", (void **)&sq.close_v2},
+        {"sqlite3_prepare_v2", (void **)&sq.prepare_v2}, {"sqlite3_step", (void **)&sq.step},
+        {"sqlite3_finalize", (void **)&sq.finalize},     {"sqlite3_bind_text", (void **)&sq.bind_text},
+        {"sqlite3_bind_int64", (void **)&sq.bind_int64}, {"sqlite3_column_int64", (void **)&sq.column_int64},
+        {"sqlite3_column_text", (void **)&sq.column_text}, {"sqlite3_column_bytes", (void **)&sq.column_bytes},
+        {"sqlite3_errmsg", (void **)&sq.errmsg},         {"sqlite3_busy_timeout", (void **)&sq.busy_timeout},
+        {"sqlite3_last_insert_rowid", (void **)&sq.last_insert_rowid},
+        {"sqlite3_changes", (void **)&sq.changes},       {"sqlite3_extended_errcode", (void **)&sq.extended_errcode},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
+        void *p = dlsym(h, tab[i].name);
+        if (!p) {
+            snprintf(sq_why, sizeof sq_why, "libsqlite3.so.0 has no %s", tab[i].name);
+            sq_loaded = -1;
+            return;
+        }
+        memcpy(tab[i].slot, &p, sizeof p);
+    }
+    sq_loaded = 1;
+}
+
+/* the one-line message of a failed SQLite call */
+static int db_fail(pxs_meta *m, int rc, const char *what, char *err, size_t errlen)
+{
+    const char *msg = m->db ? sq.errmsg(m->db) : "cannot open";
+    int prim = rc & 0xFF;
+    if (prim == SQ_BUSY || prim == SQ_LOCKED)
+        snprintf(err, errlen, "metadata database %s: still locked by another process after %g s (%s)", m->path,
+                 m->timeout, msg);
+    else if (prim == SQ_CORRUPT || prim == SQ_NOTADB)
+        snprintf(err, errlen, "metadata database %s is damaged (%s); salvage what is left with 'pario store fsck "
+                 "--store DIR --repair' (%s)", m->path, msg, what);
+    else
+        snprintf(err, errlen, "metadata database %s: %s (%s)", m->path, msg, what);
+    return PXS_EDB;
+}
+
+/* prepare, bind (fmt: 't' text, 'i' int64) and take the first step */
+static int run(pxs_meta *m, const char *sql, const char *fmt, va_list ap, void **out_stmt, int *step_rc)
+{
+    void *st = NULL;
+    int rc = sq.prepare_v2(m->db, sql, -1, &st, NULL);
+    if (rc != SQ_OK)
+        return rc;
+    for (int i = 0; fmt && fmt[i]; i++) {
+        if (fmt[i] == 't')
+            rc = sq.bind_text(st, i + 1, va_arg(ap, const char *), -1, SQ_TRANSIENT);
+        else
+            rc = sq.bind_int64(st, i + 1, va_arg(ap, int64_t));
+        if (rc != SQ_OK) {
+            sq.finalize(st);
+            return rc;
+        }
+    }
+    *step_rc = sq.step(st);
+    *out_stmt = st;
+    return SQ_OK;
+}
+
+/* execute a statement that returns no rows we need */
+static int exec_sql(pxs_meta *m, const char *what, char *err, size_t errlen, const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    void *st = NULL;
+    int src = 0;
+    int rc = run(m, sql, fmt, ap, &st, &src);
+    va_end(ap);
+    if (rc != SQ_OK)
+        return db_fail(m, rc, what, err, errlen);
+    while (src == SQ_ROW)
+        src = sq.step(st);
+    if (src != SQ_DONE) {
+        int e = sq.extended_errcode(m->db);
+        db_fail(m, e ? e : src, what, err, errlen);
+        sq.finalize(st);
+        return (src & 0xFF) == SQ_CONSTRAINT ? PXS_EINVAL : PXS_EDB;
+    }
+    sq.finalize(st);
+    return PXS_OK;
+}
+
+int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    pthread_once(&sq_once, sq_load);
+    if (sq_loaded != 1) {
+        snprintf(err, errlen, "metadata database %s: %s", path, sq_why);
+        return PXS_ENOSYS;
+    }
+    m->path = strdup(path);
+    if (!m->path)
+        return PXS_ENOMEM;
+    m->timeout = timeout;
+    /* never created here (pario.store.init_store makes it): a missing or emptied database next
+     * to a store's data would hand a new file the id, and so the data files, of an old one; and
+     * never through a link someone planted */
+    char side[PATH_MAX + 8];
+    const char *sfx[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        struct stat sb;
+        snprintf(side, sizeof side, "%s%s", path, sfx[i]);
+        if (lstat(side, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+            snprintf(err, errlen, "%.300s is a symbolic link: pario never follows a link it did not make", side);
+            pxs_meta_close(m);
+            return PXS_EINVAL;
+        }
+        if (i == 0 && (lstat(side, &sb) != 0 || sb.st_size == 0)) {
+            const char *slash = strrchr(path, '/');
+            snprintf(err, errlen, "metadata database %.300s is missing or empty: rebuild it with 'pario store fsck "
+                     "--store %.*s --repair'", path, slash ? (int)(slash - path) : 1, slash ? path : ".");
+            pxs_meta_close(m);
+            return PXS_ENOENT;
+        }
+    }
+    int rc = sq.open_v2(path, &m->db, SQ_OPEN_READWRITE | SQ_OPEN_NOMUTEX | SQ_OPEN_NOFOLLOW, NULL);
+    if (rc != SQ_OK) {
+        db_fail(m, rc, "open", err, errlen);
+        pxs_meta_close(m);
+        return PXS_EDB;
+    }
+    double ms = timeout * 1000.0;
+    sq.busy_timeout(m->db, ms > 2e9 ? 2000000000 : (int)ms);
+    /* as pario.store.meta.connect: WAL, synchronous=FULL, a quick integrity check */
+    if ((rc = exec_sql(m, "journal mode", err, errlen, "PRAGMA journal_mode=WAL", NULL))
+        || (rc = exec_sql(m, "synchronous", err, errlen, "PRAGMA synchronous=FULL", NULL)))
+        goto fail;
+    void *st = NULL;
+    int src = 0;
+    rc = sq.prepare_v2(m->db, "PRAGMA quick_check", -1, &st, NULL);
+    if (rc != SQ_OK) {
+        rc = db_fail(m, rc, "quick_check", err, errlen);
+        goto fail;
+    }
+    src = sq.step(st);
+    if (src != SQ_ROW || !sq.column_text(st, 0) || strcmp((const char *)sq.column_text(st, 0), "ok") != 0) {
+        const char *why = src == SQ_ROW && sq.column_text(st, 0) ? (const char *)sq.column_text(st, 0)
+                                                                 : sq.errmsg(m->db);
+        if ((src & 0xFF) == SQ_BUSY || (src & 0xFF) == SQ_LOCKED)
+            db_fail(m, src, "quick_check", err, errlen);
+        else
+            snprintf(err, errlen, "metadata database %s is damaged (%.200s); salvage what is left with 'pario store "
+                     "fsck --store DIR --repair'", path, why);
+        sq.finalize(st);
+        rc = PXS_EDB;
+        goto fail;
+    }
+    sq.finalize(st);
+    st = NULL;
+    if (sq.prepare_v2(m->db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='files'", -1, &st, NULL) != SQ_OK
+        || sq.step(st) != SQ_ROW) {
+        if (st)
+            sq.finalize(st);
+        const char *slash = strrchr(path, '/');
+        snprintf(err, errlen, "metadata database %.300s has no files table (emptied?): rebuild it with 'pario store "
+                 "fsck --store %.*s --repair'", path, slash ? (int)(slash - path) : 1, slash ? path : ".");
+        rc = PXS_ENOENT;
+        goto fail;
+    }
+    sq.finalize(st);
+    return PXS_OK;
+fail:
+    pxs_meta_close(m);
+    return rc ? rc : PXS_EDB;
+}
+
+void pxs_meta_close(pxs_meta *m)
+{
+    if (m->db)
+        sq.close_v2(m->db);
+    m->db = NULL;
+    free(m->path);
+    m->path = NULL;
+}
+
+void pxs_meta_rec_free(pxs_meta_rec *r)
+{
+    free(r->name);
+    free(r->layout);
+    memset(r, 0, sizeof *r);
+}
+
+static char *col_str(void *st, int i)
+{
+    const unsigned char *t = sq.column_text(st, i);
+    int n = sq.column_bytes(st, i);
+    char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
+    if (!s)
+        return NULL;
+    if (t && n > 0)
+        memcpy(s, t, (size_t)n);
+    s[n > 0 ? n : 0] = 0;
+    return s;
+}
+
+static int get_row(pxs_meta *m, const char *sql, const char *fmt, pxs_meta_rec *rec, char *err, size_t errlen, ...)
+{
+    memset(rec, 0, sizeof *rec);
+    va_list ap;
+    va_start(ap, errlen);
+    void *st = NULL;
+    int src = 0;
+    int rc = run(m, sql, fmt, ap, &st, &src);
+    va_end(ap);
+    if (rc != SQ_OK)
+        return db_fail(m, rc, "looking up a file", err, errlen);
+    if (src == SQ_DONE) {
+        sq.finalize(st);
+        return 0;
+    }
+    if (src != SQ_ROW) {
+        db_fail(m, sq.extended_errcode(m->db) ? sq.extended_errcode(m->db) : src, "looking up a file", err, errlen);
+        sq.finalize(st);
+        return PXS_EDB;
+    }
+    rec->id = sq.column_int64(st, 0);
+    rec->name = col_str(st, 1);
+    rec->layout = col_str(st, 2);
+    rec->size = sq.column_int64(st, 3);
+    rec->dirty = sq.column_int64(st, 4) != 0;
+    sq.finalize(st);
+    if (!rec->name || !rec->layout) {
+        pxs_meta_rec_free(rec);
+        return PXS_ENOMEM;
+    }
+    return 1;
+}
+
+int pxs_meta_get(pxs_meta *m, const char *name, pxs_meta_rec *rec, char *err, size_t errlen)
+{
+    return get_row(m, "SELECT id, name, layout, size, dirty FROM files WHERE name=?", "t", rec, err, errlen, name);
+}
+
+int pxs_meta_get_id(pxs_meta *m, int64_t id, pxs_meta_rec *rec, char *err, size_t errlen)
+{
+    return get_row(m, "SELECT id, name, layout, size, dirty FROM files WHERE id=?", "i", rec, err, errlen, id);
+}
+
+/* A JSON string of s (UTF-8 passes through; quotes, backslashes and control bytes escaped). */
+static char *json_string(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(6 * n + 3), *p = out;
+    if (!out)
+        return NULL;
+    *p++ = '"';
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') {
+            *p++ = '\\';
+            *p++ = (char)*c;
+        } else if (*c < 0x20) {
+            p += sprintf(p, "\\u%04x", *c);
+        } else {
+            *p++ = (char)*c;
+        }
+    }
+    *p++ = '"';
+    *p = 0;
+    return out;
+}
+
+/* The store's catalog (pario.store.catalog): one line a create, durable before the create is
+ * acknowledged, from which fsck --repair rebuilds a lost database. */
+static int catalog_create(pxs_meta *m, int64_t id, const char *name, const char *layout_json, char *err,
+                          size_t errlen)
+{
+    char path[PATH_MAX];
+    const char *slash = strrchr(m->path, '/');
+    int dlen = slash ? (int)(slash - m->path) : 1;
+    snprintf(path, sizeof path, "%.*s/catalog.log", dlen, slash ? m->path : ".");
+    char *qname = json_string(name);
+    size_t cap = (qname ? strlen(qname) : 0) + strlen(layout_json) + 80;
+    char *line = qname ? malloc(cap) : NULL;
+    if (!line) {
+        free(qname);
+        return PXS_ENOMEM;
+    }
+    int n = snprintf(line, cap, "{\"op\":\"create\",\"id\":%lld,\"name\":%s,\"layout\":%s}\n", (long long)id, qname,
+                     layout_json);
+    free(qname);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int rc = PXS_OK;
+    if (fd < 0 || write(fd, line, (size_t)n) != (ssize_t)n || fdatasync(fd) != 0) {
+        snprintf(err, errlen, "store catalog %.300s: %s", path, strerror(errno));
+        rc = PXS_EIO;
+    }
+    if (fd >= 0)
+        close(fd);
+    free(line);
+    return rc;
+}
+
+int pxs_meta_create(pxs_meta *m, const char *name, const char *layout_json, int64_t *id, char *err, size_t errlen)
+{
+    int rc = exec_sql(m, "creating a file", err, errlen, "INSERT INTO files(name, layout, size) VALUES (?, ?, 0)",
+                      "tt", name, layout_json);
+    if (rc == PXS_EINVAL) {
+        snprintf(err, errlen, "file '%s' already exists in the store", name);
+        rc = PXS_EEXIST;
+    }
+    if (rc)
+        return rc;
+    *id = sq.last_insert_rowid(m->db);
+    return catalog_create(m, *id, name, layout_json, err, errlen);
+}
+
+int pxs_meta_set_dirty(pxs_meta *m, const char *name, int dirty, char *err, size_t errlen)
+{
+    return exec_sql(m, "marking a file dirty", err, errlen, "UPDATE files SET dirty=? WHERE name=?", "it",
+                    (int64_t)dirty, name);
+}
+
+int pxs_meta_set_size(pxs_meta *m, const char *name, int64_t size, int dirty, char *err, size_t errlen)
+{
+    return exec_sql(m, "committing a size", err, errlen, "UPDATE files SET size=?, dirty=? WHERE name=?", "iit", size,
+                    (int64_t)dirty, name);
+}
+
+int pxs_meta_grow_size(pxs_meta *m, const char *name, int64_t size, char *err, size_t errlen)
+{
+    return exec_sql(m, "committing a size", err, errlen, "UPDATE files SET size=MAX(size, ?) WHERE name=?", "it", size,
+                    name);
+}
+
+int pxs_meta_dirty_names(pxs_meta *m, char ***names, size_t *n, char *err, size_t errlen)
+{
+    *names = NULL;
+    *n = 0;
+    void *st = NULL;
+    int rc = sq.prepare_v2(m->db, "SELECT name FROM files WHERE dirty != 0", -1, &st, NULL);
+    if (rc != SQ_OK)
+        return db_fail(m, rc, "listing dirty files", err, errlen);
+    size_t cap = 0;
+    int src;
+    while ((src = sq.step(st)) == SQ_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            char **v = realloc(*names, cap * sizeof *v);
+            if (!v) {
+                sq.finalize(st);
+                return PXS_ENOMEM;
+            }
+            *names = v;
+        }
+        char *s = col_str(st, 0);
+        if (!s) {
+            sq.finalize(st);
+            return PXS_ENOMEM;
+        }
+        (*names)[(*n)++] = s;
+    }
+    if (src != SQ_DONE) {
+        db_fail(m, src, "listing dirty files", err, errlen);
+        sq.finalize(st);
+        return PXS_EDB;
+    }
+    sq.finalize(st);
+    return PXS_OK;
+}

@@ -1,0 +1,103 @@
+/* pario serve: a store's configuration (DIR/store.json) and file metadata (DIR/meta.db)
+ * from C, for the store data path inside MPI ranks (docs/serve.md).
+ *
+ * The metadata database is SQLite (pario.store.meta: table files(id, name, layout JSON,
+ * size, dirty), WAL, synchronous=FULL).  libsqlite3 is loaded at run time with
+ * dlopen("libsqlite3.so.0") and the few functions used are declared here by hand: the
+ * library is on every machine that runs pario (Python's sqlite3 module links it), its
+ * header is not.  Every wait for another process's transaction is bounded by the busy
+ * timeout (PARIO_STORE_TIMEOUT seconds, default 60) and ends in a one-line error.
+ *
+ * The rules are pario.store.meta's and pario.store.local's: a process of a shared store
+ * commits sizes with MAX(size, ?) and never clears `dirty`; an exclusive one sets them. */
+#ifndef PARIO_SERVE_META_H
+#define PARIO_SERVE_META_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PXS_ERRLEN 512
+
+/* error codes of the serve library (every function: 0 = success) */
+enum {
+    PXS_OK = 0,
+    PXS_EINVAL = -1,    /* bad argument, bad layout, bad configuration */
+    PXS_ENOMEM = -2,
+    PXS_EIO = -3,       /* a system call failed */
+    PXS_ENOENT = -4,    /* no such store or file */
+    PXS_EDB = -5,       /* the metadata database failed (busy beyond the timeout, damaged) */
+    PXS_ERMT = -6,      /* the RMT journal refused or failed */
+    PXS_EBUSY = -7,     /* the store is in use (exclusive open) / a lock timed out */
+    PXS_ENOSYS = -8,    /* something this C library does not do (the message says what) */
+    PXS_EVERIFY = -9,   /* the store must be verified after an unclean end in another boot */
+    PXS_EEXIST = -10    /* a file of that name exists already */
+};
+
+/* one server of the store's profile: its data directory and the α, β the hybrid routing
+ * cost uses (pario.store.hybrid.profile_cost: reads, random access) */
+typedef struct {
+    char *name;
+    char *dir;          /* local backend: absolute or relative to the current directory */
+    char *pool;         /* rados backend: the server's pool (store.json "pools") */
+    double alpha;       /* alpha_read_rand, else alpha */
+    double beta;        /* beta_read, else beta */
+} pxs_server;
+
+/* the data plane of a store (store.json "backend", store/planes/plane.h) */
+enum { PXS_BACKEND_LOCAL = 0, PXS_BACKEND_RADOS = 1 };
+
+typedef struct {
+    char *root;
+    char *id;           /* the store id (store.json "id"; the RADOS namespace of a rados store) */
+    char *system;       /* the profile's name */
+    int backend;        /* PXS_BACKEND_* */
+    char *cluster;      /* rados: the cluster directory (its ceph.conf) */
+    int64_t object_size;/* rados: bytes per object (store.json "object_size", default 4 MiB) */
+    int nservers;
+    pxs_server *servers;
+} pxs_config;
+
+#define PXS_OBJECT_SIZE ((int64_t)4 << 20)   /* pario.store.rados.OBJECT_SIZE */
+
+int pxs_config_read(const char *root, pxs_config *cfg, char *err, size_t errlen);
+void pxs_config_free(pxs_config *cfg);
+/* server index of a name, -1 if none */
+int pxs_config_server(const pxs_config *cfg, const char *name);
+
+/* seconds every wait for another process may take: $PARIO_STORE_TIMEOUT, else 60 */
+double pxs_store_timeout(void);
+
+typedef struct {
+    void *db;           /* sqlite3 * */
+    char *path;
+    double timeout;
+} pxs_meta;
+
+typedef struct {
+    int64_t id;
+    char *name;
+    char *layout;       /* the layout JSON */
+    int64_t size;
+    int dirty;
+} pxs_meta_rec;
+
+int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size_t errlen);
+void pxs_meta_close(pxs_meta *m);
+void pxs_meta_rec_free(pxs_meta_rec *r);
+/* 1 found (rec filled), 0 no such file, < 0 error */
+int pxs_meta_get(pxs_meta *m, const char *name, pxs_meta_rec *rec, char *err, size_t errlen);
+int pxs_meta_get_id(pxs_meta *m, int64_t id, pxs_meta_rec *rec, char *err, size_t errlen);
+/* a new file (id in *id); PXS_EINVAL if the name exists */
+int pxs_meta_create(pxs_meta *m, const char *name, const char *layout_json, int64_t *id, char *err, size_t errlen);
+int pxs_meta_set_dirty(pxs_meta *m, const char *name, int dirty, char *err, size_t errlen);
+int pxs_meta_set_size(pxs_meta *m, const char *name, int64_t size, int dirty, char *err, size_t errlen);
+/* size = MAX(size, ?) (shared stores: several processes extend one file) */
+int pxs_meta_grow_size(pxs_meta *m, const char *name, int64_t size, char *err, size_t errlen);
+/* names of the files with dirty != 0 (malloc'ed array of malloc'ed strings) */
+int pxs_meta_dirty_names(pxs_meta *m, char ***names, size_t *n, char *err, size_t errlen);
+void pxs_strv_free(char **v, size_t n);
+
+/* read a whole (small) file; NULL and errno on failure */
+char *pxs_read_text(const char *path, size_t *len, size_t max);
+
+#endif

@@ -1,0 +1,77 @@
+/* pario serve: the data files of a store behind one small interface, one file per data
+ * plane (in the style of IOR's aiori backends: a table of functions per backend, the store
+ * code calls only the table; docs/serve.md).
+ *
+ * A logical file with metadata id i keeps the bytes its layout puts on server j in the
+ * server's data file (i, d) (d = 0 its own data, d >= 1 an extent map's replica data files),
+ * at the server-local offsets of pario.layout.map_requests.  Where a data file lives is the
+ * plane's business:
+ *
+ *   datafile_local.c  store.json "backend": "local" (pario.store.local): the file
+ *                     `<server j dir>/<i:08d>.<d>`, pread/pwrite(v), ftruncate, fallocate,
+ *                     fsync; O_DIRECT in direct mode;
+ *   datafile_rados.c  "backend": "rados" (pario.store.rados): the RADOS objects
+ *                     `<i:08d>.<d>.<k:08x>` of object_size bytes in server j's pool, in the
+ *                     store's namespace; librados loaded with dlopen at the first open.
+ *
+ * Every plane reads bytes a data file does not have as 0 (holes, past its end).  Every
+ * function returns PXS_OK or a negative PXS_E* code with a one-line message in err.  The
+ * caller serialises calls on one plane (the store's mutex). */
+#ifndef PARIO_SERVE_DATAFILE_H
+#define PARIO_SERVE_DATAFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/meta.h"
+
+typedef struct pxs_dplane pxs_dplane;       /* a store's data plane (one per store open) */
+typedef struct pxs_datafile pxs_datafile;   /* one open data file (server, id, d) */
+
+/* one piece of a transfer: len bytes at server-local offset `local` of data file df <->
+ * the caller's buffer at bo */
+typedef struct {
+    pxs_datafile *df;
+    int server, datafile;
+    int64_t local, len, bo;
+} pxs_dseg;
+
+typedef struct pxs_dfops {
+    const char *kind;               /* "local", "rados" */
+    /* the plane of a store (cfg stays valid until close_plane); direct: O_DIRECT (local only) */
+    int (*open_plane)(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen);
+    void (*close_plane)(pxs_dplane *dp);
+    /* data file (id, d) of server (created when needed: at open or at its first write);
+     * name: the logical file's, for messages (the caller keeps it until close) */
+    int (*open)(pxs_dplane *dp, int server, int64_t id, int d, const char *name, pxs_datafile **out, char *err,
+                size_t errlen);
+    void (*close)(pxs_datafile *f);
+    /* move n segments sorted by (server, data file, local, bo): write from / read into buf;
+     * reads fill what a data file does not have with 0 */
+    int (*transfer)(pxs_dplane *dp, const pxs_dseg *sg, size_t n, char *buf, int write, char *err, size_t errlen);
+    /* the size of data file (id, d) of server, 0 if it has none (no data file is created) */
+    int (*size)(pxs_dplane *dp, int server, int64_t id, int d, int64_t *size, char *err, size_t errlen);
+    /* the data file holds exactly n bytes (durable before return if sync) */
+    int (*truncate)(pxs_datafile *f, int64_t n, int sync, char *err, size_t errlen);
+    /* the data file holds at least end bytes: grows only, never overwrites a byte */
+    int (*reserve)(pxs_datafile *f, int64_t end, char *err, size_t errlen);
+    /* the bytes written to the data file durable */
+    int (*sync)(pxs_datafile *f, char *err, size_t errlen);
+    /* the data file numbers d of id on server (malloc'ed, *n of them; none: *n = 0) */
+    int (*list)(pxs_dplane *dp, int server, int64_t id, int **ds, size_t *n, char *err, size_t errlen);
+} pxs_dfops;
+
+extern const pxs_dfops pxs_df_local;   /* datafile_local.c */
+extern const pxs_dfops pxs_df_rados;   /* datafile_rados.c */
+
+/* every plane starts with this header */
+struct pxs_dplane {
+    const pxs_dfops *ops;
+    const pxs_config *cfg;
+};
+
+/* the plane of cfg->backend, opened */
+int pxs_dplane_open(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen);
+void pxs_dplane_close(pxs_dplane *dp);
+
+#endif
