@@ -675,3 +675,26 @@ def _blocks_ok(lay_d) -> bool:
             return all(s % 512 == 0 for s in d["stripes"])
         return d["type"] == "grouped" and d["stripe"] % 512 == 0
     return ok(lay_d)
+
+
+def test_a_relaid_file_is_rebuilt_from_the_catalog(tmp_path):
+    """After a relayout the catalog names the new copy's id (the switch's renames are in it):
+    with meta.db lost, `fsck --repair` rebuilds the file with its new layout and every byte."""
+    from pario.store.repair import repair
+
+    root = tmp_path / "s"
+    init_store(root, "ceda-hdd8")
+    data = np.random.default_rng(5).integers(0, 256, 900_000, dtype=np.uint8).tobytes()
+    with Store(root) as st:
+        st.create("f", "fixed:64k")
+        with st.open("f") as f:
+            f.write(0, data)
+        st.relayout("f", "fixed:16k")
+        want = st.stat("f").layout
+    (root / "meta.db").unlink()
+    rep = repair(root)
+    assert rep["meta"]["rebuilt_files"] >= 1 and rep["fsck"]["ok"], rep
+    with Store(root) as st:
+        assert st.stat("f").layout == want
+        with st.open("f") as f:
+            assert f.read(0, len(data)) == data

@@ -209,6 +209,9 @@ def _switch(store: Store, name: str, old_id: int, new_id: int, size: int, retire
             if con.in_transaction:
                 con.execute("ROLLBACK")
             raise
+        # the catalog follows the names (fsck --repair rebuilds meta.db from it)
+        for fid, new_name in [*retire, (new_id, name)]:
+            meta._log({"op": "rename", "id": int(fid), "name": new_name})
 
 
 def _sync_dirs(store: Store, layout: Layout) -> None:
