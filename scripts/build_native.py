@@ -28,8 +28,9 @@ CFLAGS = ["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvi
 # its headers as "layer/name.h" with -I NATIVE.
 # core/: the RMT (core/rmt.h: the journal, the table, transactions, range locks)
 CORE_SOURCES = ["core/crc32.c", "core/rmt_index.c", "core/rmt_log.c", "core/locks.c", "core/rmt.c"]
-# python/: the bindings; pario.native._rmt (the RMT core as a Python extension)
-RMT_SOURCES = CORE_SOURCES + ["python/pyrmt.c"]
+# python/: the bindings; pario.native._rmt (the RMT core and the store's metadata as a Python
+# extension)
+RMT_SOURCES = CORE_SOURCES + ["store/json.c", "store/meta.c", "python/pyrmt.c", "python/pymeta.c"]
 # store/: pario's store data path (docs/serve.md: store.json and meta.db, layouts, data files
 # behind store/planes/plane.h -- local.c server directories, rados.c RADOS objects with
 # librados loaded by dlopen --, CEDA redirection and hybrid routing with the core); no MPI
@@ -202,7 +203,7 @@ def build(force: bool = False, quiet: bool = False) -> Path:
     tmp = target.with_name(target.name + ".tmp")
     # PyInit__rmt must stay visible: -fvisibility=hidden hides only the core's own symbols
     cmd = [*compiler(), *CFLAGS, "-shared", f"-I{inc}", f"-I{NATIVE}", *map(str, native(RMT_SOURCES)), "-o", str(tmp),
-           "-lpthread"]
+           "-lpthread", "-ldl"]
     if not quiet:
         print("building", target.relative_to(ROOT), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)

@@ -71,7 +71,6 @@ from ..layout import (
     parse_layout,
 )
 from ..units import format_size
-from .meta import db_errors
 from .rmt import DIRTY, PARTIAL, ROUTES
 from .root import INCOMING_PREFIX, RESERVED, Store
 
@@ -191,27 +190,11 @@ def drop_dead_registrations(store: Store) -> int:
 
 def _switch(store: Store, name: str, old_id: int, new_id: int, size: int, retire: list[tuple[int, str]]) -> None:
     """One metadata transaction: the old row (and ``retire``: (id, new name) of its replicas'
-    rows) out of the way, the new row named ``name`` with its final size."""
+    rows) out of the way, the new row named ``name`` with its final size; the renames go to
+    the store's catalog (the engine's ``pxs_meta_switch``)."""
     be = store.backend
-    meta = be.meta
-    with be._lock, meta.lock, db_errors(f"metadata database {meta.path}", meta.path):
-        con = meta.con
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            row = con.execute("SELECT id FROM files WHERE name=?", (name,)).fetchone()
-            if row is None or int(row[0]) != old_id:
-                raise ParioError("the file was replaced while it was copied")
-            for fid, new_name in retire:
-                con.execute("UPDATE files SET name=? WHERE id=?", (new_name, fid))
-            con.execute("UPDATE files SET name=?, size=?, dirty=0 WHERE id=?", (name, int(size), new_id))
-            con.execute("COMMIT")
-        except BaseException:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
-            raise
-        # the catalog follows the names (fsck --repair rebuilds meta.db from it)
-        for fid, new_name in [*retire, (new_id, name)]:
-            meta._log({"op": "rename", "id": int(fid), "name": new_name})
+    with be._lock:
+        be.meta.switch(name, old_id, new_id, size, retire)
 
 
 def _sync_dirs(store: Store, layout: Layout) -> None:

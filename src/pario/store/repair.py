@@ -97,7 +97,7 @@ def _repair_meta(root: Path, cfg: dict) -> dict | None:
 
     path = root / "meta.db"
     try:
-        Meta(path, catalog=False).close()
+        Meta(path).close()
         return None
     except ParioError:
         pass

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/rmt.h"
+#include "python/bindings.h"
 
 static PyObject *error_class;   /* pario.ParioError, set by set_error_class() */
 
@@ -951,6 +952,11 @@ static PyTypeObject CoreType = {
     .tp_new = PyType_GenericNew,
 };
 
+PyObject *pario_error_class(void)
+{
+    return error_class;
+}
+
 static PyObject *set_error_class(PyObject *mod, PyObject *cls)
 {
     (void)mod;
@@ -989,5 +995,9 @@ PyMODINIT_FUNC PyInit__rmt(void)
     PyModule_AddIntConstant(m, "ROUTE_REPLICA", RMT_ROUTE_REPLICA);
     PyModule_AddIntConstant(m, "ROUTE_CHEAPEST", RMT_ROUTE_CHEAPEST);
     PyModule_AddIntConstant(m, "VERSION", RMT_VERSION);
+    if (pymeta_register(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

@@ -379,17 +379,36 @@ static void sq_load(void)
     sq_loaded = 1;
 }
 
+/* the store directory of a metadata database's path (its parent) */
+static void store_dir(const char *path, char *out, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, n, ".");
+    else if (slash == path)
+        snprintf(out, n, "/");
+    else
+        snprintf(out, n, "%.*s", (int)(slash - path), path);
+}
+
+/* pario.store.meta.SCHEMA: the one table (AUTOINCREMENT: an id is never handed out twice) */
+static const char *SCHEMA = "CREATE TABLE IF NOT EXISTS files(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL "
+                            "UNIQUE, layout TEXT NOT NULL, size INTEGER NOT NULL DEFAULT 0, dirty INTEGER NOT NULL "
+                            "DEFAULT 0)";
+
 /* the one-line message of a failed SQLite call */
 static int db_fail(pxs_meta *m, int rc, const char *what, char *err, size_t errlen)
 {
     const char *msg = m->db ? sq.errmsg(m->db) : "cannot open";
     int prim = rc & 0xFF;
+    char dir[PATH_MAX];
+    store_dir(m->path ? m->path : "meta.db", dir, sizeof dir);
     if (prim == SQ_BUSY || prim == SQ_LOCKED)
         snprintf(err, errlen, "metadata database %s: still locked by another process after %g s (%s)", m->path,
                  m->timeout, msg);
     else if (prim == SQ_CORRUPT || prim == SQ_NOTADB)
-        snprintf(err, errlen, "metadata database %s is damaged (%s); salvage what is left with 'pario store fsck "
-                 "--store DIR --repair' (%s)", m->path, msg, what);
+        snprintf(err, errlen, "metadata database %.200s is damaged (%.100s); salvage what is left with 'pario store "
+                 "fsck --store %.200s --repair' (%s)", m->path, msg, dir, what);
     else
         snprintf(err, errlen, "metadata database %s: %s (%s)", m->path, msg, what);
     return PXS_EDB;
@@ -499,8 +518,12 @@ int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size
         if ((src & 0xFF) == SQ_BUSY || (src & 0xFF) == SQ_LOCKED)
             db_fail(m, src, "quick_check", err, errlen);
         else
-            snprintf(err, errlen, "metadata database %s is damaged (%.200s); salvage what is left with 'pario store "
-                     "fsck --store DIR --repair'", path, why);
+        {
+            char dir[PATH_MAX];
+            store_dir(path, dir, sizeof dir);
+            snprintf(err, errlen, "metadata database %.200s is damaged (%.150s); salvage what is left with 'pario "
+                     "store fsck --store %.200s --repair'", path, why, dir);
+        }
         sq.finalize(st);
         rc = PXS_EDB;
         goto fail;
@@ -619,33 +642,39 @@ static char *json_string(const char *s)
     return out;
 }
 
-/* The store's catalog (pario.store.catalog): one line a create, durable before the create is
- * acknowledged, from which fsck --repair rebuilds a lost database. */
-static int catalog_create(pxs_meta *m, int64_t id, const char *name, const char *layout_json, char *err,
-                          size_t errlen)
+/* The store's catalog (pario.store.catalog): one line a change of the namespace, durable
+ * before the change is acknowledged, from which fsck --repair rebuilds a lost database. */
+static int catalog_append(pxs_meta *m, const char *line, size_t n, char *err, size_t errlen)
 {
-    char path[PATH_MAX];
-    const char *slash = strrchr(m->path, '/');
-    int dlen = slash ? (int)(slash - m->path) : 1;
-    snprintf(path, sizeof path, "%.*s/catalog.log", dlen, slash ? m->path : ".");
-    char *qname = json_string(name);
-    size_t cap = (qname ? strlen(qname) : 0) + strlen(layout_json) + 80;
-    char *line = qname ? malloc(cap) : NULL;
-    if (!line) {
-        free(qname);
-        return PXS_ENOMEM;
-    }
-    int n = snprintf(line, cap, "{\"op\":\"create\",\"id\":%lld,\"name\":%s,\"layout\":%s}\n", (long long)id, qname,
-                     layout_json);
-    free(qname);
+    char dir[PATH_MAX], path[PATH_MAX + 16];
+    store_dir(m->path, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/catalog.log", dir);
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     int rc = PXS_OK;
-    if (fd < 0 || write(fd, line, (size_t)n) != (ssize_t)n || fdatasync(fd) != 0) {
+    if (fd < 0 || write(fd, line, n) != (ssize_t)n || fdatasync(fd) != 0) {
         snprintf(err, errlen, "store catalog %.300s: %s", path, strerror(errno));
         rc = PXS_EIO;
     }
     if (fd >= 0)
         close(fd);
+    return rc;
+}
+
+/* {"op":OP,"id":ID[,"name":NAME][,"layout":LAYOUT]} */
+static int catalog(pxs_meta *m, const char *op, int64_t id, const char *name, const char *layout_json, char *err,
+                   size_t errlen)
+{
+    char *qname = name ? json_string(name) : NULL;
+    size_t cap = (qname ? strlen(qname) : 0) + (layout_json ? strlen(layout_json) : 0) + 96;
+    char *line = (!name || qname) ? malloc(cap) : NULL;
+    if (!line) {
+        free(qname);
+        return PXS_ENOMEM;
+    }
+    int n = snprintf(line, cap, "{\"op\":\"%s\",\"id\":%lld%s%s%s%s}\n", op, (long long)id, qname ? ",\"name\":" : "",
+                     qname ? qname : "", layout_json ? ",\"layout\":" : "", layout_json ? layout_json : "");
+    free(qname);
+    int rc = catalog_append(m, line, (size_t)n, err, errlen);
     free(line);
     return rc;
 }
@@ -661,7 +690,146 @@ int pxs_meta_create(pxs_meta *m, const char *name, const char *layout_json, int6
     if (rc)
         return rc;
     *id = sq.last_insert_rowid(m->db);
-    return catalog_create(m, *id, name, layout_json, err, errlen);
+    return catalog(m, "create", *id, name, layout_json, err, errlen);
+}
+
+static int64_t id_of(pxs_meta *m, const char *name, char *err, size_t errlen)
+{
+    pxs_meta_rec rec;
+    int got = pxs_meta_get(m, name, &rec, err, errlen);
+    int64_t id = got > 0 ? rec.id : got == 0 ? 0 : got;
+    if (got > 0)
+        pxs_meta_rec_free(&rec);
+    return id;
+}
+
+int pxs_meta_delete(pxs_meta *m, const char *name, char *err, size_t errlen)
+{
+    int64_t id = id_of(m, name, err, errlen);
+    if (id <= 0)
+        return (int)id;
+    int rc = exec_sql(m, "deleting a file", err, errlen, "DELETE FROM files WHERE id=?", "i", id);
+    return rc ? rc : catalog(m, "delete", id, NULL, NULL, err, errlen) ? PXS_EIO : 1;
+}
+
+int pxs_meta_rename(pxs_meta *m, const char *old, const char *new_name, char *err, size_t errlen)
+{
+    int64_t id = id_of(m, old, err, errlen);
+    if (id < 0)
+        return (int)id;
+    if (id == 0) {
+        snprintf(err, errlen, "no file '%.400s' in the store", old);
+        return PXS_ENOENT;
+    }
+    int rc = exec_sql(m, "renaming a file", err, errlen, "UPDATE files SET name=? WHERE id=?", "ti", new_name, id);
+    if (rc == PXS_EINVAL) {
+        snprintf(err, errlen, "file '%.400s' already exists in the store", new_name);
+        return PXS_EEXIST;
+    }
+    return rc ? rc : catalog(m, "rename", id, new_name, NULL, err, errlen);
+}
+
+int pxs_meta_list(pxs_meta *m, int64_t **ids, char ***names, size_t *n, char *err, size_t errlen)
+{
+    *ids = NULL;
+    *names = NULL;
+    *n = 0;
+    void *st = NULL;
+    int rc = sq.prepare_v2(m->db, "SELECT id, name FROM files ORDER BY name", -1, &st, NULL);
+    if (rc != SQ_OK)
+        return db_fail(m, rc, "listing files", err, errlen);
+    size_t cap = 0;
+    int src;
+    while ((src = sq.step(st)) == SQ_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            int64_t *vi = realloc(*ids, cap * sizeof *vi);
+            if (vi)
+                *ids = vi;
+            char **vn = vi ? realloc(*names, cap * sizeof *vn) : NULL;
+            if (!vi || !vn) {
+                sq.finalize(st);
+                return PXS_ENOMEM;
+            }
+            *names = vn;
+        }
+        (*ids)[*n] = sq.column_int64(st, 0);
+        if (!((*names)[*n] = col_str(st, 1))) {
+            sq.finalize(st);
+            return PXS_ENOMEM;
+        }
+        (*n)++;
+    }
+    sq.finalize(st);
+    return src == SQ_DONE ? PXS_OK : db_fail(m, src, "listing files", err, errlen);
+}
+
+int64_t pxs_meta_top_id(pxs_meta *m, char *err, size_t errlen)
+{
+    void *st = NULL;
+    int rc = sq.prepare_v2(m->db, "SELECT seq FROM sqlite_sequence WHERE name='files'", -1, &st, NULL);
+    if (rc != SQ_OK)     /* no sequence table yet: no id was ever handed out */
+        return 0;
+    int src = sq.step(st);
+    int64_t v = src == SQ_ROW ? sq.column_int64(st, 0) : 0;
+    sq.finalize(st);
+    if (src != SQ_ROW && src != SQ_DONE)
+        return db_fail(m, src, "reading the id sequence", err, errlen);
+    return v;
+}
+
+/* a relayout's switch (pario.store.relayout): in one transaction, the rows `rids` renamed
+ * `rnames` (the old copy and its replicas out of the way) and row new_id named `name` with its
+ * final size, provided `name` is still old_id; then the renames in the catalog */
+int pxs_meta_switch(pxs_meta *m, const char *name, int64_t old_id, int64_t new_id, int64_t size, const int64_t *rids,
+                    const char *const *rnames, size_t nr, char *err, size_t errlen)
+{
+    int rc = exec_sql(m, "starting a transaction", err, errlen, "BEGIN IMMEDIATE", NULL);
+    if (rc)
+        return rc;
+    int64_t cur = id_of(m, name, err, errlen);
+    if (cur != old_id) {
+        if (cur >= 0)
+            snprintf(err, errlen, "the file was replaced while it was copied");
+        rc = cur < 0 ? (int)cur : PXS_EINVAL;
+    }
+    for (size_t i = 0; !rc && i < nr; i++)
+        rc = exec_sql(m, "switching a relaid file", err, errlen, "UPDATE files SET name=? WHERE id=?", "ti", rnames[i],
+                      rids[i]);
+    if (!rc)
+        rc = exec_sql(m, "switching a relaid file", err, errlen, "UPDATE files SET name=?, size=?, dirty=0 WHERE id=?",
+                      "tii", name, size, new_id);
+    if (!rc)
+        rc = exec_sql(m, "committing a switch", err, errlen, "COMMIT", NULL);
+    if (rc) {
+        char ignored[PXS_ERRLEN];
+        exec_sql(m, "rolling back", ignored, sizeof ignored, "ROLLBACK", NULL);
+        return rc;
+    }
+    for (size_t i = 0; !rc && i <= nr; i++)
+        rc = catalog(m, "rename", i < nr ? rids[i] : new_id, i < nr ? rnames[i] : name, NULL, err, errlen);
+    return rc;
+}
+
+int pxs_meta_init(const char *path, char *err, size_t errlen)
+{
+    pthread_once(&sq_once, sq_load);
+    if (sq_loaded != 1) {
+        snprintf(err, errlen, "metadata database %s: %s", path, sq_why);
+        return PXS_ENOSYS;
+    }
+    pxs_meta m;
+    memset(&m, 0, sizeof m);
+    m.path = strdup(path);
+    if (!m.path)
+        return PXS_ENOMEM;
+    int rc = sq.open_v2(path, &m.db, SQ_OPEN_READWRITE | SQ_OPEN_CREATE | SQ_OPEN_NOMUTEX | SQ_OPEN_NOFOLLOW, NULL);
+    if (rc != SQ_OK)
+        rc = db_fail(&m, rc, "creating it", err, errlen);
+    else if (!(rc = exec_sql(&m, "journal mode", err, errlen, "PRAGMA journal_mode=WAL", NULL)))
+        rc = exec_sql(&m, "schema", err, errlen, SCHEMA, NULL);
+    pxs_meta_close(&m);
+    return rc;
 }
 
 int pxs_meta_set_dirty(pxs_meta *m, const char *name, int dirty, char *err, size_t errlen)

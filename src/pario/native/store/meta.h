@@ -89,6 +89,19 @@ int pxs_meta_get(pxs_meta *m, const char *name, pxs_meta_rec *rec, char *err, si
 int pxs_meta_get_id(pxs_meta *m, int64_t id, pxs_meta_rec *rec, char *err, size_t errlen);
 /* a new file (id in *id); PXS_EINVAL if the name exists */
 int pxs_meta_create(pxs_meta *m, const char *name, const char *layout_json, int64_t *id, char *err, size_t errlen);
+/* 1 deleted, 0 no such file, < 0 error */
+int pxs_meta_delete(pxs_meta *m, const char *name, char *err, size_t errlen);
+/* PXS_ENOENT no such file, PXS_EEXIST the new name is taken */
+int pxs_meta_rename(pxs_meta *m, const char *old, const char *new_name, char *err, size_t errlen);
+/* every file, by name (malloc'ed arrays; names with pxs_strv_free) */
+int pxs_meta_list(pxs_meta *m, int64_t **ids, char ***names, size_t *n, char *err, size_t errlen);
+/* the highest id ever handed out (>= 0), < 0 error */
+int64_t pxs_meta_top_id(pxs_meta *m, char *err, size_t errlen);
+/* a relayout's switch: rows rids renamed rnames, row new_id named name (size, clean), if name is old_id */
+int pxs_meta_switch(pxs_meta *m, const char *name, int64_t old_id, int64_t new_id, int64_t size, const int64_t *rids,
+                    const char *const *rnames, size_t nr, char *err, size_t errlen);
+/* a new, empty database at path (a new store) */
+int pxs_meta_init(const char *path, char *err, size_t errlen);
 int pxs_meta_set_dirty(pxs_meta *m, const char *name, int dirty, char *err, size_t errlen);
 int pxs_meta_set_size(pxs_meta *m, const char *name, int64_t size, int dirty, char *err, size_t errlen);
 /* size = MAX(size, ?) (shared stores: several processes extend one file) */
