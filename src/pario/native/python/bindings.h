@@ -6,6 +6,16 @@
 
 /* pario.ParioError (set_error_class), NULL before it is set */
 PyObject *pario_error_class(void);
+/* a Core object over the RMT of a store engine (its mutex serialises both); the engine
+ * disowns it when it closes (later calls: "the RMT is closed") */
+#include <pthread.h>
+#include "core/rmt.h"
+PyObject *pyrmt_borrow(rmt_core *c, pthread_mutex_t *mu, PyObject *owner);
+void pyrmt_disown(PyObject *core);
+/* a Meta object over a store engine's metadata connection (its mutex) */
+#include "store/meta.h"
+PyObject *pymeta_borrow(pxs_meta *m, pthread_mutex_t *mu, PyObject *owner);
+void pymeta_disown(PyObject *meta);
 /* adds the Meta type and meta_init to the module */
 int pymeta_register(PyObject *module);
 

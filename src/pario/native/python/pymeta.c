@@ -17,24 +17,27 @@
 
 typedef struct {
     PyObject_HEAD
-    pxs_meta m;
+    pxs_meta *m;             /* own_m, or a store engine's (borrowed: pymeta_borrow) */
+    pthread_mutex_t *mu;     /* own_mu, or the engine's mutex */
+    PyObject *owner;         /* borrowed: the engine object, kept alive */
+    pxs_meta own_m;
+    pthread_mutex_t own_mu;
     int open;
-    pthread_mutex_t mu;
     char err[PXS_ERRLEN];
 } Meta;
 
 static void take(Meta *self)
 {
-    if (pthread_mutex_trylock(&self->mu) == 0)
+    if (pthread_mutex_trylock(self->mu) == 0)
         return;
     Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&self->mu);
+    pthread_mutex_lock(self->mu);
     Py_END_ALLOW_THREADS
 }
 
 static void give(Meta *self)
 {
-    pthread_mutex_unlock(&self->mu);
+    pthread_mutex_unlock(self->mu);
 }
 
 static PyObject *raise(const char *msg)
@@ -70,12 +73,16 @@ static int Meta_init(Meta *self, PyObject *args, PyObject *kw)
     double timeout = 60.0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "s|d", kwlist, &path, &timeout))
         return -1;
+    if (self->owner) {
+        raise("a borrowed metadata database cannot be reopened");
+        return -1;
+    }
     if (self->open)
-        pxs_meta_close(&self->m);
+        pxs_meta_close(self->m);
     self->open = 0;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pxs_meta_open(&self->m, path, timeout, self->err, sizeof self->err);
+    rc = pxs_meta_open(self->m, path, timeout, self->err, sizeof self->err);
     Py_END_ALLOW_THREADS
     if (rc) {
         raise(self->err);
@@ -90,16 +97,21 @@ static PyObject *Meta_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     (void)args;
     (void)kw;
     Meta *self = (Meta *)type->tp_alloc(type, 0);
-    if (self)
-        pthread_mutex_init(&self->mu, NULL);
+    if (self) {
+        self->m = &self->own_m;
+        self->mu = &self->own_mu;
+        pthread_mutex_init(self->mu, NULL);
+    }
     return (PyObject *)self;
 }
 
 static void Meta_dealloc(Meta *self)
 {
-    if (self->open)
-        pxs_meta_close(&self->m);
-    pthread_mutex_destroy(&self->mu);
+    if (self->open && !self->owner)
+        pxs_meta_close(self->m);
+    if (self->mu == &self->own_mu)
+        pthread_mutex_destroy(self->mu);
+    Py_CLEAR(self->owner);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -107,8 +119,8 @@ static PyObject *Meta_close(Meta *self, PyObject *unused)
 {
     (void)unused;
     take(self);
-    if (self->open)
-        pxs_meta_close(&self->m);
+    if (self->open && !self->owner)     /* a borrowed database is closed with its engine */
+        pxs_meta_close(self->m);
     self->open = 0;
     give(self);
     Py_RETURN_NONE;
@@ -122,7 +134,7 @@ static PyObject *Meta_create(Meta *self, PyObject *args)
         return NULL;
     int64_t id = 0;
     int rc;
-    RUN(rc, pxs_meta_create(&self->m, name, layout, &id, self->err, sizeof self->err));
+    RUN(rc, pxs_meta_create(self->m, name, layout, &id, self->err, sizeof self->err));
     return rc ? raise(self->err) : PyLong_FromLongLong(id);
 }
 
@@ -146,7 +158,7 @@ static PyObject *Meta_get(Meta *self, PyObject *args)
         return NULL;
     pxs_meta_rec rec;
     int got;
-    RUN(got, pxs_meta_get(&self->m, name, &rec, self->err, sizeof self->err));
+    RUN(got, pxs_meta_get(self->m, name, &rec, self->err, sizeof self->err));
     return record(got, &rec, self->err);
 }
 
@@ -158,7 +170,7 @@ static PyObject *Meta_get_id(Meta *self, PyObject *args)
         return NULL;
     pxs_meta_rec rec;
     int got;
-    RUN(got, pxs_meta_get_id(&self->m, (int64_t)id, &rec, self->err, sizeof self->err));
+    RUN(got, pxs_meta_get_id(self->m, (int64_t)id, &rec, self->err, sizeof self->err));
     return record(got, &rec, self->err);
 }
 
@@ -171,7 +183,7 @@ static PyObject *Meta_set_size(Meta *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "sL|i", &name, &size, &dirty) || check(self))
         return NULL;
     int rc;
-    RUN(rc, pxs_meta_set_size(&self->m, name, (int64_t)size, dirty, self->err, sizeof self->err));
+    RUN(rc, pxs_meta_set_size(self->m, name, (int64_t)size, dirty, self->err, sizeof self->err));
     if (rc)
         return raise(self->err);
     Py_RETURN_NONE;
@@ -184,7 +196,7 @@ static PyObject *Meta_grow_size(Meta *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "sL", &name, &size) || check(self))
         return NULL;
     int rc;
-    RUN(rc, pxs_meta_grow_size(&self->m, name, (int64_t)size, self->err, sizeof self->err));
+    RUN(rc, pxs_meta_grow_size(self->m, name, (int64_t)size, self->err, sizeof self->err));
     if (rc)
         return raise(self->err);
     Py_RETURN_NONE;
@@ -197,7 +209,7 @@ static PyObject *Meta_set_dirty(Meta *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "s|i", &name, &dirty) || check(self))
         return NULL;
     int rc;
-    RUN(rc, pxs_meta_set_dirty(&self->m, name, dirty, self->err, sizeof self->err));
+    RUN(rc, pxs_meta_set_dirty(self->m, name, dirty, self->err, sizeof self->err));
     if (rc)
         return raise(self->err);
     Py_RETURN_NONE;
@@ -226,7 +238,7 @@ static PyObject *Meta_dirty_names(Meta *self, PyObject *unused)
     char **v = NULL;
     size_t n = 0;
     int rc;
-    RUN(rc, pxs_meta_dirty_names(&self->m, &v, &n, self->err, sizeof self->err));
+    RUN(rc, pxs_meta_dirty_names(self->m, &v, &n, self->err, sizeof self->err));
     PyObject *out = rc ? raise(self->err) : str_list(v, n);
     pxs_strv_free(v, n);
     return out;
@@ -242,7 +254,7 @@ static PyObject *Meta_list(Meta *self, PyObject *unused)
     char **names = NULL;
     size_t n = 0;
     int rc;
-    RUN(rc, pxs_meta_list(&self->m, &ids, &names, &n, self->err, sizeof self->err));
+    RUN(rc, pxs_meta_list(self->m, &ids, &names, &n, self->err, sizeof self->err));
     PyObject *out = rc ? raise(self->err) : PyList_New((Py_ssize_t)n);
     for (size_t i = 0; !rc && out && i < n; i++) {
         PyObject *t = Py_BuildValue("(Ls)", (long long)ids[i], names[i]);
@@ -264,7 +276,7 @@ static PyObject *Meta_delete(Meta *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "s", &name) || check(self))
         return NULL;
     int rc;
-    RUN(rc, pxs_meta_delete(&self->m, name, self->err, sizeof self->err));
+    RUN(rc, pxs_meta_delete(self->m, name, self->err, sizeof self->err));
     return rc < 0 ? raise(self->err) : PyBool_FromLong(rc);
 }
 
@@ -274,7 +286,7 @@ static PyObject *Meta_rename(Meta *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "ss", &old, &new_name) || check(self))
         return NULL;
     int rc;
-    RUN(rc, pxs_meta_rename(&self->m, old, new_name, self->err, sizeof self->err));
+    RUN(rc, pxs_meta_rename(self->m, old, new_name, self->err, sizeof self->err));
     if (rc)
         return raise(self->err);
     Py_RETURN_NONE;
@@ -286,7 +298,7 @@ static PyObject *Meta_top_id(Meta *self, PyObject *unused)
     if (check(self))
         return NULL;
     int64_t v;
-    RUN(v, pxs_meta_top_id(&self->m, self->err, sizeof self->err));
+    RUN(v, pxs_meta_top_id(self->m, self->err, sizeof self->err));
     return v < 0 ? raise(self->err) : PyLong_FromLongLong(v);
 }
 
@@ -318,7 +330,7 @@ static PyObject *Meta_switch(Meta *self, PyObject *args)
     PyObject *out = NULL;
     if (ok) {
         int rc;
-        RUN(rc, pxs_meta_switch(&self->m, name, old_id, new_id, size, ids, names, (size_t)n, self->err,
+        RUN(rc, pxs_meta_switch(self->m, name, old_id, new_id, size, ids, names, (size_t)n, self->err,
                                 sizeof self->err));
         out = rc ? raise(self->err) : Py_NewRef(Py_None);
     } else if (!PyErr_Occurred()) {
@@ -377,6 +389,24 @@ static PyTypeObject MetaType = {
 static PyMethodDef functions[] = {
     {"meta_init", meta_init, METH_VARARGS, "meta_init(path): a new, empty metadata database"},
     {NULL, NULL, 0, NULL}};
+
+PyObject *pymeta_borrow(pxs_meta *m, pthread_mutex_t *mu, PyObject *owner)
+{
+    Meta *self = (Meta *)MetaType.tp_alloc(&MetaType, 0);
+    if (!self)
+        return NULL;
+    self->m = m;
+    self->mu = mu;
+    Py_INCREF(owner);
+    self->owner = owner;
+    self->open = 1;
+    return (PyObject *)self;
+}
+
+void pymeta_disown(PyObject *meta)
+{
+    ((Meta *)meta)->open = 0;
+}
 
 int pymeta_register(PyObject *module)
 {

@@ -20,31 +20,34 @@ static PyObject *error_class;   /* pario.ParioError, set by set_error_class() */
 
 typedef struct {
     PyObject_HEAD
-    rmt_core c;
+    rmt_core *c;             /* own_c, or the RMT of a store engine (borrowed: pyrmt_borrow) */
+    pthread_mutex_t *mu;     /* own_mu, or the engine's mutex (one lock for one RMT) */
+    PyObject *owner;         /* borrowed: the engine object, kept alive */
+    rmt_core own_c;
+    pthread_mutex_t own_mu;
     int open;
-    pthread_mutex_t mu;
     PyObject *last;          /* the last (r, delta) returned: requests in one replica reuse it */
 } Core;
 
 /* ------------------------------------------------------------------ helpers */
 static void lock_mu(Core *self)
 {
-    if (pthread_mutex_trylock(&self->mu) == 0)
+    if (pthread_mutex_trylock(self->mu) == 0)
         return;
     Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&self->mu);
+    pthread_mutex_lock(self->mu);
     Py_END_ALLOW_THREADS
 }
 
 static void unlock_mu(Core *self)
 {
-    pthread_mutex_unlock(&self->mu);
+    pthread_mutex_unlock(self->mu);
 }
 
 static PyObject *fail(Core *self, int rc, const char *what)
 {
     PyObject *cls = error_class ? error_class : PyExc_RuntimeError;
-    const char *path = self && self->c.path ? self->c.path : "rmt.log";
+    const char *path = self && self->c->path ? self->c->path : "rmt.log";
     switch (rc) {
     case RMT_ENOMEM:
         return PyErr_NoMemory();
@@ -55,7 +58,7 @@ static PyObject *fail(Core *self, int rc, const char *what)
                             what);
     case RMT_ETIMEDOUT: {
         char t[32];     /* PyErr_Format has no %g */
-        snprintf(t, sizeof t, "%g", self ? self->c.timeout : 0.0);
+        snprintf(t, sizeof t, "%g", self ? self->c->timeout : 0.0);
         return PyErr_Format(cls, "timed out after %s s waiting for a lock of %s (%s: another process holds it; "
                             "stopped or hung?)", t, path, what);
     }
@@ -110,10 +113,10 @@ static int nargs(Py_ssize_t n, Py_ssize_t want, const char *name)
  * lock, with the GIL released */
 static int begin(Core *self)
 {
-    int rc = rmt_begin(&self->c, 0);
-    if (rc == RMT_ETIMEDOUT && self->c.timeout > 0) {
+    int rc = rmt_begin(self->c, 0);
+    if (rc == RMT_ETIMEDOUT && self->c->timeout > 0) {
         Py_BEGIN_ALLOW_THREADS
-        rc = rmt_begin(&self->c, self->c.timeout);
+        rc = rmt_begin(self->c, self->c->timeout);
         Py_END_ALLOW_THREADS
     }
     return rc;
@@ -131,8 +134,8 @@ static PyObject *do_op(Core *self, int type, int a16, const uint64_t *u, const v
         unlock_mu(self);
         return fail(self, rc, what);
     }
-    rc = rmt_op(&self->c, type, a16, u, bytes, nbytes);
-    int rc2 = rmt_commit(&self->c);
+    rc = rmt_op(self->c, type, a16, u, bytes, nbytes);
+    int rc2 = rmt_commit(self->c);
     unlock_mu(self);
     if (rc || rc2)
         return fail(self, rc ? rc : rc2, what);
@@ -143,10 +146,12 @@ static PyObject *do_op(Core *self, int type, int a16, const uint64_t *u, const v
 static void Core_dealloc(Core *self)
 {
     Py_CLEAR(self->last);
-    if (self->open)
-        rmt_close(&self->c);
+    if (self->open && !self->owner)
+        rmt_close(self->c);
     self->open = 0;
-    pthread_mutex_destroy(&self->mu);
+    if (self->mu == &self->own_mu)
+        pthread_mutex_destroy(self->mu);
+    Py_CLEAR(self->owner);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -162,14 +167,16 @@ static int Core_init(Core *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "Core already open");
         return -1;
     }
+    self->c = &self->own_c;
+    self->mu = &self->own_mu;
     pthread_mutexattr_t at;
     pthread_mutexattr_init(&at);
     pthread_mutexattr_settype(&at, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&self->mu, &at);
+    pthread_mutex_init(self->mu, &at);
     pthread_mutexattr_destroy(&at);
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = rmt_open(&self->c, path, sync_path, shared, first, timeout);
+    rc = rmt_open(self->c, path, sync_path, shared, first, timeout);
     Py_END_ALLOW_THREADS
     if (rc) {
         PyObject *cls = error_class ? error_class : PyExc_RuntimeError;
@@ -245,14 +252,14 @@ static PyObject *route_or_write(Core *self, PyObject *const *args, Py_ssize_t n,
     lock_mu(self);
     for (;;) {
         if (write) {
-            rc = rmt_write(&self->c, o, x, e, sg, max, &nseg, 0);
-            if (rc == RMT_ETIMEDOUT && self->c.timeout > 0) {
+            rc = rmt_write(self->c, o, x, e, sg, max, &nseg, 0);
+            if (rc == RMT_ETIMEDOUT && self->c->timeout > 0) {
                 Py_BEGIN_ALLOW_THREADS
-                rc = rmt_write(&self->c, o, x, e, sg, max, &nseg, self->c.timeout);
+                rc = rmt_write(self->c, o, x, e, sg, max, &nseg, self->c->timeout);
                 Py_END_ALLOW_THREADS
             }
         } else {
-            rc = rmt_route(&self->c, o, x, e, sg, max, &nseg);
+            rc = rmt_route(self->c, o, x, e, sg, max, &nseg);
         }
         if (rc != RMT_EMORE)
             break;
@@ -294,8 +301,8 @@ static PyObject *range_query(Core *self, PyObject *const *args, Py_ssize_t n, co
         || check_open(self))
         return NULL;
     lock_mu(self);
-    int rc = self->c.shared ? rmt_catch_up(&self->c) : RMT_OK;
-    int yes = rc ? 0 : q(&self->c.ix, o, x, e);
+    int rc = self->c->shared ? rmt_catch_up(self->c) : RMT_OK;
+    int yes = rc ? 0 : q(&self->c->ix, o, x, e);
     unlock_mu(self);
     if (rc)
         return fail(self, rc, "a lookup");
@@ -325,8 +332,8 @@ static PyObject *Core_claim(Core *self, PyObject *const *args, Py_ssize_t n)
         unlock_mu(self);
         return fail(self, rc, "a write to a replica's extents");
     }
-    rc = rmt_claim(&self->c, o, r, x, e, self->c.timeout);
-    int rc2 = rmt_commit(&self->c);
+    rc = rmt_claim(self->c, o, r, x, e, self->c->timeout);
+    int rc2 = rmt_commit(self->c);
     unlock_mu(self);
     if (rc < 0 || rc2)
         return fail(self, rc < 0 ? rc : rc2, "a write to a replica's extents");
@@ -370,9 +377,9 @@ static PyObject *Core_hit_mask(Core *self, PyObject *const *args, Py_ssize_t n)
     char *mask = PyBytes_AS_STRING(out);
     const int64_t *xs = a.buf, *es = b.buf;
     lock_mu(self);
-    int rc = self->c.shared ? rmt_catch_up(&self->c) : RMT_OK;
+    int rc = self->c->shared ? rmt_catch_up(self->c) : RMT_OK;
     for (Py_ssize_t i = 0; !rc && i < m; i++)
-        mask[i] = (char)rmt_index_hits(&self->c.ix, o, xs[i], es[i]);
+        mask[i] = (char)rmt_index_hits(&self->c->ix, o, xs[i], es[i]);
     unlock_mu(self);
     if (rc) {
         Py_CLEAR(out);
@@ -392,8 +399,8 @@ static PyObject *Core_covers(Core *self, PyObject *const *args, Py_ssize_t n)
         return NULL;
     rmt_cover cov[64];
     lock_mu(self);
-    int rc = self->c.shared ? rmt_catch_up(&self->c) : RMT_OK;
-    int k = rc ? 0 : rmt_index_covers(&self->c.ix, o, s, cov, 64);
+    int rc = self->c->shared ? rmt_catch_up(self->c) : RMT_OK;
+    int k = rc ? 0 : rmt_index_covers(&self->c->ix, o, s, cov, 64);
     unlock_mu(self);
     if (rc)
         return fail(self, rc, "a lookup");
@@ -431,9 +438,9 @@ static PyObject *Core_commit(Core *self, PyObject *unused)
     (void)unused;
     if (check_open(self))
         return NULL;
-    if (self->c.depth <= 0)
+    if (self->c->depth <= 0)
         return fail(self, RMT_EINVAL, "a commit without a transaction");
-    int rc = rmt_commit(&self->c);
+    int rc = rmt_commit(self->c);
     unlock_mu(self);   /* the hold begin() took */
     if (rc)
         return fail(self, rc, "a commit");
@@ -529,7 +536,7 @@ static PyObject *Core_job(Core *self, PyObject *const *args, Py_ssize_t n)
 /* ------------------------------------------------------------------ queries */
 static int catch_up_locked(Core *self)
 {
-    int rc = self->c.shared ? rmt_catch_up(&self->c) : RMT_OK;
+    int rc = self->c->shared ? rmt_catch_up(self->c) : RMT_OK;
     if (rc)
         fail(self, rc, "reading the journal");
     return rc ? -1 : 0;
@@ -577,7 +584,7 @@ static PyObject *Core_entries(Core *self, PyObject *const *args, Py_ssize_t n)
     if (query_begin(self))
         return NULL;
     PyObject *out = PyList_New(0);
-    const rmt_ofile *f = rmt_index_file(&self->c.ix, o);
+    const rmt_ofile *f = rmt_index_file(&self->c->ix, o);
     for (int k = 0; out && f && k < f->nrep; k++) {
         const rmt_rep *p = f->reps[k];
         for (size_t i = rmt_rep_first_after(p, a); i < p->n && p->e[i].off < b; i++) {
@@ -622,7 +629,7 @@ static PyObject *Core_coverage(Core *self, PyObject *const *args, Py_ssize_t n)
     if (query_begin(self))
         return NULL;
     PyObject *out = PyList_New(0);
-    const rmt_rep *p = rmt_index_rep(&self->c.ix, r);
+    const rmt_rep *p = rmt_index_rep(&self->c->ix, r);
     int64_t s = 0, t = -1;
     for (size_t i = 0; out && p && i <= p->n; i++) {
         if (i < p->n && t == p->e[i].off) {
@@ -650,7 +657,7 @@ static PyObject *Core_replicas(Core *self, PyObject *unused)
     if (query_begin(self))
         return NULL;
     PyObject *out = PyList_New(0);
-    const rmt_map *m = &self->c.ix.reps;
+    const rmt_map *m = &self->c->ix.reps;
     for (size_t i = 0; out && i < m->cap; i++) {
         const rmt_rep *p = m->s[i].val;
         if (!m->s[i].key || !p)
@@ -674,7 +681,7 @@ static PyObject *Core_jobs(Core *self, PyObject *unused)
     if (query_begin(self))
         return NULL;
     PyObject *out = PyList_New(0);
-    const rmt_map *m = &self->c.ix.jobs;
+    const rmt_map *m = &self->c->ix.jobs;
     for (size_t i = 0; out && i < m->cap; i++) {
         const rmt_job *j = m->s[i].val;
         if (!m->s[i].key || !j)
@@ -699,7 +706,7 @@ static PyObject *Core_files(Core *self, PyObject *const *args, Py_ssize_t n)
     if (query_begin(self))
         return NULL;
     PyObject *out = PyList_New(0);
-    const rmt_map *m = &self->c.ix.files;
+    const rmt_map *m = &self->c->ix.files;
     for (size_t i = 0; out && i < m->cap; i++) {
         const rmt_ofile *f = m->s[i].val;
         if (!m->s[i].key || !f || (only && !f->nunclean))
@@ -720,7 +727,7 @@ static PyObject *Core_state(Core *self, PyObject *const *args, Py_ssize_t n)
         return NULL;
     if (query_begin(self))
         return NULL;
-    const rmt_ofile *f = rmt_index_file(&self->c.ix, o);
+    const rmt_ofile *f = rmt_index_file(&self->c->ix, o);
     size_t ne = 0;
     for (int k = 0; f && k < f->nrep; k++)
         ne += f->reps[k]->n;
@@ -735,7 +742,7 @@ static PyObject *Core_stats(Core *self, PyObject *unused)
     (void)unused;
     if (query_begin(self))
         return NULL;
-    const rmt_core *c = &self->c;
+    const rmt_core *c = self->c;
     PyObject *d = Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:K,s:K,s:i,s:i,s:i,s:i,s:s,s:s,s:i,s:K}", "end",
         (unsigned long long)c->log.end, "seq", (unsigned long long)c->log.seq, "synced",
@@ -756,8 +763,8 @@ static PyObject *Core_get_regver(Core *self, void *closure)
     if (check_open(self))
         return NULL;
     lock_mu(self);
-    int rc = self->c.shared ? rmt_catch_up(&self->c) : RMT_OK;
-    uint64_t v = self->c.ix.regver;
+    int rc = self->c->shared ? rmt_catch_up(self->c) : RMT_OK;
+    uint64_t v = self->c->ix.regver;
     unlock_mu(self);
     if (rc)
         return fail(self, rc, "reading the journal");
@@ -772,7 +779,7 @@ static PyObject *Core_sync(Core *self, PyObject *unused)
         return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = rmt_sync(&self->c);
+    rc = rmt_sync(self->c);
     Py_END_ALLOW_THREADS
     if (rc)
         return fail(self, rc, "fdatasync");
@@ -787,7 +794,7 @@ static PyObject *Core_set_clean(Core *self, PyObject *arg)
     lock_mu(self);
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = rmt_set_clean(&self->c, v);
+    rc = rmt_set_clean(self->c, v);
     Py_END_ALLOW_THREADS
     unlock_mu(self);
     if (rc)
@@ -803,7 +810,7 @@ static PyObject *core_op(Core *self, int (*op)(rmt_core *), const char *what)
     lock_mu(self);
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = op(&self->c);
+    rc = op(self->c);
     Py_END_ALLOW_THREADS
     unlock_mu(self);
     if (rc)
@@ -832,10 +839,10 @@ static PyObject *Core_lock(Core *self, PyObject *const *args, Py_ssize_t n)
     if (nargs(n, 4, "lock") || get_u64(args[0], &fid) || get_i64(args[1], &x) || get_i64(args[2], &e)
         || (ex = PyObject_IsTrue(args[3])) < 0 || check_open(self))
         return NULL;
-    int rc = rmt_range_lock(&self->c, fid, x, e, ex, 0);
-    if (rc == RMT_ETIMEDOUT && self->c.timeout > 0) {
+    int rc = rmt_range_lock(self->c, fid, x, e, ex, 0);
+    if (rc == RMT_ETIMEDOUT && self->c->timeout > 0) {
         Py_BEGIN_ALLOW_THREADS
-        rc = rmt_range_lock(&self->c, fid, x, e, ex, self->c.timeout);
+        rc = rmt_range_lock(self->c, fid, x, e, ex, self->c->timeout);
         Py_END_ALLOW_THREADS
     }
     if (rc)
@@ -851,7 +858,7 @@ static PyObject *Core_unlock(Core *self, PyObject *const *args, Py_ssize_t n)
     if (nargs(n, 3, "unlock") || get_u64(args[0], &fid) || get_i64(args[1], &x) || get_i64(args[2], &e)
         || check_open(self))
         return NULL;
-    int rc = rmt_range_unlock(&self->c, fid, x, e);
+    int rc = rmt_range_unlock(self->c, fid, x, e);
     if (rc)
         return fail(self, rc, "a range unlock");
     Py_RETURN_NONE;
@@ -862,11 +869,32 @@ static PyObject *Core_close(Core *self, PyObject *unused)
     (void)unused;
     if (self->open) {
         lock_mu(self);
-        rmt_close(&self->c);
+        if (!self->owner)       /* a borrowed RMT is closed with its engine */
+            rmt_close(self->c);
         self->open = 0;
         unlock_mu(self);
     }
     Py_RETURN_NONE;
+}
+
+static PyTypeObject CoreType;
+
+PyObject *pyrmt_borrow(rmt_core *c, pthread_mutex_t *mu, PyObject *owner)
+{
+    Core *self = (Core *)CoreType.tp_alloc(&CoreType, 0);
+    if (!self)
+        return NULL;
+    self->c = c;
+    self->mu = mu;
+    Py_INCREF(owner);
+    self->owner = owner;
+    self->open = 1;
+    return (PyObject *)self;
+}
+
+void pyrmt_disown(PyObject *core)
+{
+    ((Core *)core)->open = 0;
 }
 
 static PyMethodDef Core_methods[] = {
@@ -918,7 +946,7 @@ static PyMethodDef Core_methods[] = {
 static PyObject *Core_get_follow(Core *self, void *closure)
 {
     (void)closure;
-    return PyBool_FromLong(self->c.follow);
+    return PyBool_FromLong(self->c->follow);
 }
 
 static int Core_set_follow(Core *self, PyObject *v, void *closure)
@@ -930,7 +958,7 @@ static int Core_set_follow(Core *self, PyObject *v, void *closure)
             PyErr_SetString(PyExc_TypeError, "follow must be a bool");
         return -1;
     }
-    self->c.follow = b;
+    self->c->follow = b;
     return 0;
 }
 
