@@ -28,15 +28,14 @@ CFLAGS = ["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvi
 # its headers as "layer/name.h" with -I NATIVE.
 # core/: the RMT (core/rmt.h: the journal, the table, transactions, range locks)
 CORE_SOURCES = ["core/crc32.c", "core/rmt_index.c", "core/rmt_log.c", "core/locks.c", "core/rmt.c"]
-# python/: the bindings; pario.native._rmt (the RMT core and the store's metadata as a Python
-# extension)
-RMT_SOURCES = CORE_SOURCES + ["store/json.c", "store/meta.c", "python/pyrmt.c", "python/pymeta.c"]
 # store/: pario's store data path (docs/serve.md: store.json and meta.db, layouts, data files
 # behind store/planes/plane.h -- local.c server directories, rados.c RADOS objects with
 # librados loaded by dlopen --, CEDA redirection and hybrid routing with the core); no MPI
 # (tests/c/serve_driver.c links them with the system compiler)
 STORE_SOURCES = ["store/json.c", "store/meta.c", "store/layout.c", "store/planes/local.c", "store/planes/rados.c",
                  "store/storefile.c", "store/redirect.c", "store/lazysync.c"]
+# python/ + store/ + core/: pario.native._rmt, the store engine of the Python store
+RMT_SOURCES = CORE_SOURCES + STORE_SOURCES + ["python/pyrmt.c", "python/pymeta.c", "python/pystore.c"]
 # collective/: two-phase collective I/O and the request orders (docs/serve-twophase.md); MPI
 COLLECTIVE_SOURCES = ["collective/twophase.c", "collective/order.c"]
 # interpose/: the PMPI front end (docs/traces.md, "Tracer: MPI-IO interposition"; serving:
@@ -203,7 +202,7 @@ def build(force: bool = False, quiet: bool = False) -> Path:
     tmp = target.with_name(target.name + ".tmp")
     # PyInit__rmt must stay visible: -fvisibility=hidden hides only the core's own symbols
     cmd = [*compiler(), *CFLAGS, "-shared", f"-I{inc}", f"-I{NATIVE}", *map(str, native(RMT_SOURCES)), "-o", str(tmp),
-           "-lpthread", "-ldl"]
+           "-lpthread", "-ldl", "-lm"]
     if not quiet:
         print("building", target.relative_to(ROOT), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)

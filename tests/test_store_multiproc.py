@@ -164,7 +164,7 @@ def new_record(k: int) -> bytes:
 def _hy_writer(root, todo, done, q):
     try:
         st = Store(root, shared=True, cost=size_cost, lock_timeout=TIMEOUT)
-        st.lazy_sync = lambda f: None           # keep the other copies STALE: no background repair
+        st.engine.set_lazy(False)           # keep the other copies STALE: no background repair
         f = st.open("f")
         for k in range(N // REC):
             todo.get(timeout=TIMEOUT)           # the reader is ready for record k
@@ -181,7 +181,7 @@ def _hy_writer(root, todo, done, q):
 def _hy_reader(root, todo, done, q, check_gen, result):
     try:
         st = Store(root, shared=True, cost=size_cost, lock_timeout=TIMEOUT)
-        st.lazy_sync = lambda f: None
+        st.engine.set_lazy(False)
         if not check_gen:
             st.rmt.core.follow = False          # the negative control: reads never apply the writer's records
         f = st.open("f")

@@ -1,28 +1,19 @@
-"""Per-server concurrency of large requests, the one-piece mapper, and interleaved replica extents.
+"""Large requests over many servers, holes, O_DIRECT, forked processes and interleaved
+replica extents, through the store engine.
 
-Every check compares bytes with an in-memory bytearray reference (or a brute-force
-overlap test); nothing is timed.  The concurrency threshold is lowered in most tests so
-that small, fast requests take the parallel path; one test uses the real threshold.
+Every check compares bytes with an in-memory bytearray reference; nothing is timed.
 """
 
 import multiprocessing
 import os
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st_
 
 from pario import ParioError
-from pario.layout import ExtentMap, Grouped, Striped
+from pario.layout import ExtentMap
 from pario.store import Store, init_store
-from pario.store import local as local_mod
-from pario.store.pieces import one_piece, pieces
-
-
-def _calls() -> int:
-    return local_mod._pool().calls
 
 
 def _random_io(f, rng, ref: bytearray, span: int, rounds: int, maxlen: int, align: int = 1):
@@ -45,12 +36,10 @@ def _random_io(f, rng, ref: bytearray, span: int, rounds: int, maxlen: int, alig
 
 
 @pytest.mark.parametrize("layout", ["fixed:4k", "var:H0=3k,H2=5k,H5=1k,H7=7k", "2d:2:4k"])
-def test_parallel_runs_match_reference(store, monkeypatch, layout):
-    monkeypatch.setattr(local_mod, "PARALLEL_MIN", 1)     # every multi-server request goes parallel
+def test_multi_server_runs_match_reference(store, layout):
     store.create("f", layout)
     rng = np.random.default_rng(len(layout))
     ref = bytearray()
-    before = _calls()
     with store.open("f") as f:
         _random_io(f, rng, ref, 200_000, 60, 60_000)
         assert f.size == len(ref)
@@ -65,36 +54,25 @@ def test_parallel_runs_match_reference(store, monkeypatch, layout):
         f.writev(offs, lens, data, bo)
         for o, n, b in zip(offs.tolist(), lens.tolist(), bo.tolist()):
             ref[o:o + n] = data[b:b + n]
-    assert _calls() > before
     store.close()
     with Store(store.root) as st2, st2.open("f") as g:         # size bookkeeping survives reopen
         assert g.size == len(ref)
         assert g.read(0, g.size) == bytes(ref)
 
 
-def test_large_request_real_threshold_and_threads(store):
-    """A 4 MiB request over 8 servers uses the pool (at the default threshold); a 64 KiB one
-    spanning two servers does not; the workers are named threads of the pool."""
-    assert local_mod.PARALLEL_MIN == 1 << 20
+def test_large_unaligned_request_over_every_server(store):
+    """A 4 MiB request, unaligned, over 8 servers (17 pieces), and a small one over two."""
     store.create("f", "fixed:256k")
     data = np.random.default_rng(3).integers(0, 256, 4 << 20, dtype=np.uint8).tobytes()
     with store.open("f") as f:
-        c0 = _calls()
-        f.write(100, data)                        # unaligned: 17 pieces over 8 servers
-        c1 = _calls()
-        assert c1 == c0 + 1
+        f.write(100, data)
         assert f.read(100, len(data)) == data
-        assert _calls() == c1 + 1
-        small = f.read((256 << 10) - 1000, 64 << 10)  # two servers, below the threshold: sequential
+        small = f.read((256 << 10) - 1000, 64 << 10)
         assert small == data[(256 << 10) - 1100:(256 << 10) - 1100 + (64 << 10)]
-        assert _calls() == c1 + 1
-        names = [t.name for t in threading.enumerate() if t.name.startswith("pario-io-")]
-        assert 1 <= len(names) <= local_mod.IO_THREADS
 
 
-def test_holes_and_short_reads_in_parallel(store, monkeypatch):
+def test_holes_and_short_reads(store):
     """Data files of different lengths (sparse writes): bytes past a data file's end read 0."""
-    monkeypatch.setattr(local_mod, "PARALLEL_MIN", 1)
     store.create("f", "fixed:8k")
     ref = bytearray(300_000)
     with store.open("f") as f:
@@ -108,42 +86,6 @@ def test_holes_and_short_reads_in_parallel(store, monkeypatch):
         assert buf == ref
 
 
-def test_worker_error_surfaces_as_same_exception(store, monkeypatch):
-    monkeypatch.setattr(local_mod, "PARALLEL_MIN", 1)
-    store.create("f", "fixed:4k")
-    data = os.urandom(64 << 10)
-    with store.open("f") as f:
-        f.write(0, data)
-        boom = OSError(5, "injected EIO in a worker")
-        real = os.preadv
-        main = threading.main_thread()
-
-        def failing(fd, bufs, pos):
-            if threading.current_thread() is not main:
-                raise boom
-            return real(fd, bufs, pos)
-        monkeypatch.setattr(os, "preadv", failing)
-        with pytest.raises(OSError) as ei:
-            f.read(0, len(data))
-        assert ei.value is boom
-        monkeypatch.setattr(os, "preadv", real)
-        assert f.read(0, len(data)) == data           # the pool is intact afterwards
-
-
-def test_caller_error_waits_for_workers(monkeypatch):
-    """An error in the calling thread still waits for the workers before re-raising."""
-    done = []
-
-    def job(i):
-        if i == 0:
-            raise ValueError("caller part")
-        threading.Event().wait(0.05)
-        done.append(i)
-    with pytest.raises(ValueError, match="caller part"):
-        local_mod._parallel(job, [(0,), (1,), (2,)])
-    assert sorted(done) == [1, 2]
-
-
 def _direct_ok(d: Path) -> bool:
     p = d / ".probe"
     try:
@@ -155,19 +97,16 @@ def _direct_ok(d: Path) -> bool:
     return hasattr(os, "O_DIRECT")
 
 
-def test_parallel_odirect_matches_reference(tmp_path, monkeypatch):
+def test_odirect_matches_reference(tmp_path):
     if not _direct_ok(tmp_path):
         pytest.skip("the tmp file system refuses O_DIRECT")
-    monkeypatch.setattr(local_mod, "PARALLEL_MIN", 1)
     init_store(tmp_path / "s", "ceda-hdd8")
     rng = np.random.default_rng(7)
     ref = bytearray()
     with Store(tmp_path / "s", direct=True) as st:
         st.create("f", "fixed:8k")
-        before = _calls()
         with st.open("f") as f:
             _random_io(f, rng, ref, 400_000, 25, 80_000, align=4096)
-        assert _calls() > before
     with Store(tmp_path / "s", direct=True) as st, st.open("f") as f:
         assert f.size == len(ref)
         assert f.read(0, len(ref)) == bytes(ref)
@@ -181,8 +120,8 @@ def _child(root, q):
         q.put(repr(exc))
 
 
-def test_forked_child_gets_its_own_pool(tmp_path):
-    """The parent has pool threads; a forked child (no threads) must not wait on them."""
+def test_forked_child_reads_what_the_parent_wrote(tmp_path):
+    """A child forked after the parent used (and closed) a store opens it and reads its bytes."""
     init_store(tmp_path / "s", "ceda-hdd8")
     with Store(tmp_path / "s") as st:
         st.create("f", "fixed:256k")
@@ -206,41 +145,6 @@ def test_negative_offset_is_clear_error(store):
             f.readinto(-1, bytearray(10))
         with pytest.raises(ParioError, match="offset"):
             f.write(-5, b"y")
-
-
-LAYOUTS = {
-    "fixed": Striped.fixed(4096, range(8)),
-    "varied": Striped((0, 1, 2, 5), (3000, 0, 10000, 777)),
-    "grouped": Grouped(((0, 1), (2, 3, 4)), 2048),
-    "extents": ExtentMap(np.array([1000, 30_000]), np.array([5000, 20_000]), np.array([6, 7]),
-                         np.array([0, 100]), np.array([1, 2]), Striped.fixed(5000, (0, 3))),
-}
-
-
-@settings(max_examples=300, deadline=None)
-@given(st_.sampled_from(sorted(LAYOUTS)), st_.integers(0, 200_000), st_.integers(0, 20_000))
-def test_one_piece_equals_pieces(kind, x, n):
-    """one_piece gives the data file and local offset of pieces() when the range is one piece, else None."""
-    lay = LAYOUTS[kind]
-    got = one_piece(lay)(x, n)
-    if n == 0:
-        assert got is None
-        return
-    srv, df, loc, ln, _ = [a.tolist() for a in pieces(lay, [x], [n], [0])]
-    # pieces() may cut at extra points: merge the pieces contiguous in one data file
-    runs = [[srv[0], df[0], loc[0], ln[0]]]
-    for k in range(1, len(srv)):
-        r = runs[-1]
-        if (srv[k], df[k]) == (r[0], r[1]) and loc[k] == r[2] + r[3]:
-            r[3] += ln[k]
-        else:
-            runs.append([srv[k], df[k], loc[k], ln[k]])
-    if got is None:
-        assert len(srv) > 1            # None (the general path) only for several pieces
-    else:
-        assert len(runs) == 1 and got == ((runs[0][0], runs[0][1]), runs[0][2])
-    if kind != "extents":              # striped / 2-D: exactly the single-piece ranges
-        assert (got is not None) == (len(runs) == 1)
 
 
 def test_interleaved_extents_are_served_right(store):

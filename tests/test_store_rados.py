@@ -280,7 +280,7 @@ def test_hybrid_replicas_on_rados(ceph_cluster, tmp_path):
     n = 300_000
     ref = bytearray(np.random.default_rng(7).integers(0, 256, n, dtype=np.uint8).tobytes())
     with Store(root) as st:
-        st.lazy_sync = lambda f: None                    # keep the synchronisation pending
+        st.engine.set_lazy(False)                    # keep the synchronisation pending
         st.create("f", "fixed:4k")
         with st.open("f") as f:
             f.write(0, bytes(ref))

@@ -326,7 +326,7 @@ int main(void)
             }
         } else if (!strcmp(cmd, "cost") && nt == 4) {
             double c = 0;
-            rc = pxs_cost(st, f->h->lay, num(tok[2]), num(tok[3]), &c);
+            rc = pxs_cost(st, f->h, num(tok[2]), num(tok[3]), &c);
             if (!rc) {
                 printf("{\"ok\": true, \"cost\": %.17g}\n", c);
                 continue;

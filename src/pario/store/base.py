@@ -1,11 +1,15 @@
-"""The store backend interface (in the spirit of IOR's ``aiori`` interface).
+"""The store backend: a store's files and their data, through the store engine.
 
-A *backend* keeps logical files, each placed on the servers of a system profile by a
-:class:`~pario.layout.Layout`, and moves bytes with the exact mapping of
-:func:`pario.layout.map_requests`.  It knows nothing about replicas: the CEDA data path
-(RMT, replicator, redirector) and hybrid replication sit above it (:mod:`pario.store.root`,
-:mod:`pario.store.redirect`) and only call the methods below, so a distributed backend
-(CephFS, RADOS) plugs in by implementing this class.
+The bytes of a logical file — placed on the servers of a system profile by its
+:class:`~pario.layout.Layout` with the mapping of :func:`pario.layout.map_requests` — are moved
+by the store engine in C (``src/pario/native/store``: layouts, data files behind one plane
+interface, sizes, ``dirty`` marks and their recovery; bound as ``pario.native._rmt``), the
+same code that serves MPI programs.  A backend here is the Python face of one engine's
+files (:class:`Backend`: names, handles, vectored reads and writes, copies, sizes) plus what
+only its data plane knows (one subclass per plane, as IOR's ``aiori`` files: where data
+files live, how to list, measure and remove them — :mod:`pario.store.local`,
+:mod:`pario.store.rados`).  It knows nothing about replicas: the CEDA data path (RMT,
+replicator, redirector) and hybrid replication sit above it.
 
 Every method works on logical file names (``str``) or on a handle from :meth:`open`;
 offsets and lengths are logical (file) offsets.  Errors the user can fix are
@@ -14,12 +18,15 @@ offsets and lengths are logical (file) offsets.  Errors the user can fix are
 
 from __future__ import annotations
 
+import json
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..layout import Layout
+from .. import ParioError
+from ..layout import ExtentMap, Layout, layout_from_dict, layout_to_dict
 
 
 @dataclass(frozen=True)
@@ -32,73 +39,53 @@ class FileStat:
     server_bytes: np.ndarray
 
 
-class Handle(ABC):
-    """An open logical file of a backend (``name``, ``layout``, current ``size``)."""
+def _i64(v) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(v, dtype=np.int64).reshape(-1))
 
-    name: str
-    layout: Layout
-    size: int
+
+class Handle:
+    """An open logical file of a backend: ``name``, ``id``, ``layout``, current ``size`` (the
+    engine's handle, ``sf``)."""
+
+    __slots__ = ("backend", "name", "id", "layout", "sf")
+
+    def __init__(self, backend: "Backend", name: str, sf, layout: Layout):
+        self.backend, self.name, self.sf, self.layout = backend, name, sf, layout
+        self.id = sf.id
+
+    @property
+    def size(self) -> int:
+        return self.sf.size
 
 
 class Backend(ABC):
-    """One store backend: create, open, read at, write at, stat, truncate, delete, usage."""
+    """One store's files through its engine (module docstring); a data plane's subclass adds
+    where its data files live."""
 
     #: backend name as written in ``store.json`` (``"local"``)
     kind = "base"
 
+    def __init__(self, root, system, engine, meta):
+        self.root = root
+        self.system = system
+        self.engine = engine
+        self.meta = meta
+        self._lock = threading.RLock()
+        self._layouts: dict[int, Layout] = {}
+
+    # ------------------------------------------------------------------ the data plane's part
     @abstractmethod
-    def create(self, name: str, layout: Layout, *, exist_ok: bool = False) -> None:
-        """Create an empty logical file with ``layout``."""
+    def _unlink_data(self, fid: int) -> None:
+        """Remove every data file of file id ``fid``."""
 
     @abstractmethod
-    def open(self, name: str) -> Handle:
-        """Open an existing logical file (ParioError if absent)."""
+    def _has_data(self, fid: int) -> str | None:
+        """A data file of ``fid`` (its name), if there is one, else None."""
 
     @abstractmethod
-    def close(self, h: Handle) -> None:
-        """Persist the size and release the handle's resources."""
-
-    @abstractmethod
-    def readinto(self, h: Handle, offset: int, buf) -> int:
-        """Read ``len(buf)`` bytes at ``offset`` into the writable buffer ``buf``; holes and
-        bytes past the end of the file read as 0; returns the bytes inside the file."""
-
-    @abstractmethod
-    def write_at(self, h: Handle, offset: int, data) -> int:
-        """Write ``data`` (bytes-like) at ``offset``; extends the file; returns ``len(data)``."""
-
-    @abstractmethod
-    def readv(self, h: Handle, offsets, lengths, buf, buf_offsets) -> None:
-        """Vectorised read: ``[offsets[k], +lengths[k])`` into ``buf[buf_offsets[k]:]``."""
-
-    @abstractmethod
-    def writev(self, h: Handle, offsets, lengths, buf, buf_offsets) -> None:
-        """Vectorised write: ``buf[buf_offsets[k]:+lengths[k]]`` to ``[offsets[k], +lengths[k])``."""
-
-    @abstractmethod
-    def fsync(self, h: Handle, everything: bool = False) -> None:
-        """Make the bytes written through ``h`` and the size durable (``everything``: all of
-        the file's bytes, whoever wrote them)."""
-
-    @abstractmethod
-    def truncate(self, h: Handle, size: int) -> None:
-        """Set the logical size (shrinking discards bytes, growing adds a hole)."""
-
-    @abstractmethod
-    def stat(self, name: str) -> FileStat:
-        """Size, layout and per-server bytes of a logical file."""
-
-    @abstractmethod
-    def delete(self, name: str) -> None:
-        """Remove a logical file and its data."""
-
-    @abstractmethod
-    def exists(self, name: str) -> bool:
-        """Whether a logical file exists."""
-
-    @abstractmethod
-    def list(self) -> list[str]:
-        """Names of all logical files."""
+    def datafiles(self) -> list[tuple[int, object, int, int]]:
+        """Every entry where the plane keeps data: (server, path or object, file id, data
+        file number); names that are not data files' get id -1, links and special files -2."""
 
     @abstractmethod
     def usage(self) -> np.ndarray:
@@ -108,41 +95,90 @@ class Backend(ABC):
     def free_space(self) -> np.ndarray:
         """Per-server free bytes of the storage behind each server (index = server)."""
 
-    # ------------------------------------------------------------------ conveniences
-    def read1(self, h: Handle, offset: int, length: int, mv) -> None:
-        """One range into ``mv[:length]`` (backends may override with a scalar fast path)."""
-        self.readv(h, (offset,), (length,), mv, (0,))
+    # ------------------------------------------------------------------ namespace
+    def layout_of(self, fid: int, layout_json=None) -> Layout:
+        lay = self._layouts.get(fid)
+        if lay is None:
+            if layout_json is None:
+                rec = self.meta.get_id(fid)
+                if rec is None:
+                    raise ParioError(f"no file with id {fid} in the store")
+                layout_json = rec[1]
+            lay = layout_from_dict(layout_json if isinstance(layout_json, dict) else json.loads(layout_json),
+                                   self.system)
+            self._layouts[fid] = lay
+        return lay
 
-    def write1(self, h: Handle, offset: int, mv) -> None:
-        """Write the bytes of ``mv`` at ``offset`` (backends may override with a scalar fast path)."""
-        self.writev(h, (offset,), (len(mv),), mv, (0,))
+    def create(self, name: str, layout: Layout, *, exist_ok: bool = False) -> None:
+        bad = [s for s in layout.servers_used() if s >= self.system.n]
+        if bad:
+            raise ParioError(f"layout uses server index {bad[0]} but system {self.system.name!r} has {self.system.n} servers")
+        with self._lock:
+            if self.meta.get(name) is not None:
+                if exist_ok:
+                    return
+                raise ParioError(f"file {name!r} already exists in the store")
+            fid = self.meta.create(name, layout_to_dict(layout, self.system))
+            stale = self._has_data(fid)
+            if stale:       # a new id must have no data: never hand a new file an old one's bytes
+                self.meta.delete(name)
+                raise ParioError(f"store {self.root}: data file {stale} exists for the new file id {fid} (lost "
+                                 f"metadata?); nothing was created: run 'pario store fsck --store {self.root}'")
 
-    def copy(self, src: Handle, src_offsets, dst: Handle, dst_offsets, lengths) -> None:
-        """Copy ranges of ``src`` to ranges of ``dst`` (default: through a buffer)."""
-        lens = np.asarray(lengths, dtype=np.int64)
-        bo = np.concatenate(([0], np.cumsum(lens)[:-1])) if len(lens) else lens
-        buf = bytearray(int(lens.sum()))
-        self.readv(src, src_offsets, lens, buf, bo)
-        self.writev(dst, dst_offsets, lens, buf, bo)
+    def exists(self, name: str) -> bool:
+        return self.meta.get(name) is not None
 
-    def extend(self, h: Handle, end: int) -> None:
-        """The logical size grows to ``end`` (its bytes were written elsewhere)."""
-        h.size = max(h.size, int(end))
+    def list(self) -> list[str]:
+        return self.meta.names()
 
-    def reserve(self, h: Handle, end: int) -> None:
-        """The logical size grows to ``end`` and the file's own storage holds that size (its
-        bytes were written elsewhere, e.g. to a replica; a crash or another process must
-        still see the size); default: :meth:`extend`."""
-        self.extend(h, end)
+    def open(self, name: str) -> Handle:
+        rec = self.meta.get(name)
+        if rec is None:
+            raise ParioError(f"no file {name!r} in the store")
+        sf = self.engine.sfile(name)
+        return Handle(self, name, sf, self.layout_of(sf.id, rec[1]))
 
-    def resized(self, h: Handle, size: int) -> None:
-        """Another process set the file's size to ``size``: the handle's size is that, and an
-        extension it made before is void (default: the handle's size only)."""
-        h.size = int(size)
+    def close(self, h: Handle) -> None:
+        h.sf.close()
 
-    def refresh_size(self, h: Handle) -> int:
-        """The size as other processes left it (shared stores); default: the handle's."""
-        return h.size
+    def delete(self, name: str) -> None:
+        with self._lock:
+            rec = self.meta.get(name)
+            if rec is None:
+                raise ParioError(f"no file {name!r} in the store")
+            self.meta.delete(name)  # committed first: a crash leaves orphan data (fsck), not a broken file
+            self._unlink_data(rec[0])
+
+    def discard(self, name: str) -> None:
+        """Remove a file nobody reads (an unfinished upload): its data files first — that
+        frees space even on a full file system — then its metadata."""
+        with self._lock:
+            rec = self.meta.get(name)
+            if rec is None:
+                return
+            self._unlink_data(rec[0])
+            self.meta.delete(name)
+
+    def rename(self, old: str, new: str) -> None:
+        """Give a closed file another name (one metadata update: atomic)."""
+        self.meta.rename(old, new)
+
+    # ------------------------------------------------------------------ data
+    def readv(self, h: Handle, offsets, lengths, buf, buf_offsets) -> None:
+        """Vectorised read: ``[offsets[k], +lengths[k])`` into ``buf[buf_offsets[k]:]`` (no
+        size clamp: bytes past the data read as 0)."""
+        h.sf.readv(_i64(offsets), _i64(lengths), buf, _i64(buf_offsets))
+
+    def writev(self, h: Handle, offsets, lengths, buf, buf_offsets) -> None:
+        """Vectorised write: ``buf[buf_offsets[k]:+lengths[k]]`` to ``[offsets[k], +lengths[k])``."""
+        h.sf.writev(_i64(offsets), _i64(lengths), buf, _i64(buf_offsets))
+
+    def readinto(self, h: Handle, offset: int, buf) -> int:
+        """Read ``len(buf)`` bytes at ``offset``; bytes past the end read as 0; returns the
+        bytes inside the file."""
+        mv = memoryview(buf).cast("B")
+        h.sf.readv(_i64([offset]), _i64([len(mv)]), mv, _i64([0]))
+        return max(0, min(len(mv), h.size - int(offset)))
 
     def read_at(self, h: Handle, offset: int, length: int) -> bytes:
         """``length`` bytes at ``offset`` (clipped at the end of the file)."""
@@ -151,3 +187,84 @@ class Backend(ABC):
         if n:
             self.readinto(h, offset, memoryview(buf))
         return bytes(buf)
+
+    def write_at(self, h: Handle, offset: int, data) -> int:
+        mv = memoryview(data).cast("B")
+        h.sf.writev(_i64([offset]), _i64([len(mv)]), mv, _i64([0]))
+        return len(mv)
+
+    def copy(self, src: Handle, src_offsets, dst: Handle, dst_offsets, lengths) -> None:
+        """Copy ranges of ``src`` to ranges of ``dst`` (data file to data file in the engine)."""
+        self.engine.copy(src.sf, _i64(src_offsets), dst.sf, _i64(dst_offsets), _i64(lengths))
+
+    def fsync(self, h: Handle, everything: bool = False) -> None:
+        h.sf.fsync(bool(everything))
+
+    def truncate(self, h: Handle, size: int) -> None:
+        h.sf.truncate(int(size))
+
+    def extend(self, h: Handle, end: int) -> None:
+        """The logical size grows to ``end`` (its bytes were written elsewhere)."""
+        h.sf.extend(int(end))
+
+    def reserve(self, h: Handle, end: int) -> None:
+        """As :meth:`extend`, and the data file of byte ``end - 1`` holds it (a crash or another
+        process sees the size)."""
+        h.sf.reserve(int(end))
+
+    def resized(self, h: Handle, size: int) -> None:
+        """Another process set the file's size to ``size``: the handle's size is that, and an
+        extension it made before is void."""
+        h.sf.resized(int(size))
+
+    def refresh_size(self, h: Handle) -> int:
+        """The size as other processes left it (shared stores)."""
+        return h.sf.refresh_size()
+
+    def finalize_sizes(self) -> None:
+        """Recover and commit the size of every ``dirty`` file, clearing the flag (alone)."""
+        self.engine.finalize_sizes()
+
+    def size_problem(self, name: str) -> str | None:
+        """A one-line description if the data files of ``name`` hold bytes past its recorded
+        size although the metadata calls that size final (``dirty`` = 0) — a committed size
+        was lost — else None."""
+        rec = self.meta.get(name)
+        if rec is None or rec[3]:
+            return None
+        h = self.open(name)
+        try:
+            if h.size != rec[2]:
+                return None           # open here and extended: the size is not committed yet
+            end = h.sf.recovered_size()
+        finally:
+            self.close(h)
+        if end > rec[2]:
+            return (f"file {name!r}: its data files hold bytes up to offset {end}, past its recorded size {rec[2]} "
+                    f"({end - rec[2]} bytes; was the metadata's write-ahead log lost?)")
+        return None
+
+    # ------------------------------------------------------------------ reports
+    def server_bytes(self, layout: Layout, size: int) -> np.ndarray:
+        """Logical bytes of ``[0, size)`` per server under ``layout``."""
+        out = np.zeros(self.system.n, dtype=np.int64)
+        if size <= 0:
+            return out
+        if isinstance(layout, ExtentMap):
+            np.add.at(out, layout.server, layout.length)
+            return out
+        servers, c = layout.counts(np.array([size], dtype=np.int64))
+        out[servers] += c[:, 0]
+        return out
+
+    def stat(self, name: str) -> FileStat:
+        """Size (as the engine has it: this process's writes included; a crashed extension
+        recovered), layout and per-server bytes."""
+        h = self.open(name)
+        try:
+            return FileStat(name, h.size, h.layout, self.server_bytes(h.layout, h.size))
+        finally:
+            self.close(h)
+
+    def shutdown(self) -> None:
+        """Nothing of the plane's own left open (the engine closes the files)."""

@@ -65,6 +65,15 @@ def _report(path: Path) -> str:
         return str(exc)
 
 
+def with_report(exc: ParioError, path: Path) -> ParioError:
+    """A damaged database's one-line error with SQLite's integrity report as its details
+    (shown with --verbose)."""
+    msg = str(exc)
+    if "is damaged" not in msg or "metadata database" not in msg:
+        return exc
+    return ParioError(f"{msg} (details: --verbose)", details=_report(Path(path)))
+
+
 def _engine():
     from .rmt import _core_module
 
@@ -79,6 +88,24 @@ class Meta:
     new).  Otherwise a missing database is a one-line error naming ``fsck --repair``, which
     rebuilds it (:mod:`pario.store.catalog`); silently starting an empty one would hand the
     next new file the id, and so the data files, of an old one."""
+
+    @classmethod
+    def ensure(cls, path: Path, may_create) -> None:
+        """A missing (or emptied) database is created if ``may_create()`` (the store holds
+        nothing yet), else a one-line error naming ``fsck --repair`` (:func:`missing`)."""
+        path = Path(path)
+        if not os.path.lexists(path) or (not path.is_symlink() and path.stat().st_size == 0):
+            if not may_create():
+                raise ParioError(missing(path))
+            _engine().meta_init(str(path))
+
+    @classmethod
+    def over(cls, m, path: Path) -> "Meta":
+        """The Python face of an open engine's metadata connection (``Engine.meta()``)."""
+        self = cls.__new__(cls)
+        self.path = Path(path)
+        self._m = m
+        return self
 
     def __init__(self, path: Path, *, may_create=False):
         self.path = Path(path)
@@ -96,15 +123,13 @@ class Meta:
             self._m = eng.Meta(str(self.path), busy_timeout())
         except ParioError as exc:
             msg = str(exc)
-            if "no files table" in msg and allowed():
+            if "no files table" in msg and allowed():      # an emptied database of a store that holds nothing
                 eng.meta_init(str(self.path))
                 self._m = eng.Meta(str(self.path), busy_timeout())
             elif "no files table" in msg or "missing or empty" in msg:
                 raise ParioError(missing(self.path)) from None
-            elif "is damaged" in msg:
-                raise ParioError(f"{msg} (details: --verbose)", details=_report(self.path)) from None
             else:
-                raise
+                raise with_report(exc, self.path) from None
 
     @staticmethod
     def _rec(row):

@@ -71,7 +71,7 @@ from ..layout import (
     parse_layout,
 )
 from ..units import format_size
-from .rmt import DIRTY, PARTIAL, ROUTES
+from .rmt import PARTIAL, ROUTES
 from .root import INCOMING_PREFIX, RESERVED, Store
 
 CHUNK = 8 << 20                        # bytes per copy step (one read, one write, one read-back)
@@ -214,7 +214,7 @@ def _retire_late(store: Store, ids: list[int], stamp: str) -> None:
     names = meta.ids()
     for k, r in enumerate(ids):
         n = names.get(r)
-        if n is None or n.startswith(INCOMING_PREFIX) or n in store.backend._handles:
+        if n is None or n.startswith(INCOMING_PREFIX) or n in store._files:
             continue
         try:
             meta.rename(n, f"{RETIRED_PREFIX}{stamp}-late{k}")
@@ -286,16 +286,18 @@ def relayout(store: Store, name: str, layout, *, chunk: int = CHUNK, progress=No
             core.lock(old_id, 0, WHOLE, True)
             locked = True
             _refuse_pending(st, name)            # again, under the lock: no replicator mid-chunk now
-        dirty = [e for e in core.entries(old_id, True) if e[4] == DIRTY]
-        if dirty:                                # the newest bytes to the original first
-            f._sync_batch(dirty, DIRTY, False, locked=True)
+        f.ef.writeback()                         # the newest bytes (DIRTY replicas) to the original first
         size = f.current_size()
         res.size = size
         _check_space(st, new, size)
         be.create(tmp, new)
         nh = be.open(tmp)
         new_id = nh.id
-        res.moved = _copy(st, f.h, nh, size, chunk, progress)
+        oh = be.open(name)
+        try:
+            res.moved = _copy(st, oh, nh, size, chunk, progress)
+        finally:
+            be.close(oh)
         if nh.size < size:
             be.truncate(nh, size)                # trailing holes
         be.fsync(nh)                             # the new copy durable before anything points at it

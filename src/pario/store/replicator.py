@@ -43,7 +43,7 @@ import numpy as np
 from .. import ParioError
 from ..layout import ExtentMap, Layout, layout_from_dict, layout_to_dict
 from ..units import format_size
-from .rmt import COPYING, DIRTY, FRESH
+from .rmt import COPYING
 from .root import Store, replica_name
 
 CHUNK = 8 << 20      # bytes per chunk: the range a writer of the original may wait for
@@ -263,12 +263,10 @@ class Replicator:
             st.rmt.set_job(s.r_file, spec, 0)
             st.rmt.register(s.r_file, s.original, s.name, s.mode, s.routing())
             f = st.open(s.original)
-            f.reload_replicas()
             try:
                 complete = self._copy(f, s, todo)
                 if complete:
                     st.rmt.set_job(s.r_file, spec, 1)
-                f.reload_replicas()
             finally:
                 f.close()
             if self._stop.is_set():
@@ -293,72 +291,23 @@ class Replicator:
             yield cur
 
     def _copy(self, f, s: ReplicaSpec, todo) -> bool:
-        """Copy ``todo`` into the replica group by group (module docstring); True when all of
-        it was copied and published."""
-        st = self.store
-        core, be = st.rmt.core, st.backend
-        o, r = f.fid, st.rmt.fid(s.r_file)
-        rh = be.open(s.r_file)
-        try:
-            for group in self._chunks(todo):
-                if self._stop.is_set():
-                    return False
-                self._wait_idle()
-                lo, hi = group[0][0], group[-1][0] + group[-1][1]
-                with f.lock:
-                    if st.shared:
-                        core.lock(o, lo, hi, True)
-                    try:
-                        if st.shared and f._regver != core.regver:
-                            self._still_wanted(f, s, r)
-                        self._copy_group(f, rh, o, r, group)
-                    finally:
-                        if st.shared:
-                            core.unlock(o, lo, hi)
-                self.done += sum(n for _, n in group)
-                if self.progress:
-                    self.progress(self.done, self.total)
-            return True
-        finally:
-            be.close(rh)
-
-    def _still_wanted(self, f, s: ReplicaSpec, r: int) -> None:
-        """Replicas came or went in another process: if it relaid the original out
-        (:mod:`pario.store.relayout` drops the replicas), stop with one line rather than add
-        entries for a dropped replica or a retired original."""
-        try:
-            f.revalidate()
-        except ParioError:
-            raise ParioError(f"replica {s.name!r} of {s.original!r}: the original was relaid out by another process "
-                             "while it was copied; run the plan again") from None
-        if not any(t[0] == r and t[1] == f.fid for t in self.store.rmt.core.replicas()):
-            raise ParioError(f"replica {s.name!r} of {s.original!r} was dropped by another process while it was "
-                             "copied; run the plan again")
-
-    def _copy_group(self, f, rh, o: int, r: int, group) -> list[tuple[int, int]]:
-        """Under the group's range lock: the original up to date there, the entries COPYING,
-        the bytes copied (one vectored copy), the entries FRESH.  Returns the ranges copied
-        (clipped to the file's size: it may have been truncated meanwhile)."""
-        st = self.store
-        core = st.rmt.core
-        size = f.current_size()
-        group = [(x, min(n, size - x)) for x, n in group if x < size]
-        if not group:
-            return []
-        lo, hi = group[0][0], group[-1][0] + group[-1][1]
-        dirty = [e for e in core.entries(o, True, lo, hi) if e[4] == DIRTY]
-        if dirty:      # another replica holds the newest bytes: to the original first
-            f._sync_batch([(rr, max(off, lo), min(off + n, hi) - max(off, lo), ro + max(0, lo - off), fl)
-                           for rr, off, n, ro, fl in dirty], DIRTY, False, locked=True)
-        with st.rmt.transaction():
-            for x, n in group:
-                core.add(o, r, x, x, n, COPYING)
-        xs = [x for x, _ in group]
-        st.backend.copy(f.h, xs, rh, xs, [n for _, n in group])
-        with st.rmt.transaction():
-            for x, n in group:
-                core.set_flag(o, r, x, x + n, COPYING, FRESH)
-        return group
+        """Copy ``todo`` into the replica group by group, each group one step of the engine
+        (``pxs_replicate``: under the group's exclusive range lock, the original up to date
+        there, the entries COPYING, the bytes copied data file to data file, the entries
+        FRESH); True when all of it was copied and published."""
+        r = self.store.rmt.fid(s.r_file)
+        for group in self._chunks(todo):
+            if self._stop.is_set():
+                return False
+            self._wait_idle()
+            try:
+                f.ef.replicate(r, np.array([x for x, _ in group], np.int64), np.array([n for _, n in group], np.int64))
+            except ParioError as exc:
+                raise ParioError(f"replica {s.name!r} of {s.original!r}: {exc}") from None
+            self.done += sum(n for _, n in group)
+            if self.progress:
+                self.progress(self.done, self.total)
+        return True
 
     def _run_bg(self) -> None:
         try:

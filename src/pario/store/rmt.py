@@ -111,24 +111,13 @@ class RMT:
     ``DIR/.sync.lock``); ``first``: this process is alone and recovers (the journal is
     scanned to its last valid record and its header repaired)."""
 
-    def __init__(self, root: Path, meta, *, shared: bool = False, first: bool = True, timeout: float = 60.0):
+    def __init__(self, root: Path, meta, core, *, shared: bool = False):
+        """``core``: the RMT core the store engine opened (``Engine.core()``)."""
         self.root = Path(root)
         self.path = self.root / JOURNAL
         self.meta = meta
         self.shared = bool(shared)
-        _rmt = _core_module()
-        if first and not self.path.exists() and (self.root / "rmt.db").exists():
-            _migrate(self.root, meta, _rmt)
-        if not first and not self.path.exists():
-            raise ParioError(f"replica mapping table (RMT) {self.path} is missing")
-        sync = str(self.root / ".sync.lock") if self.shared else None
-        try:
-            self.core = _rmt.Core(str(self.path), sync, self.shared, bool(first), float(timeout))
-        except ParioError as exc:
-            if "damaged" in str(exc):
-                raise ParioError(f"{exc}; salvage the store with 'pario store fsck --store {self.root} --repair' "
-                                 "(its replicas are dropped: the originals hold every byte that was flushed)") from None
-            raise
+        self.core = core
         self._ids: dict[str, int] = {}
         self._names: dict[int, str] = {}
         self._ver = None

@@ -39,18 +39,16 @@ from pathlib import Path
 from .. import ParioError
 from ..layout import Layout, parse_layout
 from ..system import System, load_system
-from .hybrid import LazySync, profile_cost
-from .local import LocalBackend
-from .locks import StoreLock, _poll, store_timeout
-from .meta import Meta
+from .local import LocalBackend, check_server_dirs, holds_data
+from .locks import StoreLock, store_timeout
+from .meta import Meta, with_report
 from .redirect import File
-from .rmt import CLEAN, FRESH, RMT, STALE
+from .rmt import CLEAN, FRESH, RMT, STALE, _core_module
 
 CONFIG = "store.json"
 REPLICA_PREFIX = ".replica/"
 INCOMING_PREFIX = ".incoming/"    # a `put` in progress: renamed to its name when complete
 RESERVED = (REPLICA_PREFIX, INCOMING_PREFIX)
-JOURNAL_COMPACT_MIN = 4 << 20     # compact the RMT journal at close beyond this size (and 4x its state)
 
 
 def replica_name(original: str, name: str) -> str:
@@ -141,25 +139,23 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
     return root
 
 
-SHADOW_DIR = ".pario-shadow"      # the C runtime's per-open shadow files (store/redirect.h: PXS_SHADOW_DIR)
+def _migrate_old_rmt(root: Path) -> None:
+    """A store made by pario before the RMT journal (``rmt.db``): its table becomes the
+    journal's first records, with the store to itself."""
+    from .rmt import _migrate
 
-
-def clear_shadows(root) -> int:
-    """Remove what killed served runs left in ``DIR/.pario-shadow`` (the store's first opener
-    is alone: no open uses them): regular files and links directly inside a real directory,
-    never what a link points to.  Returns how many."""
-    d = Path(root) / SHADOW_DIR
-    if d.is_symlink() or not d.is_dir():
-        return 0
-    n = 0
-    for e in os.scandir(d):
-        if not e.is_dir(follow_symlinks=False):
-            try:
-                os.unlink(d / e.name)
-                n += 1
-            except OSError:
-                pass
-    return n
+    lock = StoreLock(root / ".lock")
+    try:
+        if not lock.try_exclusive():
+            raise ParioError(f"store {root} was made before the RMT journal and is in use: migrate it with "
+                             f"'pario store ls --store {root}' while nothing else uses it")
+        meta = Meta(root / "meta.db")
+        try:
+            _migrate(root, meta, _core_module())
+        finally:
+            meta.close()
+    finally:
+        lock.close()
 
 
 def read_config(root) -> dict:
@@ -178,13 +174,33 @@ def read_config(root) -> dict:
     return cfg
 
 
+def _holds_anything(root: Path, server_dirs: list[Path]) -> bool:
+    """The store holds something a missing metadata database would lose: a catalog, a
+    journal record, a data file (a new store may create its database)."""
+    from .catalog import CATALOG
+    from .rmt_journal import HDR_SIZE, HEADER
+
+    if (root / CATALOG).exists():
+        return True
+    try:
+        with open(root / "rmt.log", "rb") as f:
+            if HEADER.unpack(f.read(HEADER.size))[4] > HDR_SIZE:      # end: records were published
+                return True
+    except (OSError, ValueError):
+        pass
+    except Exception:  # noqa: BLE001 - struct.error: a short header is no record
+        pass
+    return holds_data(server_dirs)
+
+
 class Store:
-    """An open store: backend + RMT + open files, with crash recovery at open.
+    """An open store: the store engine (locks, metadata, RMT, data planes, redirection, in C)
+    + the open files, with crash recovery at open.
 
     ``direct=True`` uses O_DIRECT for data files; ``cost`` overrides the hybrid routing
-    cost ``cost(layout, offset, length) -> s`` (default: :func:`profile_cost`).
-    ``shared=True``: several processes may open the store at once (module docstring);
-    ``lock_timeout`` bounds every wait for another process (seconds).
+    cost ``cost(layout, offset, length) -> s`` (default: the profile's per-request cost, in
+    the engine).  ``shared=True``: several processes may open the store at once (module
+    docstring); ``lock_timeout`` bounds every wait for another process (seconds).
     """
 
     #: this implementation supports ``shared=True`` (pario.mpi.storeio checks it)
@@ -200,6 +216,8 @@ class Store:
         kind = cfg.get("backend", "local")
         if kind not in ("local", "rados"):
             raise ParioError(f"store backend {kind!r} is not available")
+        if kind == "rados" and ("cluster" not in cfg or "pools" not in cfg):
+            raise ParioError(f"{self.root / CONFIG}: a rados store needs \"cluster\" and \"pools\"")
         dirs = []
         for name in self.system.names if kind == "local" else ():
             d = cfg["servers"].get(name)
@@ -207,67 +225,52 @@ class Store:
                 raise ParioError(f"{CONFIG} has no directory for server {name}")
             d = Path(d)
             dirs.append(d if d.is_absolute() else self.root / d)
+        check_server_dirs(self.system, dirs)
         self.shared = bool(shared)
         self.lock_timeout = store_timeout() if lock_timeout is None else float(lock_timeout)
-        self._slock = StoreLock(self.root / ".lock")
-        self._lockfd = self._slock.fd
-        first = True
-        if not self.shared:
-            if not self._slock.try_exclusive():
-                self._slock.close()
-                raise ParioError(f"store {self.root} is in use by another process")
-        else:
-            state = {}
-
-            def attempt() -> bool:
-                if self._slock.try_exclusive():      # alone: recover first, then share
-                    state["first"] = True
-                    return True
-                if self._slock.try_shared():
-                    state["first"] = False
-                    return True
-                return False
-            try:
-                _poll(attempt, self.lock_timeout,
-                      f"store {self.root}: another process has it open exclusively (or is recovering it)")
-            except BaseException:
-                self._slock.close()
-                raise
-            first = state["first"]
+        # a missing or emptied meta.db: created only for a store that holds nothing yet
+        Meta.ensure(self.root / "meta.db", lambda: not _holds_anything(self.root, dirs))
+        if not (self.root / "rmt.log").exists() and (self.root / "rmt.db").exists():
+            _migrate_old_rmt(self.root)
+        eng = _core_module()
+        try:
+            self.engine = eng.Engine(str(self.root), self.shared, bool(direct), self.lock_timeout, bool(unverified_ok))
+        except ParioError as exc:
+            raise with_report(exc, self.root / "meta.db") from None
+        first = bool(self.engine.first)
         self.backend = self.rmt = None
         try:
+            meta = Meta.over(self.engine.meta(), self.root / "meta.db")
             if kind == "rados":
                 from .rados import OBJECT_SIZE, RadosBackend
 
-                if "cluster" not in cfg or "pools" not in cfg:
-                    raise ParioError(f"{self.root / CONFIG}: a rados store needs \"cluster\" and \"pools\"")
-                self.backend = RadosBackend(self.root, self.system, cfg["cluster"], cfg["pools"], namespace=self.id,
-                                            object_size=cfg.get("object_size", OBJECT_SIZE), shared=self.shared)
+                self.backend = RadosBackend(self.root, self.system, self.engine, meta, cfg["cluster"], cfg["pools"],
+                                            namespace=self.id, object_size=cfg.get("object_size", OBJECT_SIZE))
             else:
-                self.backend = LocalBackend(self.root, self.system, dirs, direct=direct, shared=self.shared)
-            self.rmt = RMT(self.root, self.backend.meta, shared=self.shared, first=first, timeout=self.lock_timeout)
+                self.backend = LocalBackend(self.root, self.system, self.engine, meta, dirs)
+            self.rmt = RMT(self.root, meta, self.engine.core(), shared=self.shared)
         except BaseException:
             if self.backend is not None:
                 self.backend.shutdown()
-            self._slock.close()
+            self.engine.close()
             raise
-        self.cost = cost or profile_cost(self.system, op=0)
+        self.cost = cost
+        if cost is not None:
+            be = self.backend
+            self.engine.set_cost(lambda fid, off, n: float(cost(be.layout_of(fid), off, n)))
         self.fg_last = 0.0
         self.recovering = False
         self.verified_ranges: list | None = None     # recovery verified the replicas: the ranges that differed
         self._files: dict[str, File] = {}
         self._lock = threading.RLock()
-        self._lazy: LazySync | None = None
         self.closed = False
         try:
             if self.rmt.stats()["verify"] and not (recover and first) and not unverified_ok:
                 raise ParioError(self.unverified_message())
             if recover and first:
                 self.recover()
-            if self.shared and first:
-                self.backend.finalize_sizes()
-                if not self._slock.downgrade():
-                    raise ParioError(f"store {self.root}: could not share the lock after recovery")
+            if first:
+                self.engine.share()      # final sizes, then the lock shared (a shared store)
         except BaseException:
             self.close()
             raise
@@ -294,11 +297,9 @@ class Store:
 
         1. replica files (``.replica/…``) that no replica registration or pending
            replicator job owns are deleted (a replicator killed between creating and
-           registering), and so are unfinished uploads (``.incoming/…``: a killed ``put``)
-           and the shadow files of MPI opens that never closed (:func:`clear_shadows`);
-        2. entries past an original's end are dropped (a hybrid full replica grown for an
-           extending write whose size never committed);
-        3. after a crash in another boot (the journal was not closed cleanly, and the machine
+           registering), and so are unfinished uploads (``.incoming/…``: a killed ``put``),
+           and registrations a relayout killed inside its announcement left;
+        2. after a crash in another boot (the journal was not closed cleanly, and the machine
            rebooted since: a power failure may have lost journal records that were not yet
            durable, while data pages reached the disk), FRESH entries become STALE and every
            CLEAN entry is compared byte for byte with the original; where they differ, a
@@ -307,15 +308,17 @@ class Store:
            decision is the journal header's ``verify`` flag, set by the C core before it
            stamps this boot's id (``rmt_open``), so a recovery killed midway is redone by
            the next opener, and every other opener refuses the store until it is done;
-        4. every file with unclean entries is flushed (COPYING entries of a replicator that
-           is gone count as STALE);
-        5. the journal is synced, and then the ``verify`` flag cleared (durable).
+        3. the engine's recovery (``pxs_store_recover``, as a C first opener's): the shadow
+           files of MPI opens that never closed removed, entries past an original's end
+           dropped (a hybrid full replica grown for an extending write whose size never
+           committed), every file with unclean entries flushed (COPYING entries of a
+           replicator that is gone count as STALE), the journal synced;
+        4. then the ``verify`` flag cleared (durable).
 
-        Returns the names of the files flushed."""
+        Returns the names of the files that had unclean entries."""
         rmt = self.rmt
         self.recovering = True
         try:
-            clear_shadows(self.root)
             pending = {r for r, _, _ in rmt.jobs(pending_only=True)}
             owned = {r["r_file"] for r in rmt.replicas()} | pending
             for name in self.backend.list():
@@ -326,29 +329,12 @@ class Store:
                     rmt.forget(name)
             from .relayout import drop_dead_registrations
             drop_dead_registrations(self)     # a relayout killed inside its announcement
-            for o in rmt.files():
-                name = rmt.name(o)
-                if name is None or not self.backend.exists(name):
-                    continue
-                size = self.backend.stat(name).size
-                ent = rmt.entries(name)
-                if ent.n and int(ent.end.max()) > size:
-                    rmt.trim(name, size)
             verify = bool(rmt.stats()["verify"])
             if verify:
                 self.distrust_fresh()
                 self.verified_ranges = self.verify_clean()
-            done = []
-            for name in rmt.files_with_unclean():
-                if not self.backend.exists(name):
-                    continue
-                f = self.open(name)
-                try:
-                    f.flush()
-                finally:
-                    f.close()
-                done.append(name)
-            rmt.sync()
+            done = [n for n in rmt.files_with_unclean() if self.backend.exists(n)]
+            self.engine.recover()
             if verify:
                 rmt.core.verified()
             return done
@@ -363,25 +349,10 @@ class Store:
             for r, o, *_ in core.replicas():
                 core.set_flag(o, r, 0, 1 << 62, FRESH, STALE)
 
-    def settle_fresh(self) -> int:
+    def settle_fresh(self) -> None:
         """fsync the data files of every replica with FRESH entries, then make those entries
-        CLEAN (trusted after a power failure).  Returns the replicas settled."""
-        core, be = self.rmt.core, self.backend
-        done = 0
-        for r, o, *_ in core.replicas():
-            if not any(e[0] == r and e[4] == FRESH for e in core.entries(o)):
-                continue
-            name = self.rmt.name(r)
-            if name is None or not be.exists(name):
-                continue
-            h = be.open(name)
-            try:
-                be.fsync(h, everything=True)
-            finally:
-                be.close(h)
-            core.set_flag(o, r, 0, 1 << 62, FRESH, CLEAN)
-            done += 1
-        return done
+        CLEAN (trusted after a power failure): the engine's ``pxs_store_settle_fresh``."""
+        self.engine.settle_fresh()
 
     def verify_clean(self, chunk: int = 8 << 20) -> list[tuple[str, int, int]]:
         """Compare every CLEAN entry with the original; where they differ, record the copy
@@ -398,7 +369,8 @@ class Store:
             oh = be.open(name)
             try:
                 for r, off, n, ro, f in rmt.core.entries(o):
-                    if f != CLEAN:
+                    n = min(n, oh.size - off)           # entries past the end: dropped by the recovery
+                    if f != CLEAN or n <= 0:
                         continue
                     rname = rmt.name(r)
                     if rname is None or not be.exists(rname):
@@ -464,8 +436,6 @@ class Store:
             f.refs -= 1
             if f.refs > 0:
                 return
-            if self._lazy is not None:
-                self._lazy.forget(f)
             f._close_now()
             self._files.pop(f.name, None)
 
@@ -587,51 +557,35 @@ class Store:
         finally:
             f.close()
 
-    # ------------------------------------------------------------------ lazy sync, flush
-    def lazy_sync(self, f: File) -> None:
-        with self._lock:
-            if self._lazy is None:
-                self._lazy = LazySync()
-                self._lazy.start()
-        self._lazy.enqueue(f)
-
+    # ------------------------------------------------------------------ synchronisation
     def drain(self) -> None:
-        """Wait for pending lazy synchronisation."""
-        if self._lazy is not None:
-            self._lazy.drain()
+        """Hybrid replicas of the open files synchronised now (what the engine's lazy-sync
+        thread would do in the background)."""
+        for f in list(self._files.values()):
+            while f.sync_step():
+                pass
 
     def flush(self) -> list[str]:
         """Flush every file with DIRTY/STALE entries; returns their names."""
         names = self.rmt.files_with_unclean()
-        for name in names:
-            f = self.open(name)
-            try:
-                f.flush()
-            finally:
-                f.close()
+        self.engine.flush_all()
         return names
 
     def close(self) -> None:
+        """Close every file; the last process out (alone) removes relaid files' old copies
+        and does the engine's last-closer work (flush, final sizes, FRESH → CLEAN, compaction,
+        the clean mark; nothing while a power-loss verification is pending)."""
         if self.closed:
             return
         try:
             for f in list(self._files.values()):
                 f.refs = 1
                 f.close()
-            if self._lazy is not None:
-                self._lazy.stop()
-                self._lazy = None
-            alone = not self.shared or (self._slock.fd >= 0 and self._slock.try_exclusive())
-            # a store still to be verified after an unclean end in another boot (refused, or its
-            # recovery failed) is left exactly as it is: no flush, no FRESH -> CLEAN, no clean mark
-            if alone and self.rmt is not None and not self.unverified:
-                if self.shared:
-                    # the last process out: finish what others left (dirty flags, uncommitted sizes)
-                    self.flush()
-                    self.backend.finalize_sizes()
-                from .relayout import purge_retired
-                purge_retired(self)          # old copies of relaid files: nobody can read them now
-                self._close_rmt_alone()
+            if self.rmt is not None and self.engine.alone():
+                if not self.unverified:
+                    from .relayout import purge_retired
+                    purge_retired(self)          # old copies of relaid files: nobody can read them now
+                self.engine.close_alone()
         finally:
             self.closed = True
             try:
@@ -640,17 +594,7 @@ class Store:
                 if self.rmt is not None:
                     self.rmt.close()
             finally:
-                self._slock.close()
-
-    def _close_rmt_alone(self) -> None:
-        """Nobody else has the store open: compact the journal when it has grown well beyond
-        its state, and mark it closed cleanly when nothing is left to synchronise."""
-        self.settle_fresh()
-        st = self.rmt.stats()
-        live = 64 * (st["entries"] + st["replicas"] + st["jobs"]) + 4096
-        if st["end"] > max(JOURNAL_COMPACT_MIN, 4 * live):
-            self.rmt.checkpoint()
-        self.rmt.core.set_clean(not self.rmt.core.files(True))
+                self.engine.close()
 
     def __enter__(self):
         return self

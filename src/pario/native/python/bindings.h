@@ -16,6 +16,8 @@ void pyrmt_disown(PyObject *core);
 #include "store/meta.h"
 PyObject *pymeta_borrow(pxs_meta *m, pthread_mutex_t *mu, PyObject *owner);
 void pymeta_disown(PyObject *meta);
+/* adds the Engine, EngineFile and SFile types to the module */
+int pystore_register(PyObject *module);
 /* adds the Meta type and meta_init to the module */
 int pymeta_register(PyObject *module);
 

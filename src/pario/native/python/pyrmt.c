@@ -1023,7 +1023,7 @@ PyMODINIT_FUNC PyInit__rmt(void)
     PyModule_AddIntConstant(m, "ROUTE_REPLICA", RMT_ROUTE_REPLICA);
     PyModule_AddIntConstant(m, "ROUTE_CHEAPEST", RMT_ROUTE_CHEAPEST);
     PyModule_AddIntConstant(m, "VERSION", RMT_VERSION);
-    if (pymeta_register(m) < 0) {
+    if (pymeta_register(m) < 0 || pystore_register(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

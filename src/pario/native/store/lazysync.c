@@ -29,10 +29,10 @@ struct pxs_lazy {
     char msg[PXS_ERRLEN];
 };
 
-int pxs_lazy_enabled(void)
+int pxs_lazy_enabled(const pxs_store *st)
 {
     const char *v = getenv("PARIO_LAZY_SYNC");
-    return !(v && strcmp(v, "0") == 0);
+    return !st->lazy_off && !(v && strcmp(v, "0") == 0);
 }
 
 static void *run(void *arg)

@@ -4,8 +4,8 @@
 
 #include "store/storefile.h"
 
-/* PARIO_LAZY_SYNC is not "0" */
-int pxs_lazy_enabled(void);
+/* PARIO_LAZY_SYNC is not "0" and the store's opener did not turn it off (st->lazy_off) */
+int pxs_lazy_enabled(const pxs_store *st);
 /* queue f for background synchronisation (starts the store's thread); caller holds st->mu */
 int pxs_lazy_enqueue(pxs_store *st, pxs_file *f);
 /* f is closing: out of the queue; caller holds st->mu */

@@ -535,8 +535,8 @@ int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size
         if (st)
             sq.finalize(st);
         const char *slash = strrchr(path, '/');
-        snprintf(err, errlen, "metadata database %.300s has no files table (emptied?): rebuild it with 'pario store "
-                 "fsck --store %.*s --repair'", path, slash ? (int)(slash - path) : 1, slash ? path : ".");
+        snprintf(err, errlen, "metadata database %.300s is missing or empty (no files table): rebuild it with 'pario "
+                 "store fsck --store %.*s --repair'", path, slash ? (int)(slash - path) : 1, slash ? path : ".");
         rc = PXS_ENOENT;
         goto fail;
     }

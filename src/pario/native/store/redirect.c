@@ -62,7 +62,8 @@ static int rmt_change(pxs_store *st, int type, int a16, const uint64_t *u, const
 
 static int catch_up(pxs_store *st)
 {
-    int rc = st->shared ? rmt_catch_up(&st->rmt) : RMT_OK;
+    /* follow = 0: the tests' negative control of a process that does not follow others */
+    int rc = st->shared && st->rmt.follow ? rmt_catch_up(&st->rmt) : RMT_OK;
     return rc ? rmt_fail(st, rc, "reading the journal") : PXS_OK;
 }
 
@@ -74,8 +75,19 @@ const char *pxs_store_error(const pxs_store *st)
 /* ------------------------------------------------------------------ cost */
 /* pario.store.hybrid.profile_cost(system, op=0): max over servers touched of
  * alpha_j + bytes_j * beta_j (SPEC §1, α and β of the store's profile) */
-int pxs_cost(pxs_store *st, const pxs_layout *l, int64_t off, int64_t len, double *cost)
+void pxs_store_set_cost(pxs_store *st, pxs_cost_fn fn, void *ctx)
 {
+    LOCK(st);
+    st->cost_fn = fn;
+    st->cost_ctx = ctx;
+    UNLOCK(st);
+}
+
+int pxs_cost(pxs_store *st, const pxs_sfile *h, int64_t off, int64_t len, double *cost)
+{
+    if (st->cost_fn)
+        return st->cost_fn(st->cost_ctx, h->id, off, len, cost);
+    const pxs_layout *l = h->lay;
     pxs_subs s = {0};
     char lerr[300];
     int rc = pxs_layout_map(l, 0, off, len, &s, lerr, sizeof lerr);
@@ -293,7 +305,7 @@ static int choose(pxs_file *f, int64_t s, int64_t t, uint64_t *r_out, int64_t *d
     uint64_t best = 0;
     int64_t best_d = 0;
     double best_c, c;
-    int rc = pxs_cost(st, f->h->lay, s, t - s, &best_c);
+    int rc = pxs_cost(st, f->h, s, t - s, &best_c);
     if (rc)
         return rc;
     rmt_cover cov[64];
@@ -304,7 +316,7 @@ static int choose(pxs_file *f, int64_t s, int64_t t, uint64_t *r_out, int64_t *d
         if (!RMT_READABLE_CLEAN(cov[i].flag))
             continue;
         pxs_sfile *h;
-        if ((rc = rep_handle(f, cov[i].r, &h)) || (rc = pxs_cost(st, h->lay, s + cov[i].delta, t - s, &c)))
+        if ((rc = rep_handle(f, cov[i].r, &h)) || (rc = pxs_cost(st, h, s + cov[i].delta, t - s, &c)))
             return rc;
         if (c < best_c) {
             best = cov[i].r;
@@ -343,6 +355,40 @@ static int route(pxs_file *f, int write, int64_t x, int64_t e, rmt_seg *small, r
     }
     *segs = sg;
     return PXS_OK;
+}
+
+int pxs_served_by(pxs_file *f, int64_t x, int64_t e, pxs_served **out, int *n)
+{
+    pxs_store *st = f->st;
+    LOCK(st);
+    rmt_seg small[NSEG], *sg = NULL;
+    int nseg = 0;
+    int rc = catch_up(st);
+    if (!rc && f->regver != st->rmt.ix.regver)
+        rc = reload_replicas(f);
+    if (!rc)
+        rc = route(f, 0, x, e, small, &sg, &nseg);
+    *out = NULL;
+    *n = 0;
+    if (!rc) {
+        int m = nseg ? nseg : 1;
+        *out = malloc((size_t)m * sizeof **out);
+        if (!*out)
+            rc = PXS_ENOMEM;
+        if (!rc && nseg == 0)       /* no entry: the original serves all of it */
+            (*out)[(*n)++] = (pxs_served){x, e, 0};
+        for (int i = 0; !rc && i < nseg; i++) {
+            uint64_t r = sg[i].r;
+            int64_t d = sg[i].delta;
+            if (sg[i].choice)
+                rc = choose(f, sg[i].s, sg[i].t, &r, &d);
+            (*out)[(*n)++] = (pxs_served){sg[i].s, sg[i].t, r};
+        }
+    }
+    if (sg && sg != small)
+        free(sg);
+    UNLOCK(st);
+    return rc;
 }
 
 /* the bytes of [x, x+n) cut into segments (File._dispatch) */
@@ -591,7 +637,7 @@ static int write_locked(pxs_file *f, int64_t off, const char *buf, int64_t n)
             rc = write_range(f, pos, buf + (pos - off), t - pos);
         pos = t;
     }
-    if (!rc && f->cheapest && pxs_lazy_enabled()) {   /* stale copies left: synchronised lazily */
+    if (!rc && f->cheapest && pxs_lazy_enabled(st)) {   /* stale copies left: synchronised lazily */
         const rmt_ofile *of = rmt_index_file(&st->rmt.ix, f->fid);
         if (of && of->nunclean)
             rc = pxs_lazy_enqueue(st, f);
@@ -979,6 +1025,106 @@ static int sync_some(pxs_file *f, int64_t budget, int copying, int *more)
     }
 }
 
+/* The replicator's step (pario.store.replicator, CEDA seed 000 §5.1: replicas copied online):
+ * with [lo, hi) of the original locked exclusive (a shared store; writers elsewhere go on),
+ * the replica still wanted (registered to this file, which was not relaid out), the ranges
+ * clipped to the file's size, the original up to date there (other replicas' DIRTY bytes
+ * written back), then ADD COPYING, the copy original -> replica, COPYING -> FRESH (readable
+ * at once; CLEAN once its bytes are durable).  *copied: the bytes copied. */
+int pxs_replicate(pxs_file *f, uint64_t r, int64_t n, const int64_t *off, const int64_t *len, int64_t *copied)
+{
+    pxs_store *st = f->st;
+    *copied = 0;
+    if (n <= 0)
+        return PXS_OK;
+    int64_t lo = off[0], hi = off[n - 1] + len[n - 1];
+    int rc = PXS_OK, locked = 0;
+    if (st->shared) {        /* waited for without the store's mutex: this process's other threads go on */
+        int r1 = rmt_range_lock(&st->rmt, f->fid, lo, hi, 1, st->timeout);
+        LOCK(st);
+        rc = r1 ? rmt_fail(st, r1, "the exclusive range lock of a replicator chunk") : PXS_OK;
+        locked = !rc;
+    } else {
+        LOCK(st);
+    }
+    if (!rc)
+        rc = catch_up(st);
+    if (!rc && f->regver != st->rmt.ix.regver)
+        rc = reload_replicas(f);       /* fails with one line if the original was relaid out */
+    const rmt_rep *p = rc ? NULL : rmt_index_rep(&st->rmt.ix, r);
+    if (!rc && (!p || p->o != f->fid || !p->registered))
+        rc = pxs_fail(st, PXS_EBUSY, "a replica of %s was dropped by another process while it was copied; run the "
+                      "plan again", f->name);
+    int64_t size = 0;
+    if (!rc)
+        rc = st->shared ? pxs_sfile_refresh_size(f->h, &size) : (size = f->h->size, PXS_OK);
+    int64_t *o = rc ? NULL : malloc((size_t)n * sizeof *o), *l = rc ? NULL : malloc((size_t)n * sizeof *l);
+    int64_t m = 0;
+    if (!rc && (!o || !l))
+        rc = PXS_ENOMEM;
+    for (int64_t k = 0; !rc && k < n; k++)
+        if (off[k] < size && len[k] > 0) {
+            o[m] = off[k];
+            l[m++] = off[k] + len[k] <= size ? len[k] : size - off[k];
+        }
+    if (!rc && m) {
+        range rg = {o[0], o[m - 1] + l[m - 1]};
+        rc = sync_locked(f, &rg, 1, RMT_DIRTY, 0);      /* the newest bytes to the original first */
+    }
+    for (int pass = 0; pass < 2 && !rc && m; pass++) {
+        pxs_sfile *rh = NULL;
+        if (pass == 1 && ((rc = rep_handle(f, r, &rh)) || (rc = pxs_sfile_copy(f->h, o, rh, o, l, m))))
+            break;
+        int r1 = rmt_begin(&st->rmt, st->timeout);
+        if (r1) {
+            rc = rmt_fail(st, r1, "a replicator transaction");
+            break;
+        }
+        for (int64_t k = 0; !r1 && k < m; k++) {
+            if (pass == 0) {
+                uint64_t u[5] = {f->fid, r, (uint64_t)o[k], (uint64_t)o[k], (uint64_t)l[k]};
+                r1 = rmt_op(&st->rmt, REC_ADD, RMT_COPYING, u, NULL, 0);
+            } else {
+                uint64_t u[4] = {f->fid, r, (uint64_t)o[k], (uint64_t)(o[k] + l[k])};
+                r1 = rmt_op(&st->rmt, REC_SETFLAG, RMT_COPYING | RMT_FRESH << 8, u, NULL, 0);
+            }
+        }
+        int r2 = rmt_commit(&st->rmt);
+        if (r1 || r2)
+            rc = rmt_fail(st, r1 ? r1 : r2, pass ? "marking copied ranges FRESH" : "adding COPYING entries");
+    }
+    for (int64_t k = 0; !rc && k < m; k++)
+        *copied += l[k];
+    free(o);
+    free(l);
+    if (locked)
+        rmt_range_unlock(&st->rmt, f->fid, lo, hi);
+    UNLOCK(st);
+    return rc;
+}
+
+int pxs_writeback(pxs_file *f)
+{
+    LOCK(f->st);
+    int rc = PXS_OK;
+    for (;;) {
+        ent *es;
+        size_t ne, nd = 0;
+        if ((rc = entries(f, 0, INT64_MAX, &es, &ne)))
+            break;
+        for (size_t i = 0; i < ne; i++)
+            if (es[i].flag == RMT_DIRTY)
+                es[nd++] = es[i];
+        if (nd)
+            rc = sync_batch(f, es, nd, RMT_DIRTY, 0);
+        free(es);
+        if (rc || !nd)
+            break;
+    }
+    UNLOCK(f->st);
+    return rc;
+}
+
 int pxs_sync_step(pxs_file *f, int64_t chunk, int *more)
 {
     LOCK(f->st);
@@ -1248,6 +1394,11 @@ static void store_free(pxs_store *st)
 
 int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size_t errlen)
 {
+    return pxs_store_open_timeout(root, flags, pxs_store_timeout(), out, err, errlen);
+}
+
+int pxs_store_open_timeout(const char *root, int flags, double timeout, pxs_store **out, char *err, size_t errlen)
+{
     *out = NULL;
     pxs_store *st = calloc(1, sizeof *st);
     if (!st) {
@@ -1263,7 +1414,7 @@ int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size
     st->shared = !!(flags & PXS_SHARED);
     st->direct = !!(flags & PXS_DIRECT);
     st->flush_at_end = !!(flags & PXS_FLUSH_AT_END);
-    st->timeout = pxs_store_timeout();
+    st->timeout = timeout;
     int rc = pxs_config_read(root, &st->cfg, st->err, sizeof st->err);
     char path[PATH_MAX], sync_path[PATH_MAX];
     if (!rc) {
@@ -1341,17 +1492,15 @@ int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size
     /* a store that ended uncleanly in another boot serves nothing until its replicas were
      * verified byte for byte (Store.verify_clean); the flag stays in the journal's header
      * until that is done, so every opener refuses, not just the first */
-    if (!rc && st->rmt.verify)
+    st->hold = !!(flags & PXS_HOLD);
+    if (!rc && st->rmt.verify && !(st->hold && st->first) && !(flags & PXS_UNVERIFIED))
         rc = pxs_fail(st, PXS_EVERIFY, "store %s was not closed cleanly before the machine rebooted: its replicas "
                       "must be verified byte for byte before it serves; run 'pario store fsck --store %s' while no "
                       "program uses it", root, root);
-    if (!rc && st->first && !(flags & PXS_NORECOVER))
+    if (!rc && st->first && !(flags & PXS_NORECOVER) && !st->hold)
         rc = recover(st);
-    if (!rc && st->shared && st->first) {
-        rc = pxs_store_finalize_sizes(st);
-        if (!rc && flock(st->lock_fd, LOCK_SH | LOCK_NB) != 0)
-            rc = pxs_fail(st, PXS_EBUSY, "store %s: could not share the lock after recovery", root);
-    }
+    if (!rc && !st->hold)
+        rc = pxs_store_share(st);
     if (rc) {
         snprintf(err, errlen, "%s", st->err[0] ? st->err : "cannot open the store");
         for (pxs_file *f = st->files; f;) {     /* recovery leaves none open; be safe */
@@ -1367,6 +1516,90 @@ int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size
     return PXS_OK;
 }
 
+int pxs_store_share(pxs_store *st)
+{
+    LOCK(st);
+    int rc = PXS_OK;
+    if (st->shared && st->first) {
+        rc = pxs_store_finalize_sizes(st);
+        if (!rc && flock(st->lock_fd, LOCK_SH | LOCK_NB) != 0)
+            rc = pxs_fail(st, PXS_EBUSY, "store %s: could not share the lock after recovery", st->cfg.root);
+    }
+    UNLOCK(st);
+    return rc;
+}
+
+int pxs_store_recover(pxs_store *st)
+{
+    LOCK(st);
+    int rc = recover(st);
+    UNLOCK(st);
+    return rc;
+}
+
+int pxs_store_alone(pxs_store *st)
+{
+    return !st->shared || flock(st->lock_fd, LOCK_EX | LOCK_NB) == 0;
+}
+
+int pxs_store_settle_fresh(pxs_store *st)
+{
+    LOCK(st);
+    int rc = catch_up(st);
+    if (!rc)
+        rc = settle_fresh(st);
+    UNLOCK(st);
+    return rc;
+}
+
+/* the last process out (caller: the store's mutex, alone): finish what others left, final
+ * sizes, FRESH -> CLEAN, the journal compacted when it has grown, the clean mark; nothing
+ * while a power-loss verification is pending (the store stays as it is for the verifier) */
+static int close_alone(pxs_store *st)
+{
+    if (!st->have_rmt || st->rmt.verify)
+        return PXS_OK;
+    int r = PXS_OK;
+    if (st->shared) {
+        r = flush_all(st);
+        if (!r)
+            r = pxs_store_finalize_sizes(st);
+    }
+    if (!r)
+        r = catch_up(st);
+    if (!r)
+        r = settle_fresh(st);
+    if (!r) {
+        const rmt_core *c = &st->rmt;
+        uint64_t live = 64 * (c->ix.nent + c->ix.reps.n + c->ix.jobs.n) + 4096;
+        uint64_t lim = 4 * live > JOURNAL_COMPACT_MIN ? 4 * live : JOURNAL_COMPACT_MIN;
+        if (c->log.end > lim) {
+            int r1 = rmt_checkpoint(&st->rmt);
+            if (r1)
+                r = rmt_fail(st, r1, "compacting the journal");
+        }
+    }
+    if (!r) {
+        int unclean = 0;
+        const rmt_map *m = &st->rmt.ix.files;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->s[i].key && m->s[i].val && ((const rmt_ofile *)m->s[i].val)->nunclean)
+                unclean = 1;
+        int r1 = rmt_set_clean(&st->rmt, !unclean);
+        if (r1)
+            r = rmt_fail(st, r1, "marking the journal clean");
+    }
+    return r;
+}
+
+int pxs_store_close_alone(pxs_store *st)
+{
+    LOCK(st);
+    int rc = close_alone(st);
+    UNLOCK(st);
+    return rc;
+}
+
 int pxs_store_close(pxs_store *st, char *err, size_t errlen)
 {
     int rc = pxs_lazy_stop(st);     /* before the mutex: the thread takes it */
@@ -1380,38 +1613,8 @@ int pxs_store_close(pxs_store *st, char *err, size_t errlen)
         int r = pxs_close(st->files);
         rc = rc ? rc : r;
     }
-    int alone = !st->shared || flock(st->lock_fd, LOCK_EX | LOCK_NB) == 0;
-    if (alone && st->have_rmt) {
-        int r = PXS_OK;
-        if (st->shared) {        /* the last process out: finish what others left */
-            r = flush_all(st);
-            if (!r)
-                r = pxs_store_finalize_sizes(st);
-        }
-        if (!r)
-            r = catch_up(st);
-        if (!r)
-            r = settle_fresh(st);
-        if (!r) {
-            const rmt_core *c = &st->rmt;
-            uint64_t live = 64 * (c->ix.nent + c->ix.reps.n + c->ix.jobs.n) + 4096;
-            uint64_t lim = 4 * live > JOURNAL_COMPACT_MIN ? 4 * live : JOURNAL_COMPACT_MIN;
-            if (c->log.end > lim) {
-                int r1 = rmt_checkpoint(&st->rmt);
-                if (r1)
-                    r = rmt_fail(st, r1, "compacting the journal");
-            }
-        }
-        if (!r) {
-            int unclean = 0;
-            const rmt_map *m = &st->rmt.ix.files;
-            for (size_t i = 0; i < m->cap; i++)
-                if (m->s[i].key && m->s[i].val && ((const rmt_ofile *)m->s[i].val)->nunclean)
-                    unclean = 1;
-            int r1 = rmt_set_clean(&st->rmt, !unclean);
-            if (r1)
-                r = rmt_fail(st, r1, "marking the journal clean");
-        }
+    if (!st->hold && pxs_store_alone(st)) {
+        int r = close_alone(st);
         rc = rc ? rc : r;
     }
     while (st->sfiles) {

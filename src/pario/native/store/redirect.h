@@ -30,7 +30,7 @@
  * serving them); the store's close flushes them (CEDA seed 000 §5: "we flush the data to the
  * original files if the dirty flag in the entry is set when the application ends its
  * execution") -- the MPI runtime's mode: MPI_Finalize closes the store */
-enum { PXS_SHARED = 1, PXS_DIRECT = 2, PXS_NORECOVER = 4, PXS_FLUSH_AT_END = 8 };
+enum { PXS_SHARED = 1, PXS_DIRECT = 2, PXS_NORECOVER = 4, PXS_FLUSH_AT_END = 8, PXS_HOLD = 16, PXS_UNVERIFIED = 32 };
 
 #define PXS_SYNC_CHUNK ((int64_t)4 << 20)   /* lazy synchronisation: bytes per step */
 #define PXS_SYNC_BATCH ((int64_t)64 << 20)  /* flush: bytes per batch */
@@ -76,6 +76,27 @@ struct pxs_file {
 #define PXS_SHADOW_DIR ".pario-shadow"
 
 int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size_t errlen);
+/* as pxs_store_open, every wait bounded by timeout seconds (pxs_store_open: PARIO_STORE_TIMEOUT) */
+int pxs_store_open_timeout(const char *root, int flags, double timeout, pxs_store **out, char *err, size_t errlen);
+/* PXS_HOLD (the Python store, pario.store.root): the opener drives the rest itself.  A first
+ * opener keeps the store to itself, unrecovered (no refusal of a pending verification: it
+ * verifies), until pxs_store_share; the close does no last-closer work (pxs_store_alone,
+ * pxs_store_close_alone do, when the opener asks).  PXS_UNVERIFIED: a store whose power-loss
+ * verification is pending opens anyway (fsck reports it; nothing may be served). */
+/* recovery of a first opener (shadows, entries past a file's end, unclean files flushed) */
+int pxs_store_recover(pxs_store *st);
+/* commit final sizes and share the store (shared) after a held first open */
+int pxs_store_share(pxs_store *st);
+/* 1 if this process can have the store to itself now (exclusive, or LOCK_EX on .lock) */
+int pxs_store_alone(pxs_store *st);
+/* the last process out: flush, final sizes, FRESH -> CLEAN, compaction, the clean mark
+ * (nothing while a power-loss verification is pending) */
+int pxs_store_close_alone(pxs_store *st);
+/* fsync the data files of replicas with FRESH entries, then make those entries CLEAN */
+int pxs_store_settle_fresh(pxs_store *st);
+/* the routing cost of hybrid replication: a caller's function instead of the profile's */
+typedef int (*pxs_cost_fn)(void *ctx, int64_t file_id, int64_t off, int64_t len, double *cost);
+void pxs_store_set_cost(pxs_store *st, pxs_cost_fn fn, void *ctx);
 /* close every file; the last process out flushes, commits final sizes, settles FRESH
  * entries, compacts the journal when large and marks it closed cleanly; the store is freed
  * in any case (err: the one-line message on failure) */
@@ -99,13 +120,25 @@ int pxs_truncate(pxs_file *f, int64_t size);
  * handle's size is that, and an extension it made before is void */
 void pxs_resized(pxs_file *f, int64_t size);
 int pxs_size(pxs_file *f, int64_t *size);
+/* DIRTY replica bytes → original only (a relayout, before it copies the original) */
+int pxs_writeback(pxs_file *f);
 /* DIRTY replica bytes → original, then original → STALE replicas; journal durable */
 int pxs_flush(pxs_file *f);
 /* every byte written so far durable (data files, size, RMT records; FRESH → CLEAN) */
 int pxs_fsync(pxs_file *f);
 /* synchronise at most chunk bytes (hybrid lazy synchronisation); *more: unclean entries left */
 int pxs_sync_step(pxs_file *f, int64_t chunk, int *more);
-/* the routing cost of [off, +len) under a layout (profile_cost: reads, random α) */
-int pxs_cost(pxs_store *st, const pxs_layout *l, int64_t off, int64_t len, double *cost);
+/* where a read of [x, e) goes now, segment by segment (r = 0: the original), the cheapest
+ * copy chosen where the route is hybrid; *out malloc'ed (reports, tests) */
+typedef struct {
+    int64_t s, t;
+    uint64_t r;
+} pxs_served;
+int pxs_served_by(pxs_file *f, int64_t x, int64_t e, pxs_served **out, int *n);
+/* the replicator's step: ranges (sorted, disjoint) of the original copied to replica r under
+ * the exclusive range lock, COPYING then FRESH; *copied: bytes (clipped to the size) */
+int pxs_replicate(pxs_file *f, uint64_t r, int64_t n, const int64_t *off, const int64_t *len, int64_t *copied);
+/* the routing cost of [off, +len) of store file h (profile_cost: reads, random α) */
+int pxs_cost(pxs_store *st, const pxs_sfile *h, int64_t off, int64_t len, double *cost);
 
 #endif

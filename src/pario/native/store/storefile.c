@@ -267,6 +267,11 @@ static int extend(pxs_sfile *h, int64_t end)
     return rc;
 }
 
+int pxs_sfile_recovered_size(pxs_sfile *h, int64_t *size)
+{
+    return recover_size(h, h->size, size);
+}
+
 int pxs_sfile_extend(pxs_sfile *h, int64_t end)
 {
     return extend(h, end);

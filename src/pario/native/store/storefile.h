@@ -53,6 +53,10 @@ typedef struct pxs_store {
     pxs_file *files;            /* open redirected files (redirect.c) */
     int recovering;
     pxs_lazy *lazy;             /* background synchronisation of hybrid replicas (lazysync.c) */
+    int hold;                   /* PXS_HOLD: the opener drives recovery, sharing, the last close */
+    int lazy_off;               /* no background synchronisation (the opener's choice; tests) */
+    int (*cost_fn)(void *ctx, int64_t file_id, int64_t off, int64_t len, double *cost);
+    void *cost_ctx;
     char err[PXS_ERRLEN];       /* the last error, one line */
 } pxs_store;
 
@@ -92,6 +96,9 @@ int pxs_sfile_close(pxs_sfile *h);
 int pxs_sfile_readv(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, void *buf, const int64_t *bo);
 int pxs_sfile_writev(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, const void *buf,
                      const int64_t *bo);
+/* the size the data files hold (max over servers j of min{x : C_j(x) >= data file size_j};
+ * extent maps: the handle's), whatever the metadata says (fsck: a lost committed size) */
+int pxs_sfile_recovered_size(pxs_sfile *h, int64_t *size);
 /* the logical size grows to end (bytes written elsewhere, e.g. a replica) */
 int pxs_sfile_extend(pxs_sfile *h, int64_t end);
 int pxs_sfile_reserve(pxs_sfile *h, int64_t end);

@@ -44,7 +44,7 @@ static const char *dir_of(const lplane *p, int server)
 static int open_plane(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (direct) {      /* as local.probe_direct: a file system refusing O_DIRECT is one line */
+    if (direct) {      /* a file system refusing O_DIRECT is one line */
         for (int i = 0; i < cfg->nservers; i++) {
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/.pario-direct-probe", cfg->servers[i].dir);

@@ -1,4 +1,9 @@
-"""Cut logical ranges into single-server pieces, placed by :func:`pario.layout.map_requests`.
+"""Independent oracles of the store engine's mapping and routing cost, built on
+:func:`pario.layout.map_requests` (pario's one mapping, used by the models and the simulator):
+the engine (``src/pario/native/store``) must place every byte and price every request as
+these do (tests/test_serve_store.py, tests/test_store.py).
+
+Cut logical ranges into single-server pieces, placed by :func:`pario.layout.map_requests`.
 
 ``map_requests`` gives one sub-request per (request, server): the server-local range is
 contiguous, but its bytes are scattered over the request (one stripe per round).  To move
@@ -15,8 +20,8 @@ from bisect import bisect_right
 
 import numpy as np
 
-from .. import ParioError
-from ..layout import ExtentMap, Grouped, Layout, Regions, Striped, map_requests
+from pario import ParioError
+from pario.layout import ExtentMap, Grouped, Layout, Regions, Striped, map_requests
 
 
 def cut_points(layout: Layout, x: int, e: int) -> np.ndarray:
@@ -283,3 +288,21 @@ def one_piece(layout: Layout):
             return one_generic(x, L)
         return one_extent
     return one_generic
+
+
+def profile_cost(system, op: int = 0, sequential: bool = False):
+    """The hybrid routing cost of the system profile, restated independently of the engine:
+    ``cost(layout, offset, length) = max_j (alpha_j + bytes_j · beta_j)`` over the servers the
+    request touches (CI-LAYOUT seed 002 §5; SPEC §1 with α, β of the profile)."""
+    alpha = system.alpha_table()[:, int(op), int(bool(sequential))]
+    beta = system.beta_table()[:, int(op)]
+
+    def cost(layout, offset: int, length: int) -> float:
+        sub = map_requests(layout, np.array([offset], dtype=np.int64), np.array([length], dtype=np.int64))
+        if len(sub) == 0:
+            return 0.0
+        per = np.bincount(sub.server, weights=sub.length, minlength=len(alpha))
+        touched = np.bincount(sub.server, minlength=len(alpha)) > 0
+        return float(np.max(np.where(touched, alpha + per * beta, 0.0)))
+
+    return cost
