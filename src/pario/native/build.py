@@ -38,15 +38,16 @@ CFLAGS = ["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvi
 # core/: the RMT (core/rmt.h: the journal, the table, transactions, range locks)
 CORE_SOURCES = ["core/crc32.c", "core/rmt_index.c", "core/rmt_log.c", "core/locks.c", "core/rmt.c"]
 # python/: the bindings; pario.native._rmt (the RMT core and the store's metadata as a Python extension)
-PYTHON_SOURCES = ["python/pyrmt.c", "python/pymeta.c"]
+PYTHON_SOURCES = ["python/pyrmt.c", "python/pymeta.c", "python/pyorder.c"]
 # store/: pario's store data path (docs/serve.md: store.json and meta.db, layouts, data files
 # behind store/planes/plane.h -- local.c server directories, rados.c RADOS objects with
 # librados loaded by dlopen --, CEDA redirection and hybrid routing with the core); no MPI
 # (tests/c/serve_driver.c links them with the system compiler)
 STORE_SOURCES = ["store/json.c", "store/meta.c", "store/layout.c", "store/planes/local.c", "store/planes/rados.c",
                  "store/storefile.c", "store/redirect.c", "store/lazysync.c"]
-# collective/: two-phase collective I/O and the request orders (docs/serve-twophase.md); MPI
-COLLECTIVE_SOURCES = ["collective/twophase.c", "collective/order.c"]
+# collective/: two-phase collective I/O (docs/serve-twophase.md; MPI): the driver, file
+# domains, the exchange; and the request orders (order.c, no MPI: also in the bindings)
+COLLECTIVE_SOURCES = ["collective/twophase.c", "collective/domains.c", "collective/exchange.c", "collective/order.c"]
 # interpose/: the PMPI front end (docs/traces.md, "Tracer: MPI-IO interposition"; serving:
 # docs/serve-mpi.md); its datatype flattening and file-view mapping (interpose/flatten.h) are
 # also linked into tests/c/flatten_driver.c
@@ -57,7 +58,8 @@ INTERPOSE_SOURCES = ["interpose/runtime.c", "interpose/mpiio.c", "interpose/posi
 # ---------------------------------------------------------------- the products
 # pario.native._rmt: the core and its bindings
 RMT_MODULE = "pario.native._rmt"
-RMT_SOURCES = CORE_SOURCES + ["store/json.c", "store/meta.c"] + PYTHON_SOURCES   # + the store's metadata
+# + the store's metadata, the collective orders' table (collective/order.c: no MPI)
+RMT_SOURCES = CORE_SOURCES + ["store/json.c", "store/meta.c", "collective/order.c"] + PYTHON_SOURCES
 # libpario_trace.so: every layer but the bindings
 LIB_NAME = "libpario_trace.so"
 TRACER_LIB_SOURCES = INTERPOSE_SOURCES + STORE_SOURCES + COLLECTIVE_SOURCES + CORE_SOURCES
