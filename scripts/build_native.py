@@ -1,110 +1,43 @@
 """Build pario's C code (src/pario/native/) in place; run by scripts/setup.sh.
 
-Builds ``pario.native._rmt`` (the RMT core as a Python extension: core/, python/) from the
-C11 sources, ``-Wall -Wextra`` with warnings as errors, and ``libpario_trace.so`` (the MPI-IO
-tracer and server, LD_PRELOADed into MPI programs: interpose/, store/, collective/, core/)
-with ``mpicc`` (skipped, with a
-message, when there is no ``mpicc``).  Rebuilds only when a source or header
-is newer than the built module (or ``--force``).  The compiler is ``$CC`` if set, else the
-C compiler that the MPICH wheel's ``mpicc`` wraps (``mpicc -show``: the RMT core does not
-link MPI), else ``cc``.
+The sources, flags and commands are src/pario/native/build.py's (the one build definition,
+also the packaging build's: setup.py); this script adds the developer's side: it builds
+``pario.native._rmt`` and ``libpario_trace.so`` into src/pario/native/ when a source or
+header is newer than the built file (or ``--force``), the library with its run path in this
+Python's environment (``build.runpath_inplace``); without ``mpicc`` the library is skipped
+with a message.  The tests load it (tests/conftest.py, ``build_native``) for the C builds
+they need: the library, the drivers (build.py's) and IOR with its HDF5 backend (here).
 
     python scripts/build_native.py [--force] [--quiet]
 """
 
 from __future__ import annotations
 
-import os
-import shlex
+import importlib.util
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-NATIVE = ROOT / "src" / "pario" / "native"
-CFLAGS = ["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvisibility=hidden"]
-# The sources by layer (docs/design.md, "native/"), paths under NATIVE; every file includes
-# its headers as "layer/name.h" with -I NATIVE.
-# core/: the RMT (core/rmt.h: the journal, the table, transactions, range locks)
-CORE_SOURCES = ["core/crc32.c", "core/rmt_index.c", "core/rmt_log.c", "core/locks.c", "core/rmt.c"]
-# store/: pario's store data path (docs/serve.md: store.json and meta.db, layouts, data files
-# behind store/planes/plane.h -- local.c server directories, rados.c RADOS objects with
-# librados loaded by dlopen --, CEDA redirection and hybrid routing with the core); no MPI
-# (tests/c/serve_driver.c links them with the system compiler)
-STORE_SOURCES = ["store/json.c", "store/meta.c", "store/layout.c", "store/planes/local.c", "store/planes/rados.c",
-                 "store/storefile.c", "store/redirect.c", "store/lazysync.c"]
-# python/ + store/ + core/: pario.native._rmt, the store engine of the Python store
-RMT_SOURCES = CORE_SOURCES + STORE_SOURCES + ["python/pyrmt.c", "python/pymeta.c", "python/pystore.c"]
-# collective/: two-phase collective I/O and the request orders (docs/serve-twophase.md); MPI
-COLLECTIVE_SOURCES = ["collective/twophase.c", "collective/order.c"]
-# interpose/: the PMPI front end (docs/traces.md, "Tracer: MPI-IO interposition"; serving:
-# docs/serve-mpi.md); its datatype flattening and file-view mapping (interpose/flatten.h) are
-# also linked into tests/c/flatten_driver.c
-INTERPOSE_FLATTEN_SOURCES = ["interpose/flatten.c", "interpose/view.c"]
-INTERPOSE_SOURCES = ["interpose/runtime.c", "interpose/mpiio.c", "interpose/posix.c", "interpose/records.c",
-                     "interpose/handles.c", "interpose/jsonbuf.c", "interpose/serve.c"] + INTERPOSE_FLATTEN_SOURCES
-# libpario_trace.so, LD_PRELOADed into MPI programs: every layer but the bindings
-TRACER_LIB = NATIVE / "libpario_trace.so"
-TRACER_LIB_SOURCES = INTERPOSE_SOURCES + STORE_SOURCES + COLLECTIVE_SOURCES + CORE_SOURCES
 
 
-def native(sources: list[str]) -> list[Path]:
-    return [NATIVE / s for s in sources]
+def _load_build():
+    """src/pario/native/build.py, by path (no install of pario needed)."""
+    spec = importlib.util.spec_from_file_location("pario_native_build", ROOT / "src" / "pario" / "native" / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def headers() -> list[Path]:
-    return list(NATIVE.rglob("*.h"))
-
-
-def compiler() -> list[str]:
-    if os.environ.get("CC"):
-        return shlex.split(os.environ["CC"])
-    mpicc = Path(sys.executable).parent / "mpicc"
-    if mpicc.exists():
-        try:
-            out = subprocess.run([str(mpicc), "-show"], capture_output=True, text=True, timeout=30).stdout.split()
-            if out:
-                return [out[0]]
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return ["cc"]
-
-
-def mpicc() -> list[str]:
-    """The MPICH wheel's ``mpicc`` beside this Python, else ``$MPICC``, else ``mpicc``."""
-    cand = Path(sys.executable).parent / "mpicc"
-    if cand.exists():
-        return [str(cand)]
-    return shlex.split(os.environ.get("MPICC", "mpicc"))
-
-
-def compile_tracer_flatten(out_dir: Path) -> list[Path]:
-    """Compile INTERPOSE_FLATTEN_SOURCES with ``mpicc`` into objects in ``out_dir``; their paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    objs = []
-    for src in native(INTERPOSE_FLATTEN_SOURCES):
-        obj = out_dir / (src.stem + ".o")
-        cmd = [*mpicc(), *CFLAGS, f"-I{NATIVE}", "-c", str(src), "-o", str(obj)]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.stderr.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)
-            raise SystemExit(f"build_native: compiling {src.relative_to(NATIVE)} failed")
-        objs.append(obj)
-    return objs
-
-
-def serve_driver_command(driver_src: Path, exe: Path) -> list[str]:
-    """The command that builds a non-MPI C program linked with the store and the core
-    (tests/c/serve_driver.c), with the C compiler of :func:`compiler`."""
-    return [*compiler(), *CFLAGS, f"-I{NATIVE}", str(driver_src), *map(str, native(STORE_SOURCES + CORE_SOURCES)),
-            "-o", str(exe), "-ldl", "-lpthread", "-lm"]
-
-
-def collective_driver_command(driver_src: Path, exe: Path) -> list[str]:
-    """The command that builds an MPI program linked with collective/ (tests/c/twophase_driver.c)."""
-    return [*mpicc(), *CFLAGS, f"-I{NATIVE}", str(driver_src), *map(str, native(COLLECTIVE_SOURCES)), "-o", str(exe)]
+_build = _load_build()
+# build.py's definitions, as this module's too (the tests use them through the build_native fixture)
+NATIVE, CFLAGS, BuildError = _build.NATIVE, _build.CFLAGS, _build.BuildError
+native, headers, mpicc, compiler, compile_to = _build.native, _build.headers, _build.mpicc, _build.compiler, \
+    _build.compile_to
+compile_tracer_flatten = _build.compile_tracer_flatten
+serve_driver_command, collective_driver_command = _build.serve_driver_command, _build.collective_driver_command
+TRACER_LIB = NATIVE / _build.LIB_NAME
 
 
 class Unavailable(Exception):
@@ -193,48 +126,37 @@ def build_ior_hdf5(ior_src: Path, out_dir: Path) -> Path:
     return exe
 
 
+def _stale(target: Path, sources: list[str]) -> bool:
+    deps = native(sources) + headers()
+    return not target.exists() or any(d.stat().st_mtime > target.stat().st_mtime for d in deps)
+
+
 def build(force: bool = False, quiet: bool = False) -> Path:
+    """Build ``pario.native._rmt`` in place (when stale); its path."""
     target = NATIVE / ("_rmt" + sysconfig.get_config_var("EXT_SUFFIX"))
-    deps = native(RMT_SOURCES) + headers()
-    if not force and target.exists() and all(d.stat().st_mtime <= target.stat().st_mtime for d in deps):
-        return target
-    inc = sysconfig.get_paths()["include"]
-    tmp = target.with_name(target.name + ".tmp")
-    # PyInit__rmt must stay visible: -fvisibility=hidden hides only the core's own symbols
-    cmd = [*compiler(), *CFLAGS, "-shared", f"-I{inc}", f"-I{NATIVE}", *map(str, native(RMT_SOURCES)), "-o", str(tmp),
-           "-lpthread", "-ldl", "-lm"]
-    if not quiet:
-        print("building", target.relative_to(ROOT), flush=True)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.stderr.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)
-        raise SystemExit(f"build_native: compiling {target.name} failed")
-    os.replace(tmp, target)
+    if force or _stale(target, _build.RMT_SOURCES):
+        if not quiet:
+            print("building", target.relative_to(ROOT), flush=True)
+        compile_to(_build.rmt_command(target), target)
     return target
 
 
 def build_tracer(force: bool = False, quiet: bool = False) -> Path | None:
-    """Build TRACER_LIB with ``mpicc`` (when stale); None when there is no ``mpicc``."""
-    srcs = native(TRACER_LIB_SOURCES)
-    deps = srcs + headers()
-    if not force and TRACER_LIB.exists() and all(d.stat().st_mtime <= TRACER_LIB.stat().st_mtime for d in deps):
-        return TRACER_LIB
-    tmp = TRACER_LIB.with_name(f"libpario_trace.{os.getpid()}.so.tmp")  # concurrent builds (pytest -n)
-    cmd = [*mpicc(), *CFLAGS, "-shared", f"-I{NATIVE}", *map(str, srcs), "-o", str(tmp), "-ldl", "-lpthread", "-lm"]
-    if not quiet:
-        print("building", TRACER_LIB.relative_to(ROOT), flush=True)
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True)
-    except FileNotFoundError:
-        print(f"build_native: no {cmd[0]}: {TRACER_LIB.name} (pario trace run) not built", file=sys.stderr)
-        return None
-    if r.returncode != 0:
-        sys.stderr.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)
-        raise SystemExit(f"build_native: compiling {TRACER_LIB.name} failed")
-    os.replace(tmp, TRACER_LIB)
+    """Build TRACER_LIB in place with ``mpicc`` (when stale); None when there is no ``mpicc``."""
+    if force or _stale(TRACER_LIB, _build.TRACER_LIB_SOURCES):
+        if not _build.mpicc_show():
+            print(f"build_native: no {' '.join(mpicc())}: {TRACER_LIB.name} (pario trace run) not built",
+                  file=sys.stderr)
+            return None
+        if not quiet:
+            print("building", TRACER_LIB.relative_to(ROOT), flush=True)
+        compile_to(_build.tracer_command(TRACER_LIB, _build.runpath_inplace()), TRACER_LIB)
     return TRACER_LIB
 
 
 if __name__ == "__main__":
-    build(force="--force" in sys.argv, quiet="--quiet" in sys.argv)
-    build_tracer(force="--force" in sys.argv, quiet="--quiet" in sys.argv)
+    try:
+        build(force="--force" in sys.argv, quiet="--quiet" in sys.argv)
+        build_tracer(force="--force" in sys.argv, quiet="--quiet" in sys.argv)
+    except BuildError as exc:
+        raise SystemExit(f"build_native: {exc}") from None

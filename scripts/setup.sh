@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Idempotent set-up: a virtual environment in .venv with pario installed (editable), and
-# pario's C code built in place (scripts/build_native.py: only what changed).
+# Idempotent set-up: a virtual environment in .venv with pario installed (editable: its C code
+# built in place by setup.py, as any install builds it), then rebuilt in place when a C source
+# changed (scripts/build_native.py: only what changed; one build definition for both,
+# src/pario/native/build.py).
 # Usage: scripts/setup.sh [test|ceph]   -- "test" also installs the test extras (and, as root,
 # Debian's parallel HDF5 for IOR's HDF5 backend in the tests); "ceph" (root)
 # installs Debian's Ceph packages (mon, mgr, osd, mds, fuse, librados/libcephfs and their
@@ -14,7 +16,7 @@ fi
 extras=""
 [ "${1:-}" = "test" ] && extras="[test]"
 stamp=".venv/.pario-installed${extras}"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e ".${extras}"
   touch "$stamp"

@@ -1,10 +1,11 @@
-"""ROMCIO / CACIO / HACIO request orders (pario.plan.collective) against seed 004's worked example."""
+"""ROMCIO / CACIO / HACIO request orders (pario.plan.collective.request_order: the C table of
+collective/order.c) against seed 004's worked example."""
 
 import numpy as np
 import pytest
 
 from pario import ParioError
-from pario.plan.collective import cacio_order, hacio_order, request_order, romcio_order
+from pario.plan.collective import request_order
 
 # seed 004 §2.2: servers H0 S0 H1 S1 (indices 0..3) in round-robin block order
 SERVER = {b: b % 4 for b in range(16)}
@@ -17,14 +18,14 @@ def _order(method, a, blocks=None, proc=None):
     srv = np.array([SERVER[b] for b in blocks])
     kind = np.array([KIND[s] for s in srv])
     o = request_order(method, blocks * 4096, srv, kind, a, proc=proc, servers=[0, 1, 2, 3],
-                      kind_servers=((0, 2), (1, 3)))
+                      server_kinds=[KIND[s] for s in range(4)])
     return blocks[o].tolist()
 
 
 def test_romcio_is_logical_order():
     assert _order("romcio", 0) == [0, 1, 2, 3]
     assert _order("romcio", 1) == [4, 5, 6, 7]
-    assert romcio_order([30, 10, 20]).tolist() == [1, 2, 0]
+    assert request_order("romcio", [30, 10, 20]).tolist() == [1, 2, 0]
 
 
 def test_cacio_matches_fig4():
@@ -46,13 +47,13 @@ def test_hacio_walks_processes_in_rank_order_and_drops_duplicates():
     proc = [0, 1, 0]
     assert _order("hacio", 0, blocks=blocks, proc=proc) == [4, 8, 0]
     # a duplicate piece (same offset, same server) is kept once (line 7)
-    o = hacio_order([0, 0, 4096], [0, 0, 1], [0, 0, 1], 0)
+    o = request_order("hacio", [0, 0, 4096], [0, 0, 1], [0, 0, 1], 0)
     assert len(o) == 2 and sorted(o.tolist())[-1] == 2
 
 
 def test_cacio_skips_servers_missing_from_the_domain():
     # the domain has no piece on server position 1: aggregator 1 starts at the next one
-    o = cacio_order([0, 2, 3], [0, 2, 3], 1, servers=[0, 1, 2, 3])
+    o = request_order("cacio", [0, 2, 3], [0, 2, 3], aggregator=1, servers=[0, 1, 2, 3])
     assert o.tolist() == [1, 2, 0]
 
 

@@ -119,8 +119,9 @@ def test_orders_write_identical_files(orders_run):
 
 
 def _oracle_schedule(trace, order, agg, naggr, stripe, system, B):
-    """Recompute one aggregator's pieces from the trace with plain Python, order them with plan.collective."""
-    from pario.plan.collective import request_order
+    """Recompute one aggregator's pieces from the trace with plain Python, order them with the
+    numpy reference orders (tests/order_oracle.py)."""
+    from order_oracle import request_order
 
     w = trace.where(op="write")
     st, en = int(w.offset.min()), int((w.offset + w.length).max())
@@ -137,8 +138,7 @@ def _oracle_schedule(trace, order, agg, naggr, stripe, system, B):
     server = (offs // stripe) % system.n
     kinds = np.asarray(system.kinds, dtype=np.int64)
     kind = kinds[server]
-    ks = (np.flatnonzero(kinds == 0), np.flatnonzero(kinds == 1))
-    idx = request_order(order, offs, server, kind, agg, proc=procs, servers=np.arange(system.n), kind_servers=ks)
+    idx = request_order(order, offs, server, kind, agg, proc=procs, servers=np.arange(system.n), server_kinds=kinds)
     cyc = (np.concatenate(([0], np.cumsum(lens[idx])[:-1])) // B)
     return offs[idx], lens[idx], server[idx], cyc
 

@@ -13,9 +13,10 @@ against numbers derived independently:
 * order: every aggregator's per-cycle log of the pieces it issued equals what the Python
   runtime computes for the same requests: the file domains and the routing to aggregators
   as pario.mpi.twophase.collective_io does them, then its own
-  ``pario.mpi.twophase._plan_domain`` (which calls pario.plan.collective.request_order:
-  ROMCIO, CACIO, HACIO of seed 004 Algorithm 1) with a Placement of the same layout;
-  the aggregators equal pario.plan.collective.aggregator_ranks (one node);
+  ``pario.mpi.twophase._plan_domain`` with a Placement of the same layout and the orders
+  of tests/order_oracle.py (numpy ROMCIO, CACIO, HACIO of seed 004 Algorithm 1; pario
+  itself computes them with order.c's table); the aggregators equal
+  pario.plan.collective.aggregator_ranks (one node);
 * bad arguments: one error code, the same on every rank, no crash, and a correct call
   works afterwards.
 """
@@ -201,6 +202,9 @@ def oracle_schedule(case: Case, P: int, layout=None) -> dict[int, list]:
     Steps 1-3 of pario.mpi.twophase.collective_io (aggregate range, fd = ceil(span / naggr),
     pieces cut at domain boundaries with split_periodic, routed in rank order, each rank's
     in domain-stable data order), then _plan_domain itself (steps 4-5)."""
+    from unittest import mock
+
+    import order_oracle
     from pario.mpi import twophase
     from pario.mpi.placement import split_periodic
 
@@ -238,7 +242,9 @@ def oracle_schedule(case: Case, P: int, layout=None) -> dict[int, list]:
         src = np.array([x[0] for x in routed[k]], I64)
         off = np.array([x[1] for x in routed[k]], I64)
         ln = np.array([x[2] for x in routed[k]], I64)
-        s_src, s_off, s_len, s_cyc, s_seq = twophase._plan_domain(f, k, src, off, ln, case.cb_buffer, twophase.Schedule(), 1)
+        with mock.patch.object(twophase, "request_order", order_oracle.request_order):
+            s_src, s_off, s_len, s_cyc, s_seq = twophase._plan_domain(f, k, src, off, ln, case.cb_buffer,
+                                                                      twophase.Schedule(), 1)
         cycles = []
         for c in range(int(s_cyc.max()) + 1):
             sel = np.flatnonzero(s_cyc == c)
@@ -436,12 +442,13 @@ def test_orders_differ_and_follow_algorithm_1(driver, tmp_path):
 
 def test_order_functions_match_request_order(driver, tmp_path):
     """order.c alone on a synthetic server/kind map (no layout: any server for any piece),
-    against pario.plan.collective.request_order: random offsets with repeats (HACIO line 7),
+    against the numpy reference of tests/order_oracle.py (what pario.plan.collective's
+    request_order was before the C table): random offsets with repeats (HACIO line 7),
     random processes and aggregators, the server list given (in a random order) or left to
     the default (the pieces' distinct servers, sorted); a piece on an unlisted server is an
     error in both."""
+    from order_oracle import request_order
     from pario import ParioError
-    from pario.plan.collective import request_order
 
     rng = np.random.default_rng(2024)
     queries, want = [], []
@@ -467,8 +474,7 @@ def test_order_functions_match_request_order(driver, tmp_path):
         queries.append(" ".join(map(str, toks)))
         try:
             o = request_order(method, off, server, kind, agg, proc=proc,
-                              servers=servers if given else None,
-                              kind_servers=(servers[skind == 0], servers[skind == 1]) if given else None)
+                              servers=servers if given else None, server_kinds=skind if given else None)
             want.append((0, o.tolist(), off, server))
         except ParioError:
             want.append((O_ESERVER, None, off, server))

@@ -296,7 +296,7 @@ static int run_pario(spec *s, int write, char *buf, int64_t *moved, int *aggs_ou
     }
     pario_tp_layout L = { stripe_map, &s->lay, s->lay.n, s->lay.server, s->lay.kind };
     pario_tp_params p = { 0 };
-    p.order = pario_order_parse(s->order);
+    p.order = pario_order_find(s->order);
     p.cb_buffer_size = s->cb_buffer;
     p.cb_nodes = s->cb_nodes;
     p.naggregators = s->naggs;
@@ -480,6 +480,15 @@ static void report(const char *name, int rc)
     free(all);
 }
 
+/* pario_request_order with the arguments as a list */
+static int order_call(int method, int64_t n, const int64_t *off, const int32_t *sv, const int32_t *kd,
+                      const int32_t *pr, int64_t a, const pario_order_servers *S, int64_t *ord, int64_t *m,
+                      int64_t *tw)
+{
+    pario_order_in in = { n, off, sv, kd, pr, a, S };
+    return pario_request_order(method, &in, ord, m, tw);
+}
+
 static void run_bad(const char *path)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -489,7 +498,7 @@ static void run_bad(const char *path)
     stripes lay = { 2, { 0, 1 }, { 0, 1 }, { 64, 64 }, 128, 0 };
     pario_tp_layout L = { stripe_map, &lay, 2, lay.server, lay.kind };
     pario_tp_params base = { 0 };
-    base.order = PARIO_ORDER_HACIO;
+    base.order = pario_order_find("hacio");
     base.cb_buffer_size = 100;
     base.cb_mode = PARIO_TP_CB_ENABLE;
     base.layout = &L;
@@ -518,8 +527,8 @@ static void run_bad(const char *path)
     report("negative_count", pario_tp_collective(comm, 1, g_rank == 0 ? -1 : 3, off, len, buf, &base, NULL));
     RUN("cb_buffer_zero", p.cb_buffer_size = 0);
     RUN("cb_buffer_mismatch", if (g_rank == 0) p.cb_buffer_size = 64);
-    RUN("order_unknown", p.order = 7);
-    RUN("order_mismatch", if (g_rank == last) p.order = PARIO_ORDER_ROMCIO);
+    RUN("order_unknown", p.order = pario_order_count());
+    RUN("order_mismatch", if (g_rank == last) p.order = pario_order_find("romcio"));
     RUN("cb_mode_unknown", p.cb_mode = 9);
     int agg_oob[2] = { 0, g_size };
     RUN("aggregator_out_of_range", p.naggregators = 2; p.aggregators = agg_oob);
@@ -551,16 +560,17 @@ static void run_bad(const char *path)
         int32_t sv[3] = { 0, 1, 0 }, kd[3] = { 0, 1, 0 }, bad_kind[3] = { 0, 2, 0 }, pr[3] = { 0, 0, 1 };
         int32_t list[2] = { 0, 1 }, lkind[2] = { 0, 1 }, sv_bad[3] = { 0, 5, 0 };
         pario_order_servers S = { 2, list, lkind };
-        report("order_n_negative", pario_request_order(PARIO_ORDER_ROMCIO, -1, o, sv, kd, pr, 0, &S, ord, &m, tw));
-        report("order_null_offsets", pario_request_order(PARIO_ORDER_ROMCIO, 3, NULL, sv, kd, pr, 0, &S, ord, &m, tw));
-        report("order_method_unknown", pario_request_order(3, 3, o, sv, kd, pr, 0, &S, ord, &m, tw));
-        report("order_hacio_kind_2", pario_request_order(PARIO_ORDER_HACIO, 3, o, sv, bad_kind, pr, 0, &S, ord, &m, tw));
-        report("order_cacio_server_not_listed", pario_request_order(PARIO_ORDER_CACIO, 3, o, sv_bad, kd, pr, 0, &S, ord, &m, tw));
-        report("order_hacio_server_not_listed", pario_request_order(PARIO_ORDER_HACIO, 3, o, sv_bad, kd, pr, 0, &S, ord, &m, tw));
-        report("order_hacio_null_kind", pario_request_order(PARIO_ORDER_HACIO, 3, o, sv, NULL, pr, 0, &S, ord, &m, tw));
-        report("order_negative_aggregator", pario_request_order(PARIO_ORDER_CACIO, 3, o, sv, kd, pr, -1, &S, ord, &m, tw));
-        report("order_null_norder", pario_request_order(PARIO_ORDER_ROMCIO, 3, o, sv, kd, pr, 0, &S, ord, NULL, tw));
-        report("order_ok", pario_request_order(PARIO_ORDER_HACIO, 3, o, sv, kd, pr, 0, &S, ord, &m, tw));
+        int romcio = pario_order_find("romcio"), cacio = pario_order_find("cacio"), hacio = pario_order_find("hacio");
+        report("order_n_negative", order_call(romcio, -1, o, sv, kd, pr, 0, &S, ord, &m, tw));
+        report("order_null_offsets", order_call(romcio, 3, NULL, sv, kd, pr, 0, &S, ord, &m, tw));
+        report("order_method_unknown", order_call(pario_order_count(), 3, o, sv, kd, pr, 0, &S, ord, &m, tw));
+        report("order_hacio_kind_2", order_call(hacio, 3, o, sv, bad_kind, pr, 0, &S, ord, &m, tw));
+        report("order_cacio_server_not_listed", order_call(cacio, 3, o, sv_bad, kd, pr, 0, &S, ord, &m, tw));
+        report("order_hacio_server_not_listed", order_call(hacio, 3, o, sv_bad, kd, pr, 0, &S, ord, &m, tw));
+        report("order_hacio_null_kind", order_call(hacio, 3, o, sv, NULL, pr, 0, &S, ord, &m, tw));
+        report("order_negative_aggregator", order_call(cacio, 3, o, sv, kd, pr, -1, &S, ord, &m, tw));
+        report("order_null_norder", order_call(romcio, 3, o, sv, kd, pr, 0, &S, ord, NULL, tw));
+        report("order_ok", order_call(hacio, 3, o, sv, kd, pr, 0, &S, ord, &m, tw));
     }
     /* after all that: a correct write and read back, every byte checked */
     p = base;
@@ -586,7 +596,7 @@ static void run_orders(const char *path)
         die("cannot open the order queries");
     char m[64];
     while (fscanf(f, "%63s", m) == 1) {
-        int method = pario_order_parse(m);
+        int method = pario_order_find(m);
         int64_t a = num(f), nl = num(f);
         int32_t *ls = malloc((size_t)(nl + 1) * sizeof *ls), *lk = malloc((size_t)(nl + 1) * sizeof *lk);
         for (int64_t i = 0; i < nl; i++) {
@@ -607,7 +617,7 @@ static void run_orders(const char *path)
             pr[i] = (int32_t)num(f);
         }
         pario_order_servers S = { (int32_t)nl, ls, lk };
-        int rc = pario_request_order(method, n, off, sv, kd, pr, a, &S, ord, &norder, twin);
+        int rc = order_call(method, n, off, sv, kd, pr, a, &S, ord, &norder, twin);
         printf("{\"rc\": %d, \"order\": [", rc);
         for (int64_t i = 0; rc == 0 && i < norder; i++)
             printf("%s%lld", i ? ", " : "", (long long)ord[i]);

@@ -115,12 +115,6 @@ class Placement:
     def servers(self) -> np.ndarray:
         return np.asarray(self.layout.servers_used(), dtype=_I64)
 
-    @property
-    def kind_servers(self) -> tuple[np.ndarray, np.ndarray]:
-        s = self.servers
-        k = self.kinds[s]
-        return s[k == 0], s[k == 1]
-
     def pieces(self, off, ln):
         """Split ranges into single-server pieces: ``(idx, offset, length, server, kind)``."""
         idx, o, l = _unit_split(self.layout, off, ln)

@@ -16,8 +16,9 @@ One collective call (``write_at_all`` / ``read_at_all`` …) runs, on every rank
 4. **Request order.**  Each aggregator splits its domain's pieces at stripe-unit
    boundaries of the file's placement (server and server kind per piece, from the store's
    or plan's layout) and orders them with :func:`pario.plan.collective.request_order` —
-   the *one* implementation of ROMCIO / CACIO / HACIO (seed 004 Algorithm 1), shared with
-   the simulator.  Without a placement the order is ROMCIO (logical offset).
+   the *one* implementation of ROMCIO / CACIO / HACIO (seed 004 Algorithm 1): the C table
+   of ``collective/order.c``, shared with the simulator and the served runtime.  Without a
+   placement the order is ROMCIO (logical offset).
 5. **Cycles.**  The ordered pieces fill the ``cb_buffer_size`` buffer one after the other;
    cycle ``c`` gets the ``c``-th buffer-full (a piece that crosses a buffer boundary is
    split).  All ranks run ``max`` cycles.  Each aggregator returns to each source the
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..plan.collective import request_order
 from .placement import split_periodic
 from .views import gather, scatter
 
@@ -548,29 +550,16 @@ def _plan_domain(f, agg: int, src, off, ln, B: int, sched: Schedule, split: int 
     """
     Bx = max(1, B // split)
     placement = f.placement
-    method = f.order
-    if method == "romcio":
-        # ROMCIO = logical offset order: pario.plan.collective.romcio_order inlined, so that a
-        # plain collective call does not import every planner (``pario.plan``: ~1-2 s)
-        if placement is not None and len(off):
-            idx, p_off, p_len, server, kind = placement.pieces(off, ln)
-            p_src = src[idx]
-        else:
-            p_off, p_len, p_src = off, ln, src
-            server = kind = np.zeros(len(off), _I64)
-        order = np.argsort(p_off, kind="stable").astype(_I64)
-    elif placement is not None and len(off):
-        from ..plan.collective import request_order
-
+    if placement is not None and len(off):
         idx, p_off, p_len, server, kind = placement.pieces(off, ln)
         p_src = src[idx]
-        hs, ss = placement.kind_servers
-        order = request_order(method, p_off, server, kind, agg, proc=p_src,
-                              servers=placement.servers, kind_servers=(hs, ss))
+        servers = placement.servers
+        order, twin = request_order(f.order, p_off, server, kind, agg, proc=p_src, servers=servers,
+                                    server_kinds=placement.kinds[servers], twins=True)
     else:
         p_off, p_len, p_src = off, ln, src
         server = kind = np.zeros(len(off), _I64)
-        order = np.argsort(p_off, kind="stable").astype(_I64)   # no placement: ROMCIO
+        order, twin = request_order("romcio", p_off, twins=True)   # no placement: ROMCIO
     n = len(p_off)
     # byte packing of the ordered sequence into buffers of B bytes
     o_len = p_len[order]
@@ -585,8 +574,7 @@ def _plan_domain(f, agg: int, src, off, ln, B: int, sched: Schedule, split: int 
     first_cycle[order[::-1]] = (bufpos // Bx)[::-1]
     if len(order) < n:  # HACIO line 7 dropped duplicate pieces: they travel with their twin
         dropped = np.setdiff1d(np.arange(n), order)
-        key = {(int(p_off[i]), int(server[i])): int(first_cycle[i]) for i in order}
-        cyc_d = np.array([key[(int(p_off[i]), int(server[i]))] for i in dropped], dtype=_I64)
+        cyc_d = first_cycle[twin[dropped]]
         seg_off = np.concatenate((seg_off, p_off[dropped]))
         blen = np.concatenate((blen, p_len[dropped]))
         seg_cyc = np.concatenate((seg_cyc, cyc_d))

@@ -1,32 +1,34 @@
 """Request order inside an aggregator's file domain for two-phase collective I/O.
 
-This is the one implementation of the three orders compared by HACIO (seed 004); the
-simulator (:mod:`pario.simulate`) and the MPI-IO runtime both call it.  Every function is
-pure and works on numpy arrays describing one aggregator's *file-domain pieces*: a piece is
-a contiguous range of the file that lies on one server (in one stripe unit / one extent),
-given by its file ``offset``, its ``server`` index (into ``system.servers``) and that
-server's ``kind`` (0 = HServer/HDD, 1 = SServer/SSD).  Each function returns a permutation
-``order`` (int64 indices into the input arrays): the aggregator issues ``pieces[order]``
-and fills its collective buffer in that sequence (cycle 0 gets the first buffer-full).
+The orders compared by HACIO (seed 004) are one table in C: ``pario_orders[]`` of
+``src/pario/native/collective/order.c``, a ``{name, fn}`` row per order.  The C two-phase
+I/O and the served MPI-IO front end use it directly; this module takes :data:`ORDERS` (the
+table's names, in row order) and every order it computes (:func:`request_order`: the
+simulator, the order choice of a plan, :mod:`pario.mpi`'s two-phase I/O) from it through the
+extension ``pario.native._rmt`` (``python/pyorder.c``).  A new order is one C function and
+one row of the table; everything here follows.  The orders work on one aggregator's
+*file-domain pieces*: a piece is a contiguous range of the file that lies on one server (in
+one stripe unit / one extent), given by its file ``offset``, its ``server`` index (into
+``system.servers``) and that server's ``kind`` (0 = HServer/HDD, 1 = SServer/SSD); the
+result ``order`` (int64 indices into the input arrays) is the sequence in which the
+aggregator issues the pieces and fills its collective buffer (cycle 0 gets the first
+buffer-full).
 
-- :func:`romcio_order` – ROMIO's conventional order: logical file offset (seed 004 §2.2,
-  Fig. 3).
-- :func:`cacio_order` – the concurrency-aware alternative of seed 004 §2.2 (Fig. 4–5):
-  "each aggregator takes responsibility for the data that resides in a different server in
-  each cycle".  The domain's pieces are grouped by server and the groups issued starting at
+- ``romcio`` – ROMIO's conventional order: logical file offset (seed 004 §2.2, Fig. 3).
+- ``cacio`` – the concurrency-aware alternative of seed 004 §2.2 (Fig. 4–5): "each
+  aggregator takes responsibility for the data that resides in a different server in each
+  cycle".  The domain's pieces are grouped by server and the groups issued starting at
   server position ``a mod n`` (in the worked example aggregator A1 issues blocks 5, 6, 7, 4
   instead of 4, 5, 6, 7).  Generalisation (the paper shows only one block per server and
   domain): it is Algorithm 1's lines 15–25 without the type split, so with many stripes per
   cycle a cycle still holds one or a few servers' data, different ones for different
-  aggregators.  (Until 2026-11 pario rotated the offset-ordered sequence instead; with
-  4 MB cycles that put every server into every aggregator's cycle, which is not what the
-  prose describes.)
-- :func:`hacio_order` – seed 004 §3.2 Algorithm 1: pieces are put into buckets
-  ``T[type][number]`` (type 0 = HServer first, then SServer; ``number`` = the server's
-  number among the servers of its type), walking the requests in process-rank order
-  (``proc``) and, inside one process, in offset order, dropping duplicates (line 7);
-  the buckets are then appended type by type, and within a type starting at server number
-  ``(a + i) mod count`` (lines 15–25).
+  aggregators.
+- ``hacio`` – seed 004 §3.2 Algorithm 1: pieces are put into buckets ``T[type][number]``
+  (type 0 = HServer first, then SServer; ``number`` = the server's number among the servers
+  of its type), walking the requests in process-rank order (``proc``) and, inside one
+  process, in offset order, dropping duplicates (line 7); the buckets are then appended
+  type by type, and within a type starting at server number ``(a + i) mod count`` (lines
+  15–25).
 
 Note on seed 004 Table 3: Algorithm 1 puts all HServer pieces before all SServer pieces,
 so in the worked example its cycles are H,H,S,S while Table 3 lists them H,S,H,S.  The
@@ -42,7 +44,14 @@ import numpy as np
 
 from .. import ParioError
 
-ORDERS = ("romcio", "cacio", "hacio")
+try:   # the C table of the orders (collective/order.c, python/pyorder.c)
+    from ..native import _rmt as _orders
+except ImportError as exc:
+    raise ParioError(f"pario's C extension is not built ({exc}); run scripts/setup.sh "
+                     "(or python scripts/build_native.py)") from None
+
+ORDERS: tuple[str, ...] = _orders.order_names()
+_I32_MAX = np.iinfo(np.int32).max
 
 
 def order_for(plan=None, order: str | None = None) -> str:
@@ -51,120 +60,52 @@ def order_for(plan=None, order: str | None = None) -> str:
     return order or (getattr(plan, "collective_order", None) if plan is not None else None) or "romcio"
 
 
-def _arr(x, dtype=np.int64) -> np.ndarray:
-    return np.asarray(x, dtype=dtype).ravel()
+def _int32(x, n: int | None, what: str) -> np.ndarray | None:
+    """``x`` as C-contiguous int32 (the C orders' servers, kinds and ranks), None stays None."""
+    if x is None:
+        return None
+    a = np.asarray(x, dtype=np.int64).ravel()
+    if n is not None and len(a) != n:
+        raise ValueError(f"{what} must have one entry per piece ({n}), not {len(a)}")
+    if len(a) and (int(a.min()) < -_I32_MAX - 1 or int(a.max()) > _I32_MAX):
+        raise ParioError(f"collective order: {what} out of the 32-bit range")
+    return np.ascontiguousarray(a, dtype=np.int32)
 
 
-def romcio_order(offset) -> np.ndarray:
-    """ROMCIO: pieces in logical file-offset order (stable for equal offsets)."""
-    return np.argsort(_arr(offset), kind="stable").astype(np.int64)
+def request_order(method: str, offset, server=None, kind=None, aggregator: int = 0, *, proc=None,
+                  servers=None, server_kinds=None, twins: bool = False):
+    """The order ``method`` (a name of :data:`ORDERS`, any case) of one aggregator's pieces.
 
+    ``offset``, ``server``, ``kind`` (0/1) and ``proc`` (the rank each piece comes from;
+    None: one process): one entry per piece; an order that needs ``server`` or ``kind``
+    (CACIO, HACIO) fails without them.  ``aggregator``: the aggregator's index among the
+    aggregators (``a``).  ``servers``: the layout's servers in its order
+    (:attr:`pario.mpi.placement.Placement.servers`) and ``server_kinds`` the kind of each
+    (HACIO numbers a server among the listed servers of its kind, CACIO among all of them);
+    None or empty: the distinct servers of the pieces (of each kind), sorted.  Every
+    aggregator must use the same list.
 
-def _positions(server: np.ndarray, servers) -> tuple[np.ndarray, int]:
-    """Position of each piece's server in ``servers`` (the layout's server order)."""
-    if servers is None:
-        servers = np.unique(server)
-    servers = _arr(servers)
-    if len(servers) == 0:
-        return np.zeros(len(server), dtype=np.int64), 1
-    lookup = {int(s): i for i, s in enumerate(servers)}
-    try:
-        pos = np.array([lookup[int(s)] for s in np.unique(server)], dtype=np.int64)
-    except KeyError as exc:
-        raise ParioError(f"collective order: piece on server {exc.args[0]} which is not in the server list") from None
-    uniq = np.unique(server)
-    return pos[np.searchsorted(uniq, server)], len(servers)
-
-
-def cacio_order(offset, server, aggregator: int, servers=None) -> np.ndarray:
-    """CACIO (seed 004 §2.2, Fig. 4–5): "each aggregator takes responsibility for the data that
-    resides in a different server in each cycle".
-
-    The domain's pieces are grouped by server (in offset order inside a group) and the groups
-    are issued starting at server position ``aggregator mod n`` of the layout's server order
-    ``servers`` — Algorithm 1's lines 15–25 without its type split (lines 2–13), which is what
-    HACIO adds.  With one block per server and domain this is Fig. 4's rotation (A1 issues
-    5, 6, 7, 4); with many stripes per cycle it keeps the prose's property, a cycle holds the
-    aggregator's data of one or a few servers, different servers for different aggregators.
-    ``servers`` defaults to the sorted distinct servers of the pieces; every aggregator must
-    use the same list.
+    Returns ``order`` (int64 indices of the pieces to issue, in order).  HACIO's line 7
+    leaves out a piece whose offset and server repeat an issued one's, so ``order`` may be
+    shorter than the pieces; with ``twins=True`` the result is ``(order, twin)``, ``twin[i]``
+    the issued piece that piece ``i`` stands for (``i`` itself when it is issued).
     """
-    offset, server = _arr(offset), _arr(server)
-    base = romcio_order(offset)
-    if len(base) == 0:
-        return base
-    pos, n = _positions(server, servers)
-    rot = (pos - int(aggregator)) % n
-    return base[np.argsort(rot[base], kind="stable")].astype(np.int64)
-
-
-def hacio_order(offset, server, kind, aggregator: int, proc=None, kind_servers=None) -> np.ndarray:
-    """HACIO: seed 004 §3.2 Algorithm 1 (heterogeneity-aware request reordering).
-
-    ``kind``: per piece 0 (HServer) or 1 (SServer).  ``proc``: per piece the rank of the
-    process whose request it belongs to (Algorithm 1 walks ``req[0..p-1]`` in rank order);
-    ``None`` treats all pieces as one process (offset order inside a bucket).
-    ``kind_servers``: ``(hservers, sservers)``, the server indices of each type in server
-    number order (``Server_number``); default: the distinct servers of the pieces of each
-    type, sorted.  Every aggregator must use the same numbering.
-    """
-    offset, server = _arr(offset), _arr(server)
-    kind = _arr(kind)
-    n = len(offset)
-    if len(server) != n or len(kind) != n:
-        raise ValueError("offset, server and kind must have the same length")
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    if kind.min() < 0 or kind.max() > 1:
-        raise ParioError("collective order: server kind must be 0 (HDD) or 1 (SSD)")
-    proc = np.zeros(n, dtype=np.int64) if proc is None else _arr(proc)
-    # lines 2-13: walk processes in rank order, each process's requests in offset order
-    walk = np.lexsort((np.arange(n), offset, proc))
-    # line 7: a piece already in T (same offset on the same server) is not appended again
-    key_seen = {}
-    keep = np.ones(n, dtype=bool)
-    if np.unique(np.stack((offset, server)), axis=1).shape[1] != n:  # duplicates present: rare path
-        for i in walk:
-            k = (int(offset[i]), int(server[i]))
-            if k in key_seen:
-                keep[i] = False
-            key_seen[k] = True
-    walk = walk[keep[walk]]
-    # Server_number(): the server's number among the servers of its type
-    number = np.empty(n, dtype=np.int64)
-    counts = [0, 0]
-    for t in (0, 1):
-        sel = kind == t
-        if kind_servers is None:
-            lst = np.unique(server[sel])
-        else:
-            lst = _arr(kind_servers[t])
-        counts[t] = max(len(lst), 1)
-        if sel.any():
-            pos, _ = _positions(server[sel], lst)
-            number[sel] = pos
-    # lines 15-26: type 0 first; inside a type, server number (a + i) mod count for i = 0..count-1
-    rot = np.empty(n, dtype=np.int64)
-    for t in (0, 1):
-        sel = kind == t
-        rot[sel] = (number[sel] - int(aggregator)) % counts[t]
-    # stable sort of the walk by (type, rotated number) keeps the walk order inside a bucket
-    w = walk
-    order = np.lexsort((np.arange(len(w)), rot[w], kind[w]))
-    return w[order].astype(np.int64)
-
-
-def request_order(method: str, offset, server, kind, aggregator: int, *, proc=None,
-                  servers=None, kind_servers=None) -> np.ndarray:
-    """Dispatch to :func:`romcio_order`, :func:`cacio_order` or :func:`hacio_order`."""
-    m = str(method).lower()
-    if m == "romcio":
-        return romcio_order(offset)
-    if m == "cacio":
-        return cacio_order(offset, server, aggregator, servers=servers)
-    if m == "hacio":
-        return hacio_order(offset, server, kind, aggregator, proc=proc, kind_servers=kind_servers)
-    raise ParioError(f"unknown collective order {method!r} (expected {', '.join(ORDERS)})")
+    row = _orders.order_find(str(method))
+    if row < 0:
+        raise ParioError(f"unknown collective order {method!r} (expected {', '.join(ORDERS)})")
+    off = np.ascontiguousarray(np.asarray(offset, dtype=np.int64).ravel())
+    n = len(off)
+    if servers is None and server_kinds is not None:
+        raise ValueError("server_kinds gives the kind of each of servers: servers is missing")
+    lst = _int32(servers, None, "servers")
+    kinds = _int32(server_kinds, None if lst is None else len(lst), "server_kinds")
+    order = np.empty(n, dtype=np.int64)
+    twin = np.empty(n, dtype=np.int64)
+    rc, m = _orders.request_order(row, off, _int32(server, n, "server"), _int32(kind, n, "kind"),
+                                  _int32(proc, n, "proc"), int(aggregator), lst, kinds, order, twin)
+    if rc:
+        raise ParioError(f"{_orders.order_strerror(rc)} ({ORDERS[row]}, aggregator {int(aggregator)})")
+    return (order[:m], twin) if twins else order[:m]
 
 
 DEFAULT_CB_BUFFER = 16 << 20   # ROMIO's cb_buffer_size default (and pario.mpi's)
@@ -336,5 +277,4 @@ def _cut(a: np.ndarray, b: np.ndarray, lo: int, size: int):
     return s, e, slot, src
 
 
-__all__ = ["ORDERS", "romcio_order", "cacio_order", "hacio_order", "request_order", "aggregator_ranks",
-           "aggregator_view"]
+__all__ = ["ORDERS", "request_order", "aggregator_ranks", "aggregator_view"]

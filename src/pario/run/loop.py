@@ -58,6 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import ParioError
+from ..native import build_hint
 from . import compare, devices, measure, variation
 from .launch import find_mpiexec, launch, mpi_command, parse_procs
 
@@ -408,7 +409,7 @@ def _run_trace(tp: Path, tdir: Path, lib: Path | None, label: str, required: boo
         if not required:
             return None, False
         raise ParioError(f"{label} recorded no trace: the program does not open its files with pario.mpi.File and "
-                         "the pario library is not built (run scripts/setup.sh)")
+                         f"the pario library is not built ({build_hint()})")
     finally:
         shutil.rmtree(tdir, ignore_errors=True)
 

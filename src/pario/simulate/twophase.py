@@ -214,15 +214,14 @@ def plan_call(off, length, rank, op: int, layout: Layout, system, *, aggregators
     ro = np.argsort(off, kind="stable")
     owner = rank[ro][np.clip(np.searchsorted(off[ro], ps, side="right") - 1, 0, len(ro) - 1)]
     kinds = system.kinds.astype(np.int64)
-    used = [s for s in layout.servers_used()]
-    kind_servers = (tuple(s for s in used if kinds[s] == 0), tuple(s for s in used if kinds[s] == 1))
+    used = np.asarray(layout.servers_used(), dtype=np.int64)
     pkind = kinds[server]
     # order every aggregator's pieces, then pack them into buffer-size cycles
     seq_parts = []
     for a in np.unique(agg):
         idx = np.flatnonzero(agg == a)
         o = request_order(order, ps[idx], server[idx], pkind[idx], int(a), proc=owner[idx],
-                          servers=used, kind_servers=kind_servers)
+                          servers=used, server_kinds=kinds[used])
         seq_parts.append(idx[o])
     seq = np.concatenate(seq_parts)
     sl = plen[seq]

@@ -58,8 +58,8 @@ def _core_module():
     try:
         from ..native import _rmt
     except ImportError as exc:
-        raise ParioError(f"pario's C extension is not built ({exc}); run scripts/setup.sh "
-                         "(or python scripts/build_native.py)") from None
+        from ..native import build_hint
+        raise ParioError(f"pario's C extension is not built ({exc}): {build_hint()}") from None
     _rmt.set_error_class(ParioError)
     return _rmt
 

@@ -22,16 +22,17 @@ from pathlib import Path
 
 from .. import ParioError
 from ..run.launch import find_mpiexec, mpi_command, parse_procs
+from ..native import build_hint
+from ..native.build import LIB_NAME, NATIVE
 from .core import Trace
-
-LIB_NAME = "libpario_trace.so"
 
 
 def tracer_library() -> Path:
-    """The built tracer library (``scripts/setup.sh`` builds it), or a ParioError."""
-    lib = Path(__file__).resolve().parent.parent / "native" / LIB_NAME
+    """The built tracer library (the install builds it; in a checkout ``scripts/setup.sh``),
+    or a ParioError."""
+    lib = NATIVE / LIB_NAME
     if not lib.exists():
-        raise ParioError(f"the pario tracer is not built ({LIB_NAME}): run scripts/setup.sh (it needs mpicc)")
+        raise ParioError(f"the pario tracer is not built ({LIB_NAME}): {build_hint()}")
     return lib
 
 

@@ -1,7 +1,8 @@
-/* pario serve: request orders of two-phase collective I/O (order.h).
+/* pario: request orders of two-phase collective I/O, and their table (order.h).
  *
- * Each function reproduces pario.plan.collective exactly (same order, ties included):
- * the Python functions are the reference and tests/test_serve_twophase.py compares the two.
+ * Each order reproduces the reference implementation pario had in Python (same order, ties
+ * included; the numpy reference is now tests/order_oracle.py, and
+ * tests/test_order_contract.py / tests/test_serve_twophase.py compare against it).
  * Seed 004 = HACIO (He, Wang, Sun, Huang, Xu), /work/shared/seeds/004_159a205ecef4be05.txt.
  */
 #include "collective/order.h"
@@ -9,29 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-int pario_order_parse(const char *name)
-{
-    if (name == NULL)
-        return -1;
-    if (strcasecmp(name, "romcio") == 0)
-        return PARIO_ORDER_ROMCIO;
-    if (strcasecmp(name, "cacio") == 0)
-        return PARIO_ORDER_CACIO;
-    if (strcasecmp(name, "hacio") == 0)
-        return PARIO_ORDER_HACIO;
-    return -1;
-}
-
-const char *pario_order_name(int method)
-{
-    switch (method) {
-    case PARIO_ORDER_ROMCIO: return "romcio";
-    case PARIO_ORDER_CACIO: return "cacio";
-    case PARIO_ORDER_HACIO: return "hacio";
-    default: return "?";
-    }
-}
 
 const char *pario_order_strerror(int code)
 {
@@ -47,63 +25,60 @@ const char *pario_order_strerror(int code)
 
 /* ------------------------------------------------------------------ stable index sort */
 
-int pario_sort_index(int64_t *idx, int64_t n, pario_index_cmp cmp, const void *ctx)
+typedef struct keyed {   /* one index with its keys, compared in place (no lookups while merging) */
+    int64_t k1, k2, k3, i;
+} keyed;
+
+static int keyed_less(const keyed *a, const keyed *b)
+{
+    if (a->k1 != b->k1)
+        return a->k1 < b->k1;
+    if (a->k2 != b->k2)
+        return a->k2 < b->k2;
+    return a->k3 < b->k3;
+}
+
+int pario_sort_by(int64_t *idx, int64_t n, const int64_t *k1, const int64_t *k2, const int64_t *k3)
 {
     if (n < 2)
         return 0;
-    int64_t *tmp = malloc((size_t)n * sizeof *tmp);
-    if (tmp == NULL)
+    keyed *src = malloc((size_t)n * 2 * sizeof *src);
+    if (src == NULL)
         return -1;
-    int64_t *src = idx, *dst = tmp;
-    for (int64_t w = 1; w < n; w *= 2) {
+    keyed *dst = src + n, *mem = src;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t x = idx[i];
+        src[i] = (keyed){ k1 ? k1[x] : 0, k2 ? k2[x] : 0, k3 ? k3[x] : 0, x };
+    }
+    const int64_t run = 32;   /* insertion sort of short runs (stable), then merges */
+    for (int64_t lo = 0; lo < n; lo += run)
+        for (int64_t i = lo + 1; i < n && i < lo + run; i++) {
+            keyed x = src[i];
+            int64_t j = i;
+            for (; j > lo && keyed_less(&x, &src[j - 1]); j--)
+                src[j] = src[j - 1];
+            src[j] = x;
+        }
+    for (int64_t w = run; w < n; w *= 2) {   /* bottom-up merge sort */
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
             int64_t mid = lo + w < n ? lo + w : n;
             int64_t hi = lo + 2 * w < n ? lo + 2 * w : n;
             int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                dst[k++] = cmp(ctx, src[j], src[i]) < 0 ? src[j++] : src[i++];   /* ties: left first */
+            while (i < mid && j < hi)   /* ties: left first (numpy kind="stable" / lexsort) */
+                dst[k++] = keyed_less(&src[j], &src[i]) ? src[j++] : src[i++];
             while (i < mid)
                 dst[k++] = src[i++];
             while (j < hi)
                 dst[k++] = src[j++];
         }
-        int64_t *t = src;
+        keyed *t = src;
         src = dst;
         dst = t;
     }
-    if (src != idx)
-        memcpy(idx, src, (size_t)n * sizeof *idx);
-    free(tmp);
+    for (int64_t i = 0; i < n; i++)
+        idx[i] = src[i].i;
+    free(mem);
     return 0;
-}
-
-static int cmp_i64(int64_t a, int64_t b) { return (a > b) - (a < b); }
-
-/* ------------------------------------------------------------------ keys */
-
-typedef struct keys {
-    const int64_t *k1;   /* primary (may be NULL) */
-    const int64_t *k2;   /* secondary (may be NULL) */
-    const int64_t *k3;
-} keys;
-
-static int cmp_keys(const void *ctx, int64_t a, int64_t b)
-{
-    const keys *k = ctx;
-    int c;
-    if (k->k1 && (c = cmp_i64(k->k1[a], k->k1[b])) != 0)
-        return c;
-    if (k->k2 && (c = cmp_i64(k->k2[a], k->k2[b])) != 0)
-        return c;
-    if (k->k3 && (c = cmp_i64(k->k3[a], k->k3[b])) != 0)
-        return c;
-    return 0;   /* stable sort: input order breaks the tie (numpy kind="stable" / lexsort) */
-}
-
-static int sort_by(int64_t *idx, int64_t n, const int64_t *k1, const int64_t *k2, const int64_t *k3)
-{
-    keys k = { k1, k2, k3 };
-    return pario_sort_index(idx, n, cmp_keys, &k);
 }
 
 static int64_t mod_pos(int64_t x, int64_t m) /* x mod m in [0, m), m > 0 (Python %) */
@@ -135,7 +110,7 @@ static int positions(const int64_t *sel, int64_t nsel, const int32_t *server, co
         ord[i] = i;
         sv[i] = list[i];
     }
-    int rc = sort_by(ord, nlist, sv, NULL, NULL) ? PARIO_ORDER_ENOMEM : PARIO_ORDER_OK;
+    int rc = pario_sort_by(ord, nlist, sv, NULL, NULL) ? PARIO_ORDER_ENOMEM : PARIO_ORDER_OK;
     for (int64_t i = 0; rc == PARIO_ORDER_OK && i < nsel; i++) {
         int64_t s = server[sel[i]], lo = 0, hi = nlist;
         while (lo < hi) {   /* first sorted entry with server > s */
@@ -162,7 +137,7 @@ static int distinct_servers(const int64_t *sel, int64_t nsel, const int32_t *ser
 {
     int32_t *v = malloc((size_t)(nsel > 0 ? nsel : 1) * sizeof *v);
     int64_t *ord = malloc((size_t)(nsel > 0 ? nsel : 1) * sizeof *ord);
-    int64_t *key = malloc((size_t)(nsel > 0 ? nsel : 1) * sizeof *key);
+    int64_t *key = calloc((size_t)(nsel > 0 ? nsel : 1), sizeof *key);   /* calloc: see hacio */
     if (v == NULL || ord == NULL || key == NULL) {
         free(v);
         free(ord);
@@ -173,7 +148,7 @@ static int distinct_servers(const int64_t *sel, int64_t nsel, const int32_t *ser
         ord[i] = i;
         key[i] = server[sel[i]];
     }
-    if (sort_by(ord, nsel, key, NULL, NULL)) {
+    if (pario_sort_by(ord, nsel, key, NULL, NULL)) {
         free(v);
         free(ord);
         free(key);
@@ -194,22 +169,25 @@ static int distinct_servers(const int64_t *sel, int64_t nsel, const int32_t *ser
 
 /* ROMCIO: logical offset order, stable (seed 004 §2.2: "Traditional strategy naively
  * selects the requests according to the request logical address", Fig. 3). */
-static int romcio(int64_t n, const int64_t *offset, int64_t *order)
+static int romcio(const pario_order_in *in, int64_t *order, int64_t *norder, int64_t *twin)
 {
-    for (int64_t i = 0; i < n; i++)
+    (void)norder;
+    (void)twin;
+    for (int64_t i = 0; i < in->n; i++)
         order[i] = i;
-    return sort_by(order, n, offset, NULL, NULL) ? PARIO_ORDER_ENOMEM : PARIO_ORDER_OK;
+    return pario_sort_by(order, in->n, in->offset, NULL, NULL) ? PARIO_ORDER_ENOMEM : PARIO_ORDER_OK;
 }
 
 /* CACIO (seed 004 §2.2, Fig. 4-5): "each aggregator takes responsibility for the data that
  * resides in a different server in each cycle" -- A1 issues 5, 6, 7, 4 instead of 4, 5, 6, 7.
- * pario.plan.collective.cacio_order: the offset order, then a stable sort by the server's
- * position rotated by the aggregator, (pos - a) mod n: Algorithm 1 lines 22-24 without the
- * type split. */
-static int cacio(int64_t n, const int64_t *offset, const int32_t *server, int64_t a,
-                 const pario_order_servers *sv, int64_t *order)
+ * The offset order, then a stable sort by the server's position rotated by the aggregator,
+ * (pos - a) mod n: Algorithm 1 lines 22-24 without the type split. */
+static int cacio(const pario_order_in *in, int64_t *order, int64_t *norder, int64_t *twin)
 {
-    int rc = romcio(n, offset, order);
+    int64_t n = in->n;
+    if (n > 0 && in->server == NULL)
+        return PARIO_ORDER_EINVAL;
+    int rc = romcio(in, order, norder, twin);
     if (rc != PARIO_ORDER_OK || n == 0)
         return rc;
     int64_t *all = malloc((size_t)n * sizeof *all);
@@ -221,22 +199,23 @@ static int cacio(int64_t n, const int64_t *offset, const int32_t *server, int64_
     }
     for (int64_t i = 0; i < n; i++)
         all[i] = i;
+    const pario_order_servers *sv = in->servers;
     const int32_t *list;
     int64_t nlist;
     if (sv != NULL && sv->n > 0) {
         list = sv->server;
         nlist = sv->n;
     } else {
-        if ((rc = distinct_servers(all, n, server, &dflt, &nlist)) != PARIO_ORDER_OK)
+        if ((rc = distinct_servers(all, n, in->server, &dflt, &nlist)) != PARIO_ORDER_OK)
             goto out;
         list = dflt;
     }
-    if ((rc = positions(all, n, server, list, nlist, rot)) != PARIO_ORDER_OK)
+    if ((rc = positions(all, n, in->server, list, nlist, rot)) != PARIO_ORDER_OK)
         goto out;
     int64_t cnt = nlist > 0 ? nlist : 1;
     for (int64_t i = 0; i < n; i++)
-        rot[i] = mod_pos(rot[i] - a, cnt);
-    rc = sort_by(order, n, rot, NULL, NULL) ? PARIO_ORDER_ENOMEM : PARIO_ORDER_OK;
+        rot[i] = mod_pos(rot[i] - in->aggregator, cnt);
+    rc = pario_sort_by(order, n, rot, NULL, NULL) ? PARIO_ORDER_ENOMEM : PARIO_ORDER_OK;
 out:
     free(all);
     free(rot);
@@ -244,40 +223,82 @@ out:
     return rc;
 }
 
-/* HACIO: seed 004 §3.2 Algorithm 1 (Heterogeneity-Aware Request Reordering). */
-static int hacio(int64_t n, const int64_t *offset, const int32_t *server, const int32_t *kind,
-                 const int32_t *proc, int64_t a, const pario_order_servers *sv, int64_t *order,
-                 int64_t *norder, int64_t *twin)
+/* HACIO's Server_number() (Algorithm 1 line 6): the number of every piece's server among
+ * the servers of its type, 0..hn-1 for HServers and 0..sn-1 for SServers -- its position
+ * among the listed servers of that kind (in the layout's order), or among the distinct
+ * servers of the pieces of that kind -- rotated for the aggregator a (lines 15-25: for
+ * i = 0..count-1, number = (a + i) % count, so bucket `number` comes at step
+ * i = (number - a) mod count) into step[].  tmp: n indices of scratch. */
+static int hacio_steps(const pario_order_in *in, int64_t *tmp, int64_t *step)
 {
+    const pario_order_servers *sv = in->servers;
+    int64_t count[2] = { 1, 1 };
     int rc = PARIO_ORDER_OK;
-    *norder = 0;
+    int32_t *list = NULL;
+    for (int t = 0; t < 2 && rc == PARIO_ORDER_OK; t++) {
+        int64_t nsel = 0, nlist = 0;
+        for (int64_t i = 0; i < in->n; i++)
+            if (in->kind[i] == t)
+                tmp[nsel++] = i;
+        free(list);
+        list = NULL;
+        if (sv != NULL && sv->n > 0) {
+            if (sv->kind == NULL)
+                return PARIO_ORDER_EINVAL;
+            if ((list = malloc((size_t)sv->n * sizeof *list)) == NULL)
+                return PARIO_ORDER_ENOMEM;
+            for (int32_t j = 0; j < sv->n; j++)
+                if (sv->kind[j] == t)
+                    list[nlist++] = sv->server[j];
+        } else if ((rc = distinct_servers(tmp, nsel, in->server, &list, &nlist)) != PARIO_ORDER_OK) {
+            break;
+        }
+        count[t] = nlist > 0 ? nlist : 1;
+        if (nsel > 0)
+            rc = positions(tmp, nsel, in->server, list, nlist, step);
+    }
+    free(list);
+    for (int64_t i = 0; rc == PARIO_ORDER_OK && i < in->n; i++)
+        step[i] = mod_pos(step[i] - in->aggregator, count[in->kind[i]]);
+    return rc;
+}
+
+/* HACIO: seed 004 §3.2 Algorithm 1 (Heterogeneity-Aware Request Reordering). */
+static int hacio(const pario_order_in *in, int64_t *order, int64_t *norder, int64_t *twin)
+{
+    int64_t n = in->n;
+    const int64_t *offset = in->offset;
+    const int32_t *server = in->server;
+    if (n > 0 && (server == NULL || in->kind == NULL))
+        return PARIO_ORDER_EINVAL;
+    for (int64_t i = 0; i < n; i++)
+        if (in->kind[i] != 0 && in->kind[i] != 1)
+            return PARIO_ORDER_EKIND;   /* Server_type() returns 0 or 1 (§3.2) */
     if (n == 0)
         return PARIO_ORDER_OK;
-    for (int64_t i = 0; i < n; i++)
-        if (kind[i] != 0 && kind[i] != 1)
-            return PARIO_ORDER_EKIND;   /* Server_type() returns 0 or 1 (§3.2) */
+    int rc = PARIO_ORDER_OK;
+    /* the sort keys are calloc'd: GCC cannot see that the loops below fill every entry (a
+     * permutation's inverse) and warns when pario_sort_by, inlined, reads them */
     int64_t *walk = malloc((size_t)n * sizeof *walk);
-    int64_t *pk = malloc((size_t)n * sizeof *pk);     /* proc key */
-    int64_t *wpos = malloc((size_t)n * sizeof *wpos); /* position of each piece in the walk */
-    int64_t *sk = malloc((size_t)n * sizeof *sk);     /* server key / later rotated number */
+    int64_t *pk = calloc((size_t)n, sizeof *pk);       /* proc key */
+    int64_t *wpos = calloc((size_t)n, sizeof *wpos);   /* position of each piece in the walk */
+    int64_t *sk = calloc((size_t)n, sizeof *sk);       /* server key, then the bucket's step */
     int64_t *kk = malloc((size_t)n * sizeof *kk);     /* kind key */
     int64_t *tmp = malloc((size_t)n * sizeof *tmp);
     char *keep = malloc((size_t)n);
-    int32_t *dflt = NULL;
     if (!walk || !pk || !wpos || !sk || !kk || !tmp || !keep) {
         rc = PARIO_ORDER_ENOMEM;
         goto out;
     }
     /* Lines 2-13: walk req[0..p-1] (processes in rank order) and, inside one process, its
-     * requests -- in offset order, as pario.plan.collective.hacio_order does
-     * (np.lexsort((arange, offset, proc))) -- appending each to T[type][number]. */
+     * requests in offset order, appending each to T[type][number]. */
     for (int64_t i = 0; i < n; i++) {
         walk[i] = i;
-        pk[i] = proc ? proc[i] : 0;
+        pk[i] = in->proc ? in->proc[i] : 0;
         sk[i] = server[i];
-        kk[i] = kind[i];
+        kk[i] = in->kind[i];
     }
-    if (sort_by(walk, n, pk, offset, NULL)) {
+    if (pario_sort_by(walk, n, pk, offset, NULL)) {
         rc = PARIO_ORDER_ENOMEM;
         goto out;
     }
@@ -290,64 +311,27 @@ static int hacio(int64_t n, const int64_t *offset, const int32_t *server, const 
         tmp[i] = i;
         keep[i] = 1;
     }
-    if (sort_by(tmp, n, offset, sk, wpos)) {
+    if (pario_sort_by(tmp, n, offset, sk, wpos)) {
         rc = PARIO_ORDER_ENOMEM;
         goto out;
     }
-    for (int64_t i = 0; i < n; i++) {
-        int64_t p = tmp[i];
-        if (i > 0 && offset[tmp[i - 1]] == offset[p] && server[tmp[i - 1]] == server[p]) {
+    for (int64_t i = 1; i < n; i++) {
+        int64_t p = tmp[i], q = tmp[i - 1];
+        if (offset[q] == offset[p] && server[q] == server[p]) {
             keep[p] = 0;
             if (twin)
-                twin[p] = twin[tmp[i - 1]];
-        } else if (twin) {
-            twin[p] = p;
+                twin[p] = twin[q];
         }
     }
-    /* Server_number() (line 6): the server's number among the servers of its type, 0..hn-1
-     * for HServers and 0..sn-1 for SServers: its position among the listed servers of that
-     * kind (Placement.kind_servers), or among the distinct servers of the pieces of that kind. */
-    int64_t count[2] = { 1, 1 };
-    for (int t = 0; t < 2; t++) {
-        int64_t nsel = 0;
-        for (int64_t i = 0; i < n; i++)
-            if (kind[i] == t)
-                tmp[nsel++] = i;
-        const int32_t *list;
-        int64_t nlist = 0;
-        free(dflt);
-        dflt = NULL;
-        if (sv != NULL && sv->n > 0) {
-            if (sv->kind == NULL) {
-                rc = PARIO_ORDER_EINVAL;
-                goto out;
-            }
-            dflt = malloc((size_t)sv->n * sizeof *dflt);
-            if (dflt == NULL) {
-                rc = PARIO_ORDER_ENOMEM;
-                goto out;
-            }
-            for (int32_t j = 0; j < sv->n; j++)
-                if (sv->kind[j] == t)
-                    dflt[nlist++] = sv->server[j];
-        } else if ((rc = distinct_servers(tmp, nsel, server, &dflt, &nlist)) != PARIO_ORDER_OK) {
-            goto out;
-        }
-        list = dflt;
-        count[t] = nlist > 0 ? nlist : 1;
-        if (nsel > 0 && (rc = positions(tmp, nsel, server, list, nlist, sk)) != PARIO_ORDER_OK)
-            goto out;
-    }
-    /* Lines 15-25: for type = 0, 1 (count = hn, sn): for i = 0..count-1, number = (a + i) %
-     * count, append T[type][number] to S.  Bucket `number` comes at step i = (number - a) mod
-     * count; a stable sort of the walk by (type, step) keeps the walk order inside a bucket. */
-    for (int64_t i = 0; i < n; i++)
-        sk[i] = mod_pos(sk[i] - a, count[kind[i]]);
+    if ((rc = hacio_steps(in, tmp, sk)) != PARIO_ORDER_OK)
+        goto out;
+    /* Lines 15-25: the buckets appended type 0 first, inside a type by step; a stable sort of
+     * the walk by (type, step) keeps the walk order inside a bucket. */
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++)
         if (keep[walk[i]])
             order[m++] = walk[i];
-    if (sort_by(order, m, kk, sk, NULL)) {
+    if (pario_sort_by(order, m, kk, sk, NULL)) {
         rc = PARIO_ORDER_ENOMEM;
         goto out;
     }
@@ -360,46 +344,57 @@ out:
     free(kk);
     free(tmp);
     free(keep);
-    free(dflt);
     return rc;
 }
 
-int pario_request_order(int method, int64_t n, const int64_t *offset, const int32_t *server,
-                        const int32_t *kind, const int32_t *proc, int64_t aggregator,
-                        const pario_order_servers *servers, int64_t *order, int64_t *norder,
-                        int64_t *twin)
+/* ------------------------------------------------------------------ the table */
+
+const pario_order_def pario_orders[] = {
+    { "romcio", romcio },   /* row 0: PARIO_ORDER_ROMCIO */
+    { "cacio", cacio },
+    { "hacio", hacio },
+    { NULL, NULL }
+};
+
+int pario_order_count(void)
 {
-    if (norder == NULL || n < 0 || aggregator < 0)
+    int n = 0;
+    while (pario_orders[n].name != NULL)
+        n++;
+    return n;
+}
+
+int pario_order_find(const char *name)
+{
+    for (int i = 0; name != NULL && pario_orders[i].name != NULL; i++)
+        if (strcasecmp(name, pario_orders[i].name) == 0)
+            return i;
+    return -1;
+}
+
+const char *pario_order_name(int method)
+{
+    return method >= 0 && method < pario_order_count() ? pario_orders[method].name : "?";
+}
+
+int pario_request_order(int method, const pario_order_in *in, int64_t *order, int64_t *norder, int64_t *twin)
+{
+    if (norder == NULL)
         return PARIO_ORDER_EINVAL;
     *norder = 0;
-    if (n > 0 && (offset == NULL || order == NULL))
+    if (in == NULL || in->n < 0 || in->aggregator < 0 || method < 0 || method >= pario_order_count())
         return PARIO_ORDER_EINVAL;
-    if (servers != NULL && servers->n < 0)
+    if (in->n > 0 && (in->offset == NULL || order == NULL))
         return PARIO_ORDER_EINVAL;
-    if (servers != NULL && servers->n > 0 && servers->server == NULL)
+    const pario_order_servers *sv = in->servers;
+    if (sv != NULL && (sv->n < 0 || (sv->n > 0 && sv->server == NULL)))
         return PARIO_ORDER_EINVAL;
-    int rc;
-    switch (method) {
-    case PARIO_ORDER_ROMCIO:
-        rc = romcio(n, offset, order);
-        break;
-    case PARIO_ORDER_CACIO:
-        if (n > 0 && server == NULL)
-            return PARIO_ORDER_EINVAL;
-        rc = cacio(n, offset, server, aggregator, servers, order);
-        break;
-    case PARIO_ORDER_HACIO:
-        if (n > 0 && (server == NULL || kind == NULL))
-            return PARIO_ORDER_EINVAL;
-        return hacio(n, offset, server, kind, proc, aggregator, servers, order, norder, twin);
-    default:
-        return PARIO_ORDER_EINVAL;
-    }
-    if (rc == PARIO_ORDER_OK) {
-        *norder = n;
-        if (twin)
-            for (int64_t i = 0; i < n; i++)
-                twin[i] = i;
-    }
+    *norder = in->n;
+    if (twin)
+        for (int64_t i = 0; i < in->n; i++)
+            twin[i] = i;
+    int rc = pario_orders[method].fn(in, order, norder, twin);
+    if (rc != PARIO_ORDER_OK)
+        *norder = 0;
     return rc;
 }

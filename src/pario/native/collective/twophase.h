@@ -1,12 +1,12 @@
-/* pario serve: two-phase collective I/O in C with pario's request orders (issue 16).
+/* pario: two-phase collective I/O in C with pario's request orders (issue 16).
  *
  * The C twin of pario.mpi.twophase.collective_io (docs/serve-twophase.md): a collective
  * read or write of an arbitrary list of file extents per rank, the data in one contiguous
  * user buffer (the caller packs / unpacks its memory datatype).  Every rank of `comm`
  * calls pario_tp_collective; the aggregators split the aggregate access range into file
- * domains, order their pieces with ROMCIO / CACIO / HACIO (order.h, seed 004 Algorithm 1),
- * fill cb_buffer_size bytes per cycle, exchange the data with the ranks (PMPI_ calls
- * only) and access the file through the caller's io callback: where the bytes finally go
+ * domains, order their pieces with the plan's order (order.h: pario_orders[], ROMCIO /
+ * CACIO / HACIO of seed 004 Algorithm 1), fill cb_buffer_size bytes per cycle, exchange the
+ * data with the ranks (PMPI_ calls only) and access the file through the caller's io callback: where the bytes finally go
  * (a POSIX file, pario's store) is not this file's business.
  *
  * `comm` should be private to the library (a duplicate of the file's communicator, as
@@ -14,8 +14,8 @@
  * PARIO_TP_TAG + 2, and the node of each rank is cached on it (an attribute) after the
  * first call that chose aggregators.
  */
-#ifndef PARIO_SERVE_TWOPHASE_H
-#define PARIO_SERVE_TWOPHASE_H
+#ifndef PARIO_COLLECTIVE_TWOPHASE_H
+#define PARIO_COLLECTIVE_TWOPHASE_H
 
 #include <stdint.h>
 #include <mpi.h>
@@ -70,7 +70,7 @@ typedef struct pario_tp_layout {
 } pario_tp_layout;
 
 typedef struct pario_tp_params {
-    int order;                 /* PARIO_ORDER_*; without a layout the order is ROMCIO */
+    int order;                 /* a row of pario_orders[] (order.h); without a layout: ROMCIO */
     int64_t cb_buffer_size;    /* bytes per aggregator and cycle, 1 .. 2^30 */
     int cb_nodes;              /* aggregators when no list is given; <= 0: one per node */
     int naggregators;          /* > 0: the aggregator ranks, in file-domain order (a plan's list) */

@@ -363,7 +363,7 @@ typedef struct px_srv {
     int amode;
     int shfp;              /* the shared pointer's file */
     char *shadow;          /* the open's shadow MPI file (its .shfp beside it): removed at close */
-    int order;             /* PARIO_ORDER_* */
+    int order;             /* a row of pario_orders[] (collective/order.h) */
     int64_t cb_buffer;
     int cb_nodes;
     int cb_read, cb_write; /* PARIO_TP_CB_* */
@@ -476,19 +476,6 @@ static void shadow_paths(const char *root, uint64_t token, char *mpi, char *shfp
 {
     snprintf(mpi, n, "%s/" SHADOW_DIR "/%016llx", root, (unsigned long long)token);
     snprintf(shfp, n, "%s/" SHADOW_DIR "/%016llx.shfp", root, (unsigned long long)token);
-}
-
-static int order_of(const char *s)
-{
-    if (!s)
-        return -1;
-    if (!strcmp(s, "romcio"))
-        return PARIO_ORDER_ROMCIO;
-    if (!strcmp(s, "cacio"))
-        return PARIO_ORDER_CACIO;
-    if (!strcmp(s, "hacio"))
-        return PARIO_ORDER_HACIO;
-    return -1;
 }
 
 /* Rank 0's decision for an open (rank 0 of the file's communicator; with MPI_COMM_SELF
@@ -636,15 +623,19 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     s->pf = pf;
     s->name = strdup(name);
     s->amode = amode;
-    int o = order_of(order_s);
+    /* the order: the hint, else the plan's collective_order, else ROMCIO (order.h's table) */
+    int o = pario_order_find(order_s);
     if (o < 0 && plan) {
         const pxs_json *co = pxs_json_get(plan, "collective_order");
-        o = co && co->type == PXS_JSTR ? order_of(co->s) : -1;
+        o = co && co->type == PXS_JSTR ? pario_order_find(co->s) : -1;
     }
     s->order = o < 0 ? PARIO_ORDER_ROMCIO : o;
-    if (order_s && order_of(order_s) < 0 && me == 0)
-        say("order %s: not romcio, cacio or hacio; %s uses %s", order_s, name,
-            s->order == PARIO_ORDER_HACIO ? "hacio" : s->order == PARIO_ORDER_CACIO ? "cacio" : "romcio");
+    if (order_s && pario_order_find(order_s) < 0 && me == 0) {
+        char known[256] = "";
+        for (int i = 0, at = 0; i < pario_order_count() && at < (int)sizeof known; i++)
+            at += snprintf(known + at, sizeof known - (size_t)at, "%s%s", i ? ", " : "", pario_order_name(i));
+        say("order %s: not one of %s; %s uses %s", order_s, known, name, pario_order_name(s->order));
+    }
     *out = s;
 done:
     free(root);

@@ -1,4 +1,5 @@
-/* pario.native._rmt: the RMT core (rmt.c) as a Python type, for pario.store.rmt.
+/* pario.native._rmt: the RMT core (rmt.c) as a Python type, for pario.store.rmt; the
+ * module also carries the collective orders (pyorder.c, for pario.plan.collective).
  *
  * One Core per open store.  Calls never release the GIL except to wait for another
  * process (journal lock, range locks) or for another thread of this process that is in
@@ -15,6 +16,7 @@
 
 #include "core/rmt.h"
 #include "python/bindings.h"
+#include "python/pyorder.h"
 
 static PyObject *error_class;   /* pario.ParioError, set by set_error_class() */
 
@@ -1023,7 +1025,8 @@ PyMODINIT_FUNC PyInit__rmt(void)
     PyModule_AddIntConstant(m, "ROUTE_REPLICA", RMT_ROUTE_REPLICA);
     PyModule_AddIntConstant(m, "ROUTE_CHEAPEST", RMT_ROUTE_CHEAPEST);
     PyModule_AddIntConstant(m, "VERSION", RMT_VERSION);
-    if (pymeta_register(m) < 0 || pystore_register(m) < 0) {
+    if (pymeta_register(m) < 0 || pystore_register(m) < 0 || pario_py_add_orders(m) < 0) {   /* metadata, the
+                                                                        store engine, the collective orders */
         Py_DECREF(m);
         return NULL;
     }
