@@ -598,8 +598,80 @@ int pxs_sfile_writev(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t 
     return rc;
 }
 
+static int copy_buffered(pxs_sfile *src, const int64_t *so, pxs_sfile *dst, const int64_t *dof, const int64_t *len,
+                         int64_t n);
+
+/* one range [x, +L) of src to y of dst inside the plane (its copy op): both sides cut into
+ * single-server pieces, walked together in logical order; PXS_ENOSYS when the plane cannot */
+static int copy_in_plane(pxs_sfile *src, int64_t x, pxs_sfile *dst, int64_t y, int64_t L)
+{
+    pxs_store *st = src->st;
+    pxs_pieces a = {0}, b = {0};
+    char lerr[300];
+    int rc = pxs_layout_pieces(src->lay, x, L, &a, lerr, sizeof lerr);
+    if (!rc)
+        rc = pxs_layout_pieces(dst->lay, y, L, &b, lerr, sizeof lerr);
+    if (rc == PXS_EINVAL)
+        pxs_fail(st, rc, "%s", lerr);
+    size_t i = 0, j = 0;
+    int64_t ai = 0, bj = 0;          /* bytes of piece i of a, piece j of b done */
+    while (!rc && i < a.n && j < b.n) {
+        const pxs_piece *p = &a.p[i], *q = &b.p[j];
+        int64_t m = p->len - ai < q->len - bj ? p->len - ai : q->len - bj;
+        pxs_datafile *fs, *fd;
+        rc = open_datafile(src, p->server, p->datafile, &fs);
+        if (!rc)
+            rc = open_datafile(dst, q->server, q->datafile, &fd);
+        if (!rc)
+            rc = st->dp->ops->copy(fs, p->local + ai, fd, q->local + bj, m, st->err, sizeof st->err);
+        if ((ai += m) == p->len) {
+            i++;
+            ai = 0;
+        }
+        if ((bj += m) == q->len) {
+            j++;
+            bj = 0;
+        }
+    }
+    free(a.p);
+    free(b.p);
+    return rc;
+}
+
 int pxs_sfile_copy(pxs_sfile *src, const int64_t *so, pxs_sfile *dst, const int64_t *dof, const int64_t *len,
                    int64_t n)
+{
+    if (src->st->dp->ops->copy && !src->st->direct) {     /* in the plane (copy_file_range) */
+        int64_t end = 0;
+        int rc = PXS_OK, in_plane = 1;
+        for (int64_t k = 0; k < n; k++)
+            if (len[k] > 0 && dof[k] + len[k] > end)
+                end = dof[k] + len[k];
+        if (end > dst->size)
+            rc = mark_extending(dst);
+        for (int64_t k = 0; !rc && in_plane && k < n; k++)
+            if (len[k] > 0) {
+                rc = copy_in_plane(src, so[k], dst, dof[k], len[k]);
+                if (rc == PXS_ENOSYS) {      /* not this file system: the rest through a buffer */
+                    rc = PXS_OK;
+                    in_plane = 0;
+                    so += k;
+                    dof += k;
+                    len += k;
+                    n -= k;
+                }
+            }
+        if (!rc && in_plane)
+            return end > 0 ? extend(dst, end) : PXS_OK;
+        if (rc)
+            return rc;
+    }
+    return copy_buffered(src, so, dst, dof, len, n);
+}
+
+/* through a buffer (any plane, O_DIRECT) */
+static int copy_buffered(pxs_sfile *src, const int64_t *so, pxs_sfile *dst, const int64_t *dof, const int64_t *len,
+                         int64_t n)
 {
     /* through a buffer of at most COPY_BUF bytes: a batch of ranges read from src (holes read
      * as zeros), written to dst */

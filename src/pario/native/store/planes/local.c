@@ -312,6 +312,49 @@ static int df_list(pxs_dplane *dp, int server, int64_t id, int **ds, size_t *n, 
     return rc;
 }
 
+/* copy_file_range in the kernel, as cp does (pario.store.local used it too): page cache to
+ * page cache, no user-space buffer; a file system that refuses it (EXDEV, EINVAL, ENOSYS,
+ * EOPNOTSUPP) is PXS_ENOSYS (the caller copies through a buffer); past the source's end:
+ * zeros */
+static int df_copy(pxs_datafile *src, int64_t spos, pxs_datafile *dst, int64_t dpos, int64_t n, char *err,
+                   size_t errlen)
+{
+    if (src->dp->direct || dst->dp->direct)
+        return PXS_ENOSYS;
+    while (n > 0) {
+        loff_t a = spos, b = dpos;
+        ssize_t k = copy_file_range(src->fd, &a, dst->fd, &b, (size_t)n, 0);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)
+                return PXS_ENOSYS;
+            snprintf(err, errlen, "copying data file %s: %s", src->name ? src->name : "?", strerror(errno));
+            return PXS_EIO;
+        }
+        if (k == 0) {            /* the source ends here: the rest is a hole, zeros */
+            static const char zeros[65536];
+            while (n > 0) {
+                ssize_t w = pwrite(dst->fd, zeros, n < (int64_t)sizeof zeros ? (size_t)n : sizeof zeros, dpos);
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0) {
+                    snprintf(err, errlen, "writing data file %s: %s", dst->name ? dst->name : "?",
+                             strerror(errno));
+                    return PXS_EIO;
+                }
+                n -= w;
+                dpos += w;
+            }
+            break;
+        }
+        spos += k;
+        dpos += k;
+        n -= k;
+    }
+    return PXS_OK;
+}
+
 const pxs_dfops pxs_df_local = {
     .kind = "local",
     .open_plane = open_plane,
@@ -324,4 +367,5 @@ const pxs_dfops pxs_df_local = {
     .reserve = df_reserve,
     .sync = df_sync,
     .list = df_list,
+    .copy = df_copy,
 };

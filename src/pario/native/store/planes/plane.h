@@ -59,6 +59,10 @@ typedef struct pxs_dfops {
     int (*sync)(pxs_datafile *f, char *err, size_t errlen);
     /* the data file numbers d of id on server (malloc'ed, *n of them; none: *n = 0) */
     int (*list)(pxs_dplane *dp, int server, int64_t id, int **ds, size_t *n, char *err, size_t errlen);
+    /* optional (NULL: the caller copies through a buffer): n bytes at spos of src to dpos of dst
+     * inside the plane (bytes past src's end copy as zeros); PXS_ENOSYS: not here, use a buffer */
+    int (*copy)(pxs_datafile *src, int64_t spos, pxs_datafile *dst, int64_t dpos, int64_t n, char *err,
+                size_t errlen);
 } pxs_dfops;
 
 extern const pxs_dfops pxs_df_local;   /* datafile_local.c */
