@@ -6,11 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oracles.selection import brute_force
 
 from pario.layout import ExtentMap, Striped, map_trace, server_load
 from pario.plan.base import Plan
-from pario.plan.ceda import CEDAPlanner, analyze, identify_patterns, plan_layouts
-from pario.plan.ceda_select import brute_force, select_knapsack, select_paper
+from pario.plan.ceda import CEDAPlanner
+from pario.plan.ceda_analyze import analyze
+from pario.plan.ceda_identify import identify_patterns
+from pario.plan.ceda_place import plan_layouts
+from pario.plan.ceda_select import select_knapsack, select_paper
 from pario.system import System, load_system
 from pario.trace import Trace
 from pario.workload.ior import ior

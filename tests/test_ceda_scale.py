@@ -1,11 +1,11 @@
 """Issue 18, CEDA at scale: the compiled identifier, planner and analyzer against the
 pre-issue-18 vectorised code.
 
-The oracle is that code, kept unchanged in the package: :mod:`pario.trace.patterns_reference`
-(the identifier's segmentation) and :mod:`pario.plan.ceda_reference` (identifier, Algorithm 1
-placement, analyzer, combined plan), which the CEDA planner takes inside
-:func:`pario.model.distribution.reference_pricing` — where the distribution model also prices
-by mapping every request with :func:`pario.layout.map_trace` and sorting the sub-requests.
+The oracle is that code, kept unchanged in the tests: ``oracles/patterns.py`` (the
+identifier's segmentation) and ``oracles/ceda.py`` (identifier, Algorithm 1 placement,
+analyzer, combined plan, and the CEDA planner running them, ``ReferenceCEDAPlanner``), priced
+by the reference distribution model (``oracles/models.py``), which maps every request with
+:func:`pario.layout.map_trace` and sorts the sub-requests.
 Every output must be equal: the segmentation's tables, the patterns table and every request's
 pattern, the replica extent maps (offsets, lengths, servers, local offsets, data files), the
 PBT (floating-point values to 1e-9: summation order), the selections and the plan's JSON.
@@ -19,21 +19,23 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import oracles.ceda as ceda_reference
 import pandas as pd
 import pytest
+from oracles.ceda import ReferenceCEDAPlanner
+from oracles.models import ReferenceDistributionModel
+from oracles.patterns import segment as segment_reference
 
 from pario import ParioError
 from pario.layout import ExtentMap, Grouped, Striped, map_trace
 from pario.layout.extents_kernel import map_in_order
 from pario.model import DistributionModel
 from pario.model.batches import batch_ids
-from pario.model.distribution import reference_pricing
-from pario.plan import ceda, ceda_reference
+from pario.plan import ceda_analyze, ceda_combine, ceda_identify, ceda_place
 from pario.plan.ceda import CEDAPlanner
 from pario.system import load_system
 from pario.trace import Trace
 from pario.trace.patterns import segment
-from pario.trace.patterns_reference import segment as segment_reference
 from pario.trace.sorting import by_key_then_order, counting_order, offset_order
 from pario.workload.ior import ior
 
@@ -139,12 +141,12 @@ def _same_patterns(a, b):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_identifier_equals_reference(seed):
     tr = random_trace(seed)
-    _same_patterns(ceda.identify_patterns(tr), ceda_reference.identify_patterns(tr))
+    _same_patterns(ceda_identify.identify_patterns(tr), ceda_reference.identify_patterns(tr))
 
 
 def test_identifier_equals_reference_on_ior():
     for tr in ior_traces():
-        _same_patterns(ceda.identify_patterns(tr), ceda_reference.identify_patterns(tr))
+        _same_patterns(ceda_identify.identify_patterns(tr), ceda_reference.identify_patterns(tr))
 
 
 # --------------------------------------------------------------------------- planner
@@ -164,7 +166,7 @@ def test_planned_layouts_equal_reference(seed):
     rng = np.random.default_rng(seed)
     servers = None if seed % 3 else sorted(rng.choice(8, int(rng.integers(1, 5)), replace=False).tolist())
     for mode, stripe in (("ceda", None), ("cida", None), ("cida", int(rng.choice([512, 4096, 100000])))):
-        got, space = ceda.plan_layouts(tr, pats, system, orig, mode=mode, servers=servers, stripe=stripe)
+        got, space = ceda_place.plan_layouts(tr, pats, system, orig, mode=mode, servers=servers, stripe=stripe)
         ref, rspace = ceda_reference.plan_layouts(tr, pats, system, orig, mode=mode, servers=servers, stripe=stripe)
         assert np.array_equal(space, rspace)
         assert got.keys() == ref.keys()
@@ -175,9 +177,9 @@ def test_planned_layouts_equal_reference(seed):
 def test_planned_layouts_equal_reference_on_ior():
     system = load_system("ceda-hdd8")
     for tr in ior_traces():
-        pats = ceda.identify_patterns(tr)
+        pats = ceda_identify.identify_patterns(tr)
         for mode in ("ceda", "cida"):
-            got, space = ceda.plan_layouts(tr, pats, system, "fixed:64K", mode=mode)
+            got, space = ceda_place.plan_layouts(tr, pats, system, "fixed:64K", mode=mode)
             ref, rspace = ceda_reference.plan_layouts(tr, pats, system, "fixed:64K", mode=mode)
             assert np.array_equal(space, rspace)
             assert [_emap_key(got[p]) for p in got] == [_emap_key(ref[p]) for p in ref]
@@ -192,9 +194,9 @@ def test_claim_keeps_the_first_claimant():
     B = 4096
     tr = Trace.from_arrays([0, 0, 1, 1, 2, 2], None, [0] * 6, np.array([0, 4, 4, 6, 0, 2]) * B, [B] * 6)
     system = load_system("ceda-hdd8")
-    pats = ceda.identify_patterns(tr)
+    pats = ceda_identify.identify_patterns(tr)
     assert len(pats) == 1
-    layouts, space = ceda.plan_layouts(tr, pats, system, Striped.fixed(B, range(8)))
+    layouts, space = ceda_place.plan_layouts(tr, pats, system, Striped.fixed(B, range(8)))
     emap = layouts[0]
     assert space.tolist() == [4 * B]
     assert emap.offset.tolist() == [0, 2 * B, 4 * B, 6 * B]
@@ -232,9 +234,9 @@ def test_analysis_equals_reference(seed, small_chunks):
     system = load_system(("ceda-hdd8", "padp-6h2s", "psa-4h4s")[seed % 3])
     kw = dict(by=("auto", "order", "all", "request")[seed % 4], with_cida=seed % 2 == 0, flush=seed % 5 != 0,
               model_params={"network": True} if seed % 6 == 1 else None)
-    an = ceda.analyze(tr, system, **kw)
-    with reference_pricing():
-        ref = ceda.analyze(tr, system, **kw)
+    an = ceda_analyze.analyze(tr, system, **kw)
+    model = ReferenceDistributionModel(**(kw.pop("model_params") or {}))
+    ref = ceda_reference.analyze(tr, system, model=model, **kw)
     _same_patterns(an.patterns, ref.patterns)
     _same_pbt(an.pbt, ref.pbt)
     assert [_emap_key(an.layouts[p]) for p in an.layouts] == [_emap_key(ref.layouts[p]) for p in ref.layouts]
@@ -245,7 +247,7 @@ def test_analysis_equals_reference(seed, small_chunks):
     for trial in range(3):
         mask = rng.random(len(an.patterns)) < (0.3, 0.7, 1.0)[trial]
         for mode in ("ceda", "cida"):
-            got = ceda.combined_replicas(tr, an, mask, system, mode=mode)
+            got = ceda_combine.combined_replicas(tr, an, mask, system, mode=mode)
             want = ceda_reference.combined_replicas(tr, ref, mask, system, mode=mode)
             assert list(got) == list(want)
             for f in got:
@@ -287,11 +289,10 @@ def test_plan_equals_reference(seed, small_chunks):
         try:
             plan = CEDAPlanner(**params).plan(tr, system, budget=budget)
         except ParioError:
-            with reference_pricing(), pytest.raises(ParioError):
-                CEDAPlanner(**params).plan(tr, system, budget=budget)
+            with pytest.raises(ParioError):
+                ReferenceCEDAPlanner(**params).plan(tr, system, budget=budget)
             continue
-        with reference_pricing():
-            ref = CEDAPlanner(**params).plan(tr, system, budget=budget)
+        ref = ReferenceCEDAPlanner(**params).plan(tr, system, budget=budget)
         _same_json(_plan_json(plan, system), _plan_json(ref, system))
 
 
@@ -300,8 +301,7 @@ def test_plan_equals_reference_on_ior():
     for tr in ior_traces():
         for flush in (True, False):
             plan = CEDAPlanner(flush=flush).plan(tr, system)
-            with reference_pricing():
-                ref = CEDAPlanner(flush=flush).plan(tr, system)
+            ref = ReferenceCEDAPlanner(flush=flush).plan(tr, system)
             _same_json(_plan_json(plan, system), _plan_json(ref, system))
 
 
@@ -344,8 +344,7 @@ def test_extent_mapping_equals_map_trace(seed, spare, monkeypatch):
     for by in ("auto", "order", "all"):
         bid = batch_ids(tr, by)
         got = DistributionModel().trace_cost(tr, layout, system, batches=bid)
-        with reference_pricing():
-            ref = DistributionModel().trace_cost(tr, layout, system, batches=bid)
+        ref = ReferenceDistributionModel().trace_cost(tr, layout, system, batches=bid)
         assert got.predicted_s == pytest.approx(ref.predicted_s, rel=1e-12)
         assert np.allclose(got.per_batch, ref.per_batch, rtol=1e-12, atol=0)
         assert np.allclose(got.servers, ref.servers, rtol=1e-12, atol=0)
@@ -360,16 +359,17 @@ def test_extent_mapping_without_default_raises():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_analysis_by_any_model_equals_the_compiled_path(seed):
-    """A model that is not the distribution model itself is priced through its own
-    ``trace_cost`` (a virtual trace per call, :mod:`pario.plan.ceda_reference`): a subclass
-    that changes nothing gives the compiled analyzer's PBT."""
+    """A model without the compiled capability is priced through its own ``trace_cost`` (a
+    virtual trace per call, :class:`pario.plan.ceda_analyze.ModelPricing`): a subclass that
+    changes nothing but declares no compiled pricing gives the compiled analyzer's PBT."""
 
     class Same(DistributionModel):
-        pass
+        compiled = False
 
     tr = random_trace(100 + seed)
     system = load_system("ceda-hdd8")
-    _same_pbt(ceda.analyze(tr, system, model=Same(), with_cida=True).pbt, ceda.analyze(tr, system, with_cida=True).pbt)
+    _same_pbt(ceda_analyze.analyze(tr, system, model=Same(), with_cida=True).pbt,
+              ceda_analyze.analyze(tr, system, with_cida=True).pbt)
 
 
 def test_orig_baseline_from_the_analyzer_is_the_model_price():
@@ -378,14 +378,14 @@ def test_orig_baseline_from_the_analyzer_is_the_model_price():
     whole trace under the original layouts."""
     system = load_system("ceda-hdd8")
     for tr in ior_traces()[:3] + [random_trace(3, 300)]:
-        an = ceda.analyze(tr, system)
+        an = ceda_analyze.analyze(tr, system)
         lay = {f: an.per_file[i] for i, f in enumerate(tr.files)}
         want = DistributionModel().trace_cost(tr, lay, system, batches=an.bid).predicted_s
         if an.orig_s is not None:
             assert an.orig_s == want
         plan = CEDAPlanner().plan(tr, system)
         assert plan.baselines["ORIG"] == want
-    assert ceda.analyze(ior_traces()[0], system).orig_s is not None  # (one pattern: the analyzer's)
+    assert ceda_analyze.analyze(ior_traces()[0], system).orig_s is not None  # (one pattern: the analyzer's)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -395,7 +395,6 @@ def test_chunked_extent_pricing_equals_one_pricing(seed):
     of one pricing of all the requests (to the bit), and those of the model."""
     from pario.layout.extents_kernel import ExtentSet
     from pario.model import engine
-    from pario.model.distribution import _seq_alpha_table
 
     rng = np.random.default_rng(seed)
     tr = random_trace(seed)
@@ -405,7 +404,7 @@ def test_chunked_extent_pricing_equals_one_pricing(seed):
     bid = batch_ids(tr, ("auto", "order", "all", "request")[seed % 4])
     prep = engine.prepared(tr, bid)
     es = ExtentSet.of_layouts(per_file)
-    alpha = _seq_alpha_table(system, "profile")
+    alpha = DistributionModel().engine_terms(system)["contiguous_alpha_table"]
     w = prep.op == 1
     variants = [(None, None), (w, np.zeros_like(prep.op))]
     whole = engine.price_extents_by_chunks(prep, es, system, contiguous_alpha_table=alpha, variants=variants,

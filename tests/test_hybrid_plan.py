@@ -124,14 +124,15 @@ def test_writes_only_pay_the_cheapest_replica():
 @pytest.mark.parametrize("budget", [None, 0, 40 * MiB])
 def test_chunked_route_costs_equal_the_whole_matrix(monkeypatch, budget):
     """RouteCosts rebuilds C[k, i] = T_sys,k(batch) · share_i by chunks of requests: the plan
-    (choice, subset, baselines) equals the one from the whole cost matrix (reference pricing)."""
-    from pario.model.distribution import reference_pricing
+    (choice, subset, baselines) equals the one from the whole cost matrix (the reference
+    distribution model: no compiled capability, so its request costs as a matrix)."""
+    from oracles.models import ReferenceDistributionModel
+
     from pario.plan.hybrid import RouteCosts
 
     system = load_system("ceda-hdd8")
     tr = Trace.concat([two_phase(), ior(8, 65536, 16 * 65536, 3, pattern="random", op="both", seed=4, file="c.dat")])
-    with reference_pricing():
-        ref = HybridReplicationPlanner().plan(tr, system, budget=budget)
+    ref = HybridReplicationPlanner(model=ReferenceDistributionModel()).plan(tr, system, budget=budget)
     monkeypatch.setattr(RouteCosts, "CHUNK", 7)
     got = HybridReplicationPlanner().plan(tr, system, budget=budget)
     assert got.details["routed"] == ref.details["routed"]

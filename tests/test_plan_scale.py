@@ -1,26 +1,29 @@
 """Issue 18, planning at scale: the fast paths against the pre-issue-18 exhaustive code.
 
-The oracle is the reference implementation kept in the package: inside
-:func:`pario.model.distribution.reference_pricing` the distribution model prices by mapping
-every request and sorting the sub-requests (:meth:`DistributionModel.server_batch_times`),
-the closed-form models map for their per-server times, and the ci-layout planner with
-``screen=0`` prices every grid candidate on the whole trace.  Each scheme's plan from the
-fast path must equal the reference's (layouts, replicas, routing) and be priced the same;
-where two candidates tie within floating-point noise, the fast plan must be priced no
-worse than the reference optimum.
+The oracle is the reference implementation kept in the tests (``oracles/``): the reference
+distribution model prices by mapping every request and sorting the sub-requests
+(``ReferenceDistributionModel.server_batch_times``), the reference hybrid model prices
+request by request and maps for its per-server times (as :func:`mapped_busy`), and the
+ci-layout planner given a reference model with ``screen=0`` prices every grid candidate on
+the whole trace (a model without the compiled capability: no branch and bound).  Each
+scheme's plan from the fast path must equal the reference planner's (layouts, replicas,
+routing) and be priced the same; where two candidates tie within floating-point noise, the
+fast plan must be priced no worse than the reference optimum.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from contracts import every_layout as layouts
+from oracles.models import ReferenceDistributionModel, ReferenceHybridModel, reference_model
+from oracles.planners import reference_planner
 
 from pario import ParioError
-from pario.layout import ExtentMap, Grouped, Region, Regions, Striped, describe
+from pario.layout import ExtentMap, Grouped, Striped, describe
 from pario.model import DistributionModel, HybridModel
 from pario.model.batches import batch_ids
-from pario.model.common import per_server_busy
-from pario.model.distribution import reference_pricing
+from pario.model.common import mapped_busy, per_server_busy
 from pario.plan.layout_select import LayoutSelectPlanner
 from pario.plan.schemes import make_planner
 from pario.system import load_system
@@ -65,16 +68,6 @@ SYSTEMS = ("ceda-hdd8", "padp-6h2s", "psa-4h4s")
 # --------------------------------------------------------------------------- the pricing kernel
 
 
-def layouts(n: int):
-    return [Striped.fixed(65536, range(n)), Striped.fixed(4096, range(min(3, n))),
-            Striped(tuple(range(n)), tuple(([32768, 0, 98304] * n)[:n])),
-            Grouped(((0, 1), (2, 3)), 16384),
-            Regions((Region(0, 1 << 21, Striped.fixed(8192, range(n))),
-                     Region(1 << 21, None, Striped.fixed(65536, (1, 2))))),
-            ExtentMap(np.array([0, 100000, 1 << 21]), np.array([50000, 300000, 1 << 20]), np.array([1, 2, 0]),
-                      np.array([0, 0, 7]), np.array([1, 1, 2]), Striped.fixed(65536, range(n)))]
-
-
 @pytest.mark.parametrize("name", sorted(TRACES))
 @pytest.mark.parametrize("sysname", ["ceda-hdd8", "padp-6h2s"])
 def test_engine_prices_as_the_reference(name, sysname):
@@ -87,9 +80,8 @@ def test_engine_prices_as_the_reference(name, sysname):
                 for m in (DistributionModel(), DistributionModel(contiguous_alpha="seq", network=True)):
                     fast = m.trace_cost(tr, spec, system, batches=bid)
                     rc = m.request_costs(tr, spec, system, batches=bid)
-                    with reference_pricing():
-                        ref = m.trace_cost(tr, spec, system, batches=bid)
-                        rr = m.request_costs(tr, spec, system, batches=bid)
+                    ref = reference_model(m).trace_cost(tr, spec, system, batches=bid)
+                    rr = reference_model(m).request_costs(tr, spec, system, batches=bid)
                     assert fast.predicted_s == pytest.approx(ref.predicted_s, rel=1e-12, abs=0)
                     np.testing.assert_allclose(fast.per_batch, ref.per_batch, rtol=1e-12, atol=0)
                     np.testing.assert_allclose(fast.servers, ref.servers, rtol=1e-10, atol=0)
@@ -101,8 +93,7 @@ def test_engine_prices_as_the_reference(name, sysname):
     seq = (np.arange(len(tr)) % 3 == 0)
     for lay in layouts(system.n)[:5]:
         fast = per_server_busy(tr, lay, system, seq)
-        with reference_pricing():
-            ref = per_server_busy(tr, lay, system, seq)
+        ref = mapped_busy(tr, lay, system, seq)
         np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=0)
 
 
@@ -137,8 +128,7 @@ def _reference_cost(plan, trace, system):
     """The plan priced by the reference distribution model (for tie checks)."""
     from pario.plan.advise import common_time
 
-    with reference_pricing():
-        return common_time(plan, trace, system)
+    return common_time(plan, trace, system, model=ReferenceDistributionModel())
 
 
 @pytest.mark.parametrize("name", sorted(TRACES))
@@ -152,11 +142,10 @@ def test_scheme_plan_equals_the_reference(scheme, sysname, name):
         try:
             fast = make_planner(scheme).plan(tr, system, budget=budget)
         except ParioError:
-            with reference_pricing(), pytest.raises(ParioError):
-                make_planner(scheme).plan(tr, system, budget=budget)
+            with pytest.raises(ParioError):
+                reference_planner(scheme).plan(tr, system, budget=budget)
             continue
-        with reference_pricing():
-            ref = make_planner(scheme).plan(tr, system, budget=budget)
+        ref = reference_planner(scheme).plan(tr, system, budget=budget)
         if _plan_key(fast, system) != _plan_key(ref, system):
             # only a floating-point tie may differ: priced no worse than the reference's plan
             a, b = _reference_cost(fast, tr, system), _reference_cost(ref, tr, system)
@@ -177,8 +166,7 @@ def test_ci_layout_exact_search_equals_exhaustive(sysname, name, screen):
     system = load_system(sysname)
     tr = TRACES[name]
     fast = LayoutSelectPlanner(screen=screen).plan(tr, system)
-    with reference_pricing():
-        ref = LayoutSelectPlanner(screen=0).plan(tr, system)
+    ref = LayoutSelectPlanner(screen=0, model=ReferenceDistributionModel()).plan(tr, system)
     assert _plan_key(fast, system) == _plan_key(ref, system) or \
         _reference_cost(fast, tr, system) <= _reference_cost(ref, tr, system) * (1 + REL)
     assert fast.predicted_s == pytest.approx(ref.predicted_s, rel=1e-9)
@@ -202,8 +190,7 @@ def test_hybrid_model_costs_equal_reference():
     m = HybridModel()
     lay = Striped(tuple(range(system.n)), tuple(32768 if s.kind == "hdd" else 65536 for s in system.servers))
     fast = m.trace_cost(tr, lay, system)
-    with reference_pricing():
-        ref = m.trace_cost(tr, lay, system)
+    ref = ReferenceHybridModel(**m.get_params()).trace_cost(tr, lay, system)
     assert fast.predicted_s == pytest.approx(ref.predicted_s, rel=1e-12)
     np.testing.assert_allclose(fast.servers, ref.servers, rtol=1e-12)
 
@@ -226,8 +213,7 @@ def test_suffix_bound_is_below_the_remaining_cost(sysname, alpha, network):
             if len(servers) == 4:
                 lays.append(Grouped(((0, 1), (2, 3)), 16384))
             for lay in lays:
-                with reference_pricing():
-                    T, rb, _, _ = m.server_batch_times(tr, lay, system, batches=bid)
+                T, rb, _, _ = reference_model(m).server_batch_times(tr, lay, system, batches=bid)
                 per = T.max(axis=1)
                 rest = np.r_[np.cumsum(per[::-1])[::-1], 0.0]
                 assert (bound <= rest * (1 + 1e-12) + 1e-18).all(), (name, servers, lay)

@@ -571,7 +571,7 @@ def test_run_collective_not_redirected(tmp_path):
 def test_run_prices_the_copy_back_by_default(tmp_path):
     """The example writes then reads back the same strided bytes.  pario's default benefit
     test counts the copy of the replica's dirty bytes back to the original at the program's
-    end (pario.plan.ceda.flush_costs): the PBT's flush is > 0, B = T_O − T_N − flush, and no
+    end (pario.plan.ceda_analyze.flush_costs): the PBT's flush is > 0, B = T_O − T_N − flush, and no
     pattern with B ≤ 0 is replicated; the report's prediction equals ORIG when none is."""
     _need_mpi()
     cp = pario("run", "--procs", 2, "--store", tmp_path / "store", "--system", "ceda-hdd8", "--out", tmp_path / "o",

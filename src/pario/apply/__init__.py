@@ -3,7 +3,8 @@
 ``pario apply PLAN --emit TARGET`` prints the commands that put a plan's layouts (and, where
 the target has them, its replicas) in place on Lustre, BeeGFS, OrangeFS or CephFS.  One
 module per target (``emit_lustre``, ``emit_beegfs``, ``emit_orangefs``, ``emit_cephfs``),
-each an :class:`Emitter`::
+each an :class:`Emitter` registered in :data:`EMITTERS` (:class:`pario.registry.Registry`:
+target name → class, the one place a target is added)::
 
     em = get_emitter("lustre")
     out = em.emit(plan, system)          # -> Emission
@@ -37,7 +38,6 @@ tool takes it; comment lines show file names shell-quoted, control characters es
 
 from __future__ import annotations
 
-import importlib
 import math
 import shlex
 from dataclasses import dataclass, field
@@ -46,8 +46,15 @@ from typing import Any
 from .. import ParioError
 from ..layout import ExtentMap, Grouped, Layout, Regions, Striped, describe
 from ..names import check_name, printable, root_path, target_path
+from ..registry import Registry
 
-TARGETS = ("lustre", "beegfs", "orangefs", "cephfs")
+EMITTERS = Registry("emit target", {
+    "lustre": "pario.apply.emit_lustre:LustreEmitter",
+    "beegfs": "pario.apply.emit_beegfs:BeeGFSEmitter",
+    "orangefs": "pario.apply.emit_orangefs:OrangeFSEmitter",
+    "cephfs": "pario.apply.emit_cephfs:CephFSEmitter",
+})
+TARGETS = tuple(EMITTERS)
 STATUSES = ("exact", "striping", "nearest", "not-expressible")
 KiB = 1024
 MiB = 1 << 20
@@ -181,12 +188,8 @@ def command(*words) -> str:
 
 
 def get_emitter(name: str, **kw) -> Emitter:
-    """The emitter of a target (lustre, beegfs, orangefs, cephfs)."""
-    key = str(name).strip().lower()
-    if key not in TARGETS:
-        raise ParioError(f"unknown emit target {name!r} (known: {', '.join(TARGETS)})")
-    mod = importlib.import_module(f"{__name__}.emit_{key}")
-    return mod.EMITTER(**kw)
+    """The emitter of a target (:data:`EMITTERS`: lustre, beegfs, orangefs, cephfs)."""
+    return EMITTERS.create(name, **kw)
 
 
 # ---------------------------------------------------------------------- layout helpers
@@ -308,6 +311,7 @@ def load_plan(path, system_spec=None):
 
 
 __all__ = [
+    "EMITTERS",
     "STATUSES",
     "TARGETS",
     "Emission",

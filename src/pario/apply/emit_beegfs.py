@@ -142,6 +142,3 @@ class BeeGFSEmitter(Emitter):
                                          p))
             item.datafiles.append({"datafile": df, "server": system.servers[srv].name, "path": p, "bytes": b})
         item.exact.append("replica data file placement (one target each)")
-
-
-EMITTER = BeeGFSEmitter

@@ -145,6 +145,3 @@ class CephFSEmitter(Emitter):
             p = self.datafile_path(f, rep.get("name", "r"), df, name)
             item.commands += self._layout_cmds(p, False, pool, 1, OBJECT, OBJECT)
             item.datafiles.append({"datafile": df, "server": name, "path": p, "bytes": b, "pool": pool})
-
-
-EMITTER = CephFSEmitter

@@ -176,6 +176,3 @@ class LustreEmitter(Emitter):
             item.commands.append(command("lfs", "setstripe", "-c", "1", "-o", srv, "--", p))
             item.datafiles.append({"datafile": df, "server": system.servers[srv].name, "path": p, "bytes": b})
         item.exact.append("replica data file placement (one OST each)")
-
-
-EMITTER = LustreEmitter

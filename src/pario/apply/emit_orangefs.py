@@ -127,6 +127,3 @@ class OrangeFSEmitter(Emitter):
             item.datafiles.append({"datafile": df, "server": system.servers[srv].name, "path": p, "bytes": b})
         item.exact.append("replica data file placement (one datafile each)")
         return k
-
-
-EMITTER = OrangeFSEmitter

@@ -30,9 +30,8 @@ are planned as the file servers see them: the aggregators' requests of two-phase
 ``--cb-nodes`` aggregators), since those are the requests a layout or a replica serves
 (``"collective_view"`` in the JSON); ``--no-collective-view`` plans the ranks' requests.
 
-A scheme whose planner is not available, or that does not apply (e.g. PADP on a system
-without SSDs), is listed under ``skipped`` with the reason; when every requested scheme
-is skipped the command fails.
+A scheme that does not apply (e.g. PADP on a system without SSDs) is listed under
+``skipped`` with the reason; when every requested scheme is skipped the command fails.
 """
 
 from __future__ import annotations
@@ -60,22 +59,19 @@ HELP_DESCRIPTION = (
     "model for all schemes: the best scheme is the least of those; 'vs best' = its time / the best's − 1.")
 
 
-_SHORT = {"distribution": "distribution (CEDA eq. 1–4)", "ci-layout": "ci-layout (CI-LAYOUT eq. 1)"}
-
-
 def own_model(name: str, plan, short: bool = False) -> str:
     """The model a scheme's plan was priced with, with its paper and equations (``short``:
-    for a table cell)."""
-    from .model_cmd import model_label
+    for a table cell): the planner's own label for it, else the model's."""
+    from ..model import MODELS
+    from ..plan.schemes import planner_class
 
+    label = planner_class(name).model_label
+    if label is not None:
+        return label[0] if short else label[1]
     model = plan.params.get("model") or plan.details.get("model")
-    if model == "hybrid" and name in ("padp", "psa"):
-        if short:
-            return "hybrid (PADP eq. 2–4)" if name == "padp" else "hybrid (PSA Tables 3–4)"
-        return "hybrid (PADP seed 003 §3.2 eq. 2–4)" if name == "padp" else "hybrid (PSA seed 001 §3.2 Tables 3–4)"
     if not isinstance(model, str):
         return "the scheme's own"
-    return _SHORT.get(model, model) if short else model_label(model)
+    return MODELS[model].label(short) if model in MODELS else model
 
 
 def register(sub) -> None:

@@ -11,32 +11,6 @@ from ..model import BATCHINGS, MODELS, get_model
 from ..system import load_system
 from .common import console, load_trace_arg, print_json
 
-# model name → (paper and equations, how the predicted time is formed)
-MODEL_DOC = {
-    "distribution": ("CEDA seed 000 §3 eq. 1–4, on the exact sub-requests",
-                     "Σ over batches of concurrent requests of the busiest server's T_s + T_t (eq. 4)"),
-    "ci-layout": ("CI-LAYOUT seed 002 §3 eq. 1, Table 2 as reconstructed in SPEC §2.1",
-                  "T_e + T_x + T_st (eq. 1; a batch of p concurrent requests costs Σ_i T_i / p)"),
-    "hybrid": ("PADP seed 003 §3.2 eq. 2–4 / PSA seed 001 §3.2 Tables 3–4",
-               "T_e + T_x + T_st (PADP eq. 2; a batch of p concurrent requests costs Σ_i T_i / p)"),
-}
-
-# (model, term) → meaning; the terms are what Cost.details holds, in seconds unless a count
-TERMS = {
-    ("distribution", "T_s"): "startup (seeks), summed over servers and batches: k·α_rand + (q − k)·α_seq' for "
-                             "one process, ½(p + q)·α_rand + ½(q − p)·α_seq' for p > 1 (CEDA eq. 3)",
-    ("distribution", "T_t"): "transfer, summed over servers and batches: Σ s_ij·β_j (CEDA eq. 1, 3)",
-    ("distribution", "T_n"): "network, summed over servers and batches: ranks·e + bytes·t (a pario extension, "
-                             "not in CEDA §3)",
-    ("distribution", "subrequests"): "sub-requests: the pieces of the requests, one per server touched (count)",
-    ("hybrid", "T_e"): "connection setup T_E = max(c(m + n), p)·e (PADP eq. 3 / PSA Table 3)",
-    ("hybrid", "T_x"): "network transfer T_X = max{c·r·t, p·h·t, p·s·t} (PSA Table 3; PADP eq. 3 has two terms)",
-    ("hybrid", "T_st"): "storage T_S + T_T = p·max{α_h + h·β_h, α_s + s·β_s} (PADP eq. 4)",
-    ("ci-layout", "T_e"): "connection setup max(m·n/g, ⌈p/g⌉)·e (Table 2, reconstructed)",
-    ("ci-layout", "T_x"): "network transfer max(m·s, ⌈p/g⌉·s·g/n)·v (Table 2, reconstructed)",
-    ("ci-layout", "T_st"): "storage T_s + T_rw = ⌈p/g⌉·(α + (s·g/n)·β) (Table 2, reconstructed)",
-}
-
 HELP_DESCRIPTION = (
     "Predict the I/O time of TRACE under a layout with one cost model and print: the predicted time; per "
     "server its busy time (distribution model: Σ over batches of T_s + T_t, CEDA seed 000 eq. 3; closed-form "
@@ -46,12 +20,6 @@ HELP_DESCRIPTION = (
     "time (= Σ over batches of the busiest server, eq. 4). hybrid (PADP seed 003 eq. 2–4 / PSA seed 001 "
     "Tables 3–4) and ci-layout (CI-LAYOUT seed 002 eq. 1, Table 2 reconstructed): T_e = connection setup, "
     "T_x = network transfer, T_st = storage startup + transfer; predicted = T_e + T_x + T_st.")
-
-
-def model_label(name: str) -> str:
-    """``name (paper, equations)`` for a model name."""
-    doc = MODEL_DOC.get(name)
-    return f"{name} ({doc[0]})" if doc else name
 
 
 def register(sub) -> None:
@@ -101,26 +69,24 @@ def _run(args) -> int:
         return 0
     desc = describe(layout, system) if not isinstance(layout, dict) else \
         "; ".join(f"{f}: {describe(l, system)}" for f, l in layout.items())
-    doc = MODEL_DOC.get(model.name, ("", "the model's total"))
-    console.print(f"model {model_label(model.name)}, system {system.name}, layout {desc}")
+    console.print(f"model {model.label()}, system {system.name}, layout {desc}")
     console.print(f"{len(trace)} requests in {cost.batches} batches: predicted [bold]{cost.predicted_s:.6g} s[/bold] "
-                  f"= {doc[1]}")
+                  f"= {model.predicted_doc}")
     tab = Table("server", "kind", "busy (s)", "share")
     tot = float(cost.servers.sum()) or 1.0
     for s, v in zip(system.servers, cost.servers):
         tab.add_row(s.name, s.kind, f"{v:.6g}", f"{100 * v / tot:.1f} %")
     console.print(tab)
-    busy = ("Σ over batches of the server's T_s + T_t (CEDA eq. 3)" if model.name == "distribution" else
-            "Σ α + s·β over the server's sub-requests (the closed form does not split time by server)")
-    console.print(f"busy (s) = {busy}; share = of all servers' busy time")
+    console.print(f"busy (s) = {model.busy_doc}; share = of all servers' busy time")
     if cost.details:
         terms = Table("term", "value", "what it is (paper, equation)", title=f"terms of the {model.name} model",
                       title_justify="left")
         for k, v in cost.details.items():
-            terms.add_row(k, f"{v:.6g} s" if isinstance(v, float) else str(v), TERMS.get((model.name, k), ""))
+            terms.add_row(k, f"{v:.6g} s" if isinstance(v, float) else str(v), model.term_docs.get(k, ""))
         console.print(terms)
-        if model.name == "distribution":
-            total = sum(v for k, v in cost.details.items() if k in ("T_s", "T_t", "T_n"))
-            console.print(f"T_s + T_t{' + T_n' if 'T_n' in cost.details else ''} = {total:.6g} s is the servers' "
-                          f"total busy time; the predicted time counts only the busiest server of each batch")
+        busy = [k for k in model.busy_terms if k in cost.details]
+        if busy:
+            total = sum(cost.details[k] for k in busy)
+            console.print(f"{' + '.join(busy)} = {total:.6g} s is the servers' total busy time; the predicted time "
+                          f"counts only the busiest server of each batch")
     return 0

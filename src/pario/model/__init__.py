@@ -8,29 +8,37 @@ layout on a system.
 - :class:`~pario.model.hybrid.HybridModel` (``"hybrid"``): PADP seed 003 eq. 2–4 / PSA
   seed 001 Tables 3–4 for HDD+SSD systems.
 
-All follow :class:`~pario.model.base.CostModel`; :data:`MODELS` maps name → class.
+All follow :class:`~pario.model.base.CostModel`; :data:`MODELS` is the registry
+(:class:`pario.registry.Registry`): name → class, the one place a model is added.
 """
 
 from __future__ import annotations
 
-from .. import ParioError
+from ..registry import Registry
 from .base import Cost, CostModel, resolve_layout
 from .batches import BATCHINGS, batch_ids, split
 from .ci_layout import CILayoutModel, ci_layout_cost, classic_layouts
 from .distribution import DistributionModel
 from .hybrid import HybridModel, heterogeneous_cost, homogeneous_cost, hybrid_request_cost
 
-MODELS: dict[str, type[CostModel]] = {
-    "distribution": DistributionModel,
-    "ci-layout": CILayoutModel,
-    "hybrid": HybridModel,
-}
+MODELS = Registry("model", {
+    "distribution": "pario.model.distribution:DistributionModel",
+    "ci-layout": "pario.model.ci_layout:CILayoutModel",
+    "hybrid": "pario.model.hybrid:HybridModel",
+})
 
 
-def get_model(name: str, **params) -> CostModel:
-    if name not in MODELS:
-        raise ParioError(f"unknown model {name!r} (expected one of {', '.join(MODELS)})")
-    return MODELS[name](**params)
+def get_model(model, **params) -> CostModel:
+    """A cost model: ``model`` is a registered name (with its constructor ``params``) or a
+    :class:`CostModel` instance, returned as it is (scikit-learn style: a model as a planner's
+    parameter)."""
+    if isinstance(model, CostModel):
+        if params:
+            from .. import ParioError
+
+            raise ParioError(f"model {model.name!r} is given as an instance: its parameters are its own")
+        return model
+    return MODELS.create(model, **params)
 
 
 __all__ = [

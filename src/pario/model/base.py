@@ -87,6 +87,14 @@ class Cost:
 
 
 
+def check_server_index(top: int, system) -> None:
+    """A layout's largest server index ``top`` must name one of ``system``'s servers."""
+    if top >= system.n:
+        from .. import ParioError
+
+        raise ParioError(f"layout uses server index {top} but system {system.name!r} has {system.n} servers")
+
+
 def resolve_layout(layout, system):
     """A Layout, a spec string, or a dict file name → (Layout | spec) into Layout / dict of Layouts."""
     if isinstance(layout, Layout):
@@ -106,9 +114,42 @@ class CostModel:
     """
 
     name = "base"
+    #: the paper and equations the model implements, in full and short (``pario model``,
+    #: ``pario advise``); how its predicted time is formed; what a server's busy time is;
+    #: term of :attr:`Cost.details` → what it is (paper, equation)
+    paper = ""
+    paper_short = ""
+    predicted_doc = "the model's total"
+    busy_doc = ""
+    term_docs: dict[str, str] = {}
+    #: the terms of :attr:`Cost.details` that add up to the servers' total busy time (empty:
+    #: the model's terms are not per-server busy time)
+    busy_terms: tuple[str, ...] = ()
+    #: Capability (scikit-learn "tags" style; the planners choose their path by it, never by
+    #: the model's type): the model's prices are those of the compiled engine
+    #: (:mod:`pario.model.engine`) with the terms of ``engine_terms(system)`` — it has
+    #: ``price`` (per-batch times, with an early stop at a limit) and ``suffix_bound``, and
+    #: ``trace_cost`` is Σ of ``price``'s per-batch times — so a planner may price candidates by
+    #: the engine directly (branch and bound, CEDA's per-pattern pricing, batch-time routing).
+    #: False: the model is priced only through ``trace_cost`` / ``trace_costs`` /
+    #: ``request_costs`` (a subclass that changes the pricing must say False).
+    compiled = False
 
     def __init__(self, **params):
         self.params = dict(params)
+
+    @classmethod
+    def label(cls, short: bool = False) -> str:
+        """``name (paper, equations)`` (``short``: for a table cell)."""
+        paper = cls.paper_short if short else cls.paper
+        return f"{cls.name} ({paper})" if paper else cls.name
+
+    def independent_batches(self) -> bool:
+        """Capability: a batch's cost depends on its own requests only, so
+        :meth:`trace_cost` = Σ over the batches of :meth:`batch_cost` of each batch alone.
+        False (default): a batch's cost may also depend on the batches before it (never on
+        those after it)."""
+        return False
 
     def get_params(self) -> dict[str, Any]:
         return dict(self.params)

@@ -78,6 +78,14 @@ class CILayoutModel(ClosedFormModel):
     """CI-LAYOUT (seed 002 §3) with the SPEC §2.1 reconstruction of Table 2 (see module doc)."""
 
     name = "ci-layout"
+    paper = "CI-LAYOUT seed 002 §3 eq. 1, Table 2 as reconstructed in SPEC §2.1"
+    paper_short = "CI-LAYOUT eq. 1"
+    predicted_doc = "T_e + T_x + T_st (eq. 1; a batch of p concurrent requests costs Σ_i T_i / p)"
+    term_docs = {
+        "T_e": "connection setup max(m·n/g, ⌈p/g⌉)·e (Table 2, reconstructed)",
+        "T_x": "network transfer max(m·s, ⌈p/g⌉·s·g/n)·v (Table 2, reconstructed)",
+        "T_st": "storage T_s + T_rw = ⌈p/g⌉·(α + (s·g/n)·β) (Table 2, reconstructed)",
+    }
 
     def __init__(self, pattern: str = "auto"):
         super().__init__(pattern=pattern)
@@ -86,7 +94,7 @@ class CILayoutModel(ClosedFormModel):
         layout = resolve_layout(layout, system)
         bid, p, c, nb = batch_context(trace, system, by, batches)
         seq = pattern_mask(trace, self.params["pattern"]).astype(np.int64)
-        leaves, which = per_request_layouts(trace, layout)
+        leaves, which = per_request_layouts(trace, layout, system)
         T = {k: np.zeros(len(trace)) for k in ("T_e", "T_x", "T_st", "T")}
         op = trace.op.astype(np.int64)
         r = trace.length.astype(float)

@@ -8,7 +8,7 @@ from numba import njit
 
 from .. import ParioError
 from ..layout import ExtentMap, Grouped, Layout, Regions, Striped, layout_for_files, map_trace
-from .base import Cost, CostModel, resolve_layout
+from .base import Cost, CostModel, check_server_index, resolve_layout
 from ..memo import by_identity
 from .batches import batch_ids, ranks_per_batch
 
@@ -158,15 +158,20 @@ def kind_params(system, servers) -> tuple[np.ndarray, np.ndarray]:
 def per_server_busy(trace, layout, system, seq: np.ndarray) -> np.ndarray:
     """Per-server storage busy time: every sub-request costs α_j(op, seq) + length·β_j(op).
     (How the closed-form models attribute time to servers; exact mapping: in the compiled
-    kernel of :mod:`pario.model.engine` for striped / 2-D / region layouts.)"""
-    from .distribution import reference_mode
-
-    if not reference_mode() and len(trace):
+    kernel of :mod:`pario.model.engine` for striped / 2-D / region layouts, by
+    :func:`pario.layout.map_trace` for the others.)"""
+    if len(trace):
         from . import engine
 
         out = engine.busy(trace, layout, system, seq)
         if out is not None:
             return out
+    return mapped_busy(trace, layout, system, seq)
+
+
+def mapped_busy(trace, layout, system, seq: np.ndarray) -> np.ndarray:
+    """:func:`per_server_busy` from the sub-requests of :func:`pario.layout.map_trace` (any
+    layout; the compiled kernel's fallback)."""
     sub = map_trace(trace, layout)
     if len(sub) == 0:
         return np.zeros(system.n)
@@ -188,8 +193,16 @@ def region_of(layout: Layout, offset: np.ndarray) -> tuple[list[Layout], np.ndar
     return [layout], np.zeros(len(offset), dtype=np.int64)
 
 
-def per_request_layouts(trace, layout):
-    """Resolve per-file layouts and regions: (list of distinct leaf layouts, index per request)."""
+def per_request_layouts(trace, layout, system):
+    """Resolve per-file layouts and regions: (list of distinct leaf layouts, index per request);
+    a leaf on a server ``system`` does not have is refused."""
+    leaves, which = _leaves(trace, layout)
+    if leaves:
+        check_server_index(max(max(leaf.servers_used(), default=0) for leaf in leaves), system)
+    return leaves, which
+
+
+def _leaves(trace, layout):
     per_file = layout_for_files(layout, trace.files)
     if per_file and not isinstance(per_file[0], (Regions, ExtentMap)) and all(lay is per_file[0] for lay in per_file):
         return [per_file[0]], np.zeros(len(trace), dtype=np.int64)  # one layout for every request
@@ -221,6 +234,14 @@ class ClosedFormModel(CostModel):
     ``(batch ids, p per request, number of batches, terms dict with "T", sequential mask)``;
     a batch costs Σ_i T_i / p (the round time of its p concurrent requests).
     """
+
+    busy_doc = "Σ α + s·β over the server's sub-requests (the closed form does not split time by server)"
+
+    def independent_batches(self) -> bool:
+        """A batch costs Σ_i T_i(p_b) / p_b over its own requests; only ``pattern="auto"``
+        looks outside it (a request's α is sequential when it continues its rank's previous
+        request, which may be in an earlier batch)."""
+        return self.params["pattern"] != "auto"
 
     def request_terms(self, trace, layout, system, *, batches=None, by="auto"):
         raise NotImplementedError

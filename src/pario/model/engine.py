@@ -35,9 +35,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .. import ParioError
 from ..layout import Grouped, Regions, Striped, layout_for_files
 from ..memo import IdentityCache
+from .base import check_server_index
 from .batches import service_order
 
 BIG = np.iinfo(np.int64).max
@@ -515,12 +515,6 @@ _A3 = np.zeros((1, 2, 2))
 _EMPTY_TABLES = layout_tables([])
 
 
-def _server_check(top: int, system) -> None:
-    """A layout's largest server index ``top`` must name one of ``system``'s servers."""
-    if top >= system.n:
-        raise ParioError(f"layout uses server index {top} but system {system.name!r} has {system.n} servers")
-
-
 def _model_params(system, contiguous_alpha_table, network: bool) -> tuple:
     """The kernel's cost parameters (CEDA seed 000 §3 eq. 1–4): (nserv, α_rand [n, 2],
     contiguous α [n, 2], β [n, 2], alpha3 (unused), network, e, t)."""
@@ -550,7 +544,7 @@ def _price_leaves(req, leaves, lid, system, params, limit, suffix, subrequests):
     lookup of :mod:`pario.layout.extents_kernel` (or the given ``subrequests``)."""
     tabs = layout_tables(leaves) if subrequests is None else None
     if tabs is not None:
-        _server_check(tabs.max_server, system)
+        check_server_index(tabs.max_server, system)
         per_batch, servers, tot, stopped = price_kernel(
             0, req.bid, req.nb, req.rank, req.op, req.file, req.offset, req.length, _Z8, req.nranks, lid,
             *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, *params, limit, suffix)
@@ -594,7 +588,7 @@ def busy(trace, layout, system, seq) -> np.ndarray | None:
     if tabs is None:
         return None
     n = system.n
-    _server_check(tabs.max_server, system)
+    check_server_index(tabs.max_server, system)
     _, out, _, _ = price_kernel(
         2, np.zeros(len(trace), dtype=np.int64), 1, np.ascontiguousarray(trace.rank), np.ascontiguousarray(trace.op),
         np.ascontiguousarray(trace.file), np.ascontiguousarray(trace.offset, dtype=np.int64),
@@ -617,7 +611,7 @@ def _price_mapped(req, leaves, lid, system, params, limit, sub=None, suffix=None
 
     ptr, srv, loc, sln, sdf = sub if sub is not None else map_in_order(leaves, lid, req.file, req.offset, req.length)
     if len(srv):
-        _server_check(int(srv.max()), system)
+        check_server_index(int(srv.max()), system)
     return price_kernel(
         1, req.bid, req.nb, req.rank, req.op, req.file, req.offset, req.length, _Z8, req.nranks, lid,
         *_EMPTY_TABLES.arrays(), ptr, srv, loc, sln, sdf, *params, limit, suffix)
@@ -709,7 +703,7 @@ def price_extents_by_chunks(req, es, system, *, contiguous_alpha_table, network:
         ptr, srv, loc, ln, df = map_extent_set(es, lid, req.file[a:b], req.offset[a:b], req.length[a:b],
                                                buffers=buf, front=F)
         if len(srv) > F:
-            _server_check(int(srv[F:].max()), system)
+            check_server_index(int(srv[F:].max()), system)
         cols = {}  # the chunk's columns after room for the primer
         for name, col in (("bid", req.bid), ("rank", req.rank), ("file", req.file), ("offset", req.offset),
                           ("length", req.length)):

@@ -33,8 +33,7 @@ from .. import ParioError
 from ..layout import Grouped
 from .base import Cost, resolve_layout
 from ..arrays import unique
-from .common import (ClosedFormModel, batch_context, kind_params, leaf_check, pattern_mask, per_request_layouts,
-                     per_server_busy, request_classes)
+from .common import ClosedFormModel, kind_params, leaf_check, per_request_layouts, per_server_busy, request_classes
 
 
 def hybrid_request_cost(p, c, m, n, h, s, r, e, t, alpha_h, beta_h, alpha_s, beta_s, *, three_term=True):
@@ -94,50 +93,49 @@ class HybridModel(ClosedFormModel):
     """
 
     name = "hybrid"
+    paper = "PADP seed 003 §3.2 eq. 2–4 / PSA seed 001 §3.2 Tables 3–4"
+    predicted_doc = "T_e + T_x + T_st (PADP eq. 2; a batch of p concurrent requests costs Σ_i T_i / p)"
+    term_docs = {
+        "T_e": "connection setup T_E = max(c(m + n), p)·e (PADP eq. 3 / PSA Table 3)",
+        "T_x": "network transfer T_X = max{c·r·t, p·h·t, p·s·t} (PSA Table 3; PADP eq. 3 has two terms)",
+        "T_st": "storage T_S + T_T = p·max{α_h + h·β_h, α_s + s·β_s} (PADP eq. 4)",
+    }
 
     def __init__(self, pattern: str = "auto", three_term: bool = True):
         super().__init__(pattern=pattern, three_term=three_term)
 
     def request_terms(self, trace, layout, system, *, batches=None, by="auto"):
-        from .distribution import reference_mode
-
-        if not reference_mode():
-            return self._class_terms(trace, layout, system, batches=batches, by=by)
+        """PADP eq. 2–4 / PSA Tables 3–4 per request: T_i computed once per request class (op,
+        size, p, c, sequential) and leaf layout, then gathered per request (same formula, same
+        inputs: same values)."""
         layout = resolve_layout(layout, system)
-        bid, p, c, nb = batch_context(trace, system, by, batches)
-        seq = pattern_mask(trace, self.params["pattern"]).astype(np.int64)
-        leaves, which = per_request_layouts(trace, layout)
+        rc = request_classes(trace, system, by, batches, self.params["pattern"])
+        leaves, which = per_request_layouts(trace, layout, system)
         n_req = len(trace)
         T = {k: np.zeros(n_req) for k in ("T_e", "T_x", "T_st", "T")}
-        op = trace.op.astype(np.int64)
-        r = trace.length.astype(float)
         for k, leaf in enumerate(leaves):
-            rows = np.flatnonzero(which == k)
-            kk = layout_kinds(leaf, system)
-            if kk["W"] == 0:
-                raise ParioError("layout has no server with a stripe > 0")
-            ah, bh = kind_params(system, kk["hservers"])
-            as_, bs = kind_params(system, kk["sservers"])
-            o, sq = op[rows], seq[rows]
-            scale = r[rows] / kk["W"]
-            out = hybrid_request_cost(p[rows], c[rows], kk["m"], kk["n"], kk["h"] * scale, kk["s"] * scale, r[rows],
-                                      system.network.e, system.network.t, ah[o, sq], bh[o], as_[o, sq], bs[o],
-                                      three_term=self.params["three_term"])
+            if len(leaves) == 1:
+                rows, cls = None, rc.cls
+                used = np.arange(len(rc.first))
+            else:
+                rows = np.flatnonzero(which == k)
+                used, cls = unique(rc.cls[rows], return_inverse=True)
+            out = self._leaf_terms(leaf, rc, used, system)
             for key in T:
-                T[key][rows] = out[key]
-        return bid, p, nb, T, seq
-
+                if rows is None:
+                    T[key] = out[key][cls]
+                else:
+                    T[key][rows] = out[key][cls]
+        return rc.bid, rc.p, rc.nb, T, rc.seq.astype(np.int64)
 
     def trace_cost(self, trace, layout, system, *, batches=None, by="auto"):
         """As :meth:`ClosedFormModel.trace_cost`, from the request classes: a batch costs
         Σ_i T_i / p (PADP seed 003 §3.2), T_i / p computed once per class and added per batch
         (the same values in the same order: the same sums)."""
-        from .distribution import reference_mode
-
         layout = resolve_layout(layout, system)
-        if reference_mode() or len(trace) == 0:
+        if len(trace) == 0:
             return super().trace_cost(trace, layout, system, batches=batches, by=by)
-        leaves, _ = per_request_layouts(trace, layout)
+        leaves, _ = per_request_layouts(trace, layout, system)
         if len(leaves) != 1:
             return super().trace_cost(trace, layout, system, batches=batches, by=by)
         rc = request_classes(trace, system, by, batches, self.params["pattern"])
@@ -161,26 +159,3 @@ class HybridModel(ClosedFormModel):
         return hybrid_request_cost(rc.cp[used], rc.cc[used], kk["m"], kk["n"], kk["h"] * scale, kk["s"] * scale, r,
                                    system.network.e, system.network.t, ah[o, sq], bh[o], as_[o, sq], bs[o],
                                    three_term=self.params["three_term"])
-
-    def _class_terms(self, trace, layout, system, *, batches=None, by="auto"):
-        """:meth:`request_terms` computed once per request class (op, size, p, c, sequential)
-        and leaf layout, then gathered per request (same formula, same inputs: same values)."""
-        layout = resolve_layout(layout, system)
-        rc = request_classes(trace, system, by, batches, self.params["pattern"])
-        leaves, which = per_request_layouts(trace, layout)
-        n_req = len(trace)
-        T = {k: np.zeros(n_req) for k in ("T_e", "T_x", "T_st", "T")}
-        for k, leaf in enumerate(leaves):
-            if len(leaves) == 1:
-                rows, cls = None, rc.cls
-                used = np.arange(len(rc.first))
-            else:
-                rows = np.flatnonzero(which == k)
-                used, cls = unique(rc.cls[rows], return_inverse=True)
-            out = self._leaf_terms(leaf, rc, used, system)
-            for key in T:
-                if rows is None:
-                    T[key] = out[key][cls]
-                else:
-                    T[key][rows] = out[key][cls]
-        return rc.bid, rc.p, rc.nb, T, rc.seq.astype(np.int64)

@@ -32,7 +32,7 @@ def run_advise(trace, system, schemes, *, space=None, original=None, model=None,
     ``progress(done, total, running)``: called as planners start and finish (``running``: the
     names being planned)."""
     from ..model import engine
-    from .schemes import make_planner, planner_class
+    from .schemes import make_planner
 
     import threading
 
@@ -50,9 +50,6 @@ def run_advise(trace, system, schemes, *, space=None, original=None, model=None,
             running.append(name)
         report()
         try:
-            if planner_class(name) is None:  # imports the planner's module (in this thread)
-                skipped[name] = "planner not available in this build"
-                return
             planner = make_planner(name, original=original, model=model, by=by,
                                    flush=False if paper_benefit else None)
             t0 = time.perf_counter()
@@ -83,16 +80,18 @@ def run_advise(trace, system, schemes, *, space=None, original=None, model=None,
     return plans, {name: skipped[name] for name in schemes if name in skipped}
 
 
-def common_time(plan, trace, system, by=None, seen: list | None = None) -> float | None:
+def common_time(plan, trace, system, by=None, seen: list | None = None, model=None) -> float | None:
     """The plan's time under the distribution model (CEDA seed 000 §3, SPEC §2.3: the general
     evaluator), so that schemes priced by different models can be compared.  None for a
     plan routed per request by another model.  ``seen``: a list shared between calls; a plan
-    whose layouts equal an earlier plan's gets that plan's time without pricing again."""
+    whose layouts equal an earlier plan's gets that plan's time without pricing again.
+    ``model``: the evaluator instance (default ``DistributionModel()``; a plan the planner
+    priced by the default one is not priced again)."""
     from ..layout import ExtentMap, Layout
     from ..model import DistributionModel
     from ..model.batches import batch_ids
 
-    own = (plan.params.get("model") == "distribution" and not plan.params.get("model_params")
+    own = (model is None and plan.params.get("model") == "distribution" and not plan.params.get("model_params")
            and plan.params.get("by", "auto") == (by or "auto") and plan.predicted_s is not None)
     if own:  # already priced by the distribution model with the same batches
         return float(plan.predicted_s)
@@ -120,7 +119,8 @@ def common_time(plan, trace, system, by=None, seen: list | None = None) -> float
     for other, t in seen or []:
         if same(lay, other):
             return t
-    t = float(DistributionModel().trace_cost(trace, lay, system, batches=batch_ids(trace, by or "auto")).predicted_s)
+    model = DistributionModel() if model is None else model
+    t = float(model.trace_cost(trace, lay, system, batches=batch_ids(trace, by or "auto")).predicted_s)
     if seen is not None:
         seen.append((lay, t))
     return t

@@ -44,7 +44,8 @@ import numpy as np
 
 from .. import ParioError
 from ..jsonutil import dump, plain
-from ..layout import Layout, layout_from_dict, layout_to_dict
+from ..registry import check_params
+from ..layout import Layout, describe, layout_for_files, layout_from_dict, layout_to_dict
 
 PLAN_VERSION = 1
 ROUTING_RULES = ("original", "cheapest", "replica")
@@ -190,6 +191,30 @@ def _plain(obj):
     return plain(obj)
 
 
+def _param(v, system):
+    """A planner parameter as plan JSON: plain values as they are, layouts described."""
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, Layout):
+        return describe(v, system)
+    if isinstance(v, dict):
+        return {str(k): _param(x, system) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_param(x, system) for x in v]
+    return str(v)
+
+
+def original_layouts(original, trace, system) -> tuple[Any, list[Layout]]:
+    """(resolved original layout or dict, one layout per trace file): the files' layout before
+    a plan (CEDA's and hybrid replication's ORIG)."""
+    from ..model.base import resolve_layout
+
+    lay = resolve_layout(original, system)
+    return lay, layout_for_files(lay, trace.files)
+
+
 def file_rows(trace, fi: int, *per_row):
     """(rows of file ``fi``, its sub-trace, each per-row array restricted to those rows).
     When the file holds every row the trace and the arrays themselves are returned (no
@@ -205,29 +230,51 @@ class Planner:
 
     ``Planner(**params)`` stores the parameters; :meth:`plan` computes a :class:`Plan`
     for a trace on a system.  ``budget`` is a space budget in bytes for schemes that add
-    data (replicas); layout planners ignore it.  Subclasses set ``name`` and
-    ``defaults`` (parameter → default value) and implement :meth:`plan`.
+    data (replicas); layout planners ignore it.  Subclasses set ``name`` (their key in
+    :data:`pario.plan.PLANNERS`), ``paper`` and ``defaults`` (parameter → default value) and
+    implement :meth:`plan`.  A plan's ``predicted_s`` is the time of the trace under the plan priced by
+    :meth:`cost_model` with the batching ``params["by"]`` (``tests/test_contracts.py``
+    checks it for every registered planner).
     """
 
     name = "base"
+    paper = ""
+    #: how ``pario advise`` labels the planner's own model when it is not the model's own
+    #: label (PADP / PSA price by the hybrid closed form of their own paper): (short, long)
+    model_label: tuple[str, str] | None = None
     defaults: dict[str, Any] = {}
 
     def __init__(self, **params):
-        unknown = set(params) - set(self.defaults)
-        if unknown:
-            raise ParioError(f"planner {self.name!r}: unknown parameter {sorted(unknown)[0]!r} "
-                             f"(known: {', '.join(sorted(self.defaults)) or 'none'})")
+        check_params(type(self), params, f"planner {self.name!r}")
         self.params = {**self.defaults, **params}
 
     def get_params(self) -> dict[str, Any]:
         return dict(self.params)
 
     def set_params(self, **params) -> "Planner":
-        unknown = set(params) - set(self.defaults)
-        if unknown:
-            raise ParioError(f"planner {self.name!r}: unknown parameter {sorted(unknown)[0]!r}")
+        check_params(type(self), params, f"planner {self.name!r}")
         self.params.update(params)
         return self
+
+    @staticmethod
+    def check_budget(budget) -> None:
+        """A space budget is bytes ≥ 0 (None: unlimited); every planner refuses another one,
+        whether it adds data or not."""
+        if budget is not None and not budget >= 0:
+            raise ParioError("replica space budget must be >= 0")
+
+    def cost_model(self):
+        """The cost model the planner prices its plan and baselines with: from its parameters
+        ``model`` (a registered name or a :class:`~pario.model.base.CostModel` instance) and
+        ``model_params``."""
+        from ..model import get_model
+
+        return get_model(self.params["model"], **(self.params.get("model_params") or {}))
+
+    def plan_params(self, system) -> dict[str, Any]:
+        """The parameters as a plan file keeps them (layouts described, a model instance by its
+        repr)."""
+        return {k: _param(v, system) for k, v in self.params.items()}
 
     def plan(self, trace, system, budget: float | None = None) -> Plan:
         raise NotImplementedError

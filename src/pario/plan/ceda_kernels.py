@@ -1,11 +1,11 @@
 """Compiled passes of CEDA's identifier and planner (He & Sun, seed 000 §4.2–4.3; numba).
 
-**Identifier** (§4.2, :func:`pario.plan.ceda.identify_patterns`): per stream, the
+**Identifier** (§4.2, :func:`pario.plan.ceda_identify.identify_patterns`): per stream, the
 order-independent signature of its multiset of extents (:func:`stream_signatures`) and
 whether it touches one extent twice (:func:`stream_repeats`, on the requests in offset
 order); the pattern of every request (:func:`pattern_of_rows`).
 
-**Planner** (§4.3, Algorithm 1, :func:`pario.plan.ceda.place_objects`).  Every request
+**Planner** (§4.3, Algorithm 1, :func:`pario.plan.ceda_place.place_objects`).  Every request
 ("piece") belongs to a claim group (a pattern, or a file for the combined plan) and has a
 priority: its position in *object order* (group, slot, rank, order, row) — the order in
 which Algorithm 1 appends requested data to the objects.  A byte wanted by several pieces
@@ -23,7 +23,7 @@ of a group is placed once, in the piece that comes first ("if r_j ∉ o_i", line
   file l = i mod n, objects of one file in ascending i; CIDA: the pattern's objects
   concatenated and striped round-robin — merged into the previous one when it continues
   it logically, physically and in object order (G).  That yields the extents of the
-  reference's merge over object order (:mod:`pario.plan.ceda_reference`), sorted by offset.
+  reference's merge over object order (the pre-issue-18 code, ``tests/oracles/ceda.py``), sorted by offset.
 
 Memory: a few arrays per piece and per fragment; nothing per elementary segment.
 """
@@ -40,7 +40,7 @@ from ..trace.sorting import _counting
 
 @njit(cache=True, inline="always")
 def _splitmix(x):
-    """SplitMix64 finaliser of a uint64 (as :func:`pario.plan.ceda_reference._splitmix`)."""
+    """SplitMix64 finaliser of a uint64 (as ``_splitmix`` of ``tests/oracles/ceda.py``)."""
     x = x + np.uint64(0x9E3779B97F4A7C15)
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)

@@ -14,17 +14,27 @@ budget (``None`` = unlimited replica space).
   programming over capacity in units of gcd(c_p, budget) when that table is small, else a
   binary MILP (``scipy.optimize.milp``, HiGHS).  The MILP answer is re-checked in integers
   and repaired (never exceeds the budget even with solver tolerances).
-- :func:`brute_force` — the oracle used by the tests (2^m subsets, m ≤ 20).
+- :func:`select` — the planner's choice on a PBT (:mod:`pario.plan.ceda_analyze`) by either
+  rule; :func:`select_cida` — the CIDA baseline's (every non-contiguous pattern, no benefit
+  test).
+
+The tests check both rules against every subset of the patterns (``tests/oracles/selection.py``).
 """
 
 from __future__ import annotations
 
 import math
 from functools import reduce
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import ParioError
+
+if TYPE_CHECKING:
+    from .ceda_analyze import CEDAAnalysis
+
+SELECTIONS = ("paper", "knapsack")
 
 DP_CELLS = 20_000_000  # largest DP table (items × capacity units) before the MILP is used
 
@@ -127,18 +137,26 @@ def _knapsack_milp(v: np.ndarray, w: np.ndarray, cap: int) -> np.ndarray:
     return pick
 
 
-def brute_force(benefit, space, budget: float | None) -> tuple[float, np.ndarray]:
-    """(best Σ B, mask) over all subsets of the B > 0 patterns (test oracle, ≤ 20 items)."""
-    b, c = _arrays(benefit, space)
-    cand = np.flatnonzero(b > 0)
-    if len(cand) > 20:
-        raise ParioError("brute force: too many patterns")
-    cap = math.inf if budget is None else float(budget)
-    best, best_mask = 0.0, np.zeros(len(b), dtype=bool)
-    for bits in range(1 << len(cand)):
-        sel = cand[[(bits >> k) & 1 == 1 for k in range(len(cand))]]
-        if c[sel].sum() <= cap and b[sel].sum() > best:
-            best = float(b[sel].sum())
-            best_mask = np.zeros(len(b), dtype=bool)
-            best_mask[sel] = True
-    return best, best_mask
+def select(an: CEDAAnalysis, budget: float | None, rule: str = "paper", top_n: int | None = None) -> np.ndarray:
+    """Boolean mask of the patterns to replicate (``paper`` or ``knapsack``)."""
+    B = an.pbt["B"].to_numpy()
+    c = an.pbt["space"].to_numpy()
+    if rule == "paper":
+        return select_paper(B, c, budget, top_n)
+    if rule == "knapsack":
+        return select_knapsack(B, c, budget)
+    raise ParioError(f"unknown CEDA selection {rule!r} (expected {', '.join(SELECTIONS)})")
+
+
+def select_cida(an: CEDAAnalysis, budget: float | None) -> np.ndarray:
+    """CIDA: every non-contiguous pattern, no benefit test; with a budget, in identifier
+    order while they fit."""
+    nc = an.pbt["non_contiguous"].to_numpy().astype(bool)
+    c = an.pbt["cida_space"].to_numpy()
+    out = np.zeros(len(nc), dtype=bool)
+    free = np.inf if budget is None else float(budget)
+    for p in np.flatnonzero(nc):  # per pattern
+        if c[p] <= free:
+            out[p] = True
+            free -= c[p]
+    return out

@@ -43,8 +43,7 @@ from ..layout import Layout, Striped, describe, parse_layout
 from ..model.batches import batch_ids
 from ..trace import Trace
 from ..units import format_size, parse_size
-from .base import Plan, Planner
-from .ceda import _param, get_cost_model, original_layouts
+from .base import Plan, Planner, original_layouts
 from ..arrays import unique
 
 DEFAULT_STRIPES = ("16K", "256K", "4M")
@@ -84,8 +83,9 @@ def replica_layouts(spec, trace: Trace, system, stripes=DEFAULT_STRIPES) -> dict
 
 class RouteCosts:
     """Each request's cost under each replica layout (C[k, i], CI-LAYOUT seed 002 §5: the
-    request's share of its batch time), delivered by chunks of requests.  With the
-    distribution model C[k, i] = T_sys,k(batch of i) · share_i (its bytes over its batch's;
+    request's share of its batch time), delivered by chunks of requests.  With a model that
+    prices by the compiled engine (``model.compiled``: the distribution model) C[k, i] =
+    T_sys,k(batch of i) · share_i (its bytes over its batch's;
     :meth:`pario.model.DistributionModel.request_costs`), so only the batch times of each
     layout are kept and a chunk is rebuilt from them: memory O(K · batches + chunk), not
     O(K · requests).  Other models: the whole matrix (:meth:`HybridReplicationPlanner.route`)."""
@@ -93,16 +93,16 @@ class RouteCosts:
     CHUNK = 1 << 22
 
     def __init__(self, planner, model, trace, system, layouts, bid):
-        from ..model import DistributionModel, engine
-        from ..model.distribution import _byte_shares, reference_mode
+        from ..model import engine
+        from ..model.distribution import byte_shares
 
         self.n, self.k = len(trace), len(layouts)
         self.C = None
-        if self.n and isinstance(model, DistributionModel) and not reference_mode():
+        if self.n and model.compiled:
             self.tsys = np.vstack(engine.map_threads(lambda lay: model.price(trace, lay, system, batches=bid)[0],
                                                      layouts))
             self.bid = bid
-            self.share = _byte_shares(trace, bid, self.tsys.shape[1])
+            self.share = byte_shares(trace, bid, self.tsys.shape[1])
         else:
             self.C = planner.route(trace, system, layouts, bid)[0]
 
@@ -169,12 +169,13 @@ class HybridReplicationPlanner(Planner):
     (batching)."""
 
     name = "hybrid"
+    paper = "CI-LAYOUT seed 002 §5 (hybrid replication, cheapest replica)"
     defaults = {"replicas": "stripes", "stripes": list(DEFAULT_STRIPES), "original": "fixed:64K",
                 "model": "distribution", "model_params": None, "by": "auto"}
 
     def route(self, trace, system, layouts: list[Layout], bid=None) -> tuple[np.ndarray, np.ndarray]:
         """(cost matrix [replica, request], cheapest replica per request)."""
-        model = get_cost_model(self.params["model"], self.params["model_params"])
+        model = self.cost_model()
         bid = batch_ids(trace, self.params["by"]) if bid is None else bid
         if len(trace):
             from ..model import engine
@@ -187,7 +188,8 @@ class HybridReplicationPlanner(Planner):
 
     def plan(self, trace, system, budget: float | None = None) -> Plan:
         p = self.params
-        model = get_cost_model(p["model"], p["model_params"])
+        self.check_budget(budget)
+        model = self.cost_model()
         reps = replica_layouts(p["replicas"], trace, system, p["stripes"])
         names, layouts = list(reps), list(reps.values())
         bid = batch_ids(trace, p["by"])
@@ -197,8 +199,6 @@ class HybridReplicationPlanner(Planner):
         # replica subset under the budget (primary copy free, each extra copy = the files' size)
         k_max = len(layouts)
         if budget is not None:
-            if budget < 0:
-                raise ParioError("replica space budget must be >= 0")
             k_max = max(1, min(len(layouts), 1 + (int(budget) // copy_bytes if copy_bytes else len(layouts))))
         subset = tuple(range(len(layouts)))
         if k_max < len(layouts):
@@ -247,7 +247,7 @@ class HybridReplicationPlanner(Planner):
             predicted_s=predicted,
             baselines=baselines,
             details=details,
-            params={k: _param(v, system) for k, v in p.items()},
+            params=self.plan_params(system),
             system_name=system.name,
         )
 

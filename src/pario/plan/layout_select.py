@@ -15,8 +15,9 @@ region (the file's extent cut into ``regions`` equal byte ranges, each picking i
 best candidate; a :class:`~pario.layout.Regions` layout results).  The report gives the
 gain of the best searched layout over the best classic one.
 
-Speed (beyond the paper, issue 18 "planning at scale"): with the distribution model and
-``prune=True`` (default) the search is *exact* — the chosen candidate is the least-cost one
+Speed (beyond the paper, issue 18 "planning at scale"): with a model that prices by the
+compiled engine (the distribution model: ``CostModel.compiled``) and ``prune=True``
+(default) the search is *exact* — the chosen candidate is the least-cost one
 of the whole grid priced on the whole trace, as ``screen=0`` finds it — but cheap:
 
 - every candidate is priced by the compiled engine (:mod:`pario.model.engine`): the trace's
@@ -30,14 +31,15 @@ of the whole grid priced on the whole trace, as ``screen=0`` finds it — but ch
   sum, a lower bound of their cost);
 - ties are broken as the exhaustive search breaks them (grid order).
 
-``prune=False`` (or another model, or inside :func:`pario.model.distribution.reference_pricing`)
-is the pre-issue-18 path: with more than ``screen`` requests the grid is priced on the
-sample and only the ``keep`` best candidates on the whole trace; ``screen=0`` prices every
-candidate on the whole trace (the tests' oracle).
+``prune=False`` (or a model without the compiled capability) is the pre-issue-18 path: with
+more than ``screen`` requests the grid is priced on the sample and only the ``keep`` best
+candidates on the whole trace; ``screen=0`` prices every candidate on the whole trace (with
+the tests' reference model: their oracle).
 
 The pricing model is a parameter (``model`` = ``ci-layout`` | ``distribution`` |
-``hybrid``); the default ``distribution`` uses the exact sub-requests and so handles any
-alignment; ``ci-layout`` is the paper's.
+``hybrid``, or a :class:`~pario.model.base.CostModel` instance); the default
+``distribution`` uses the exact sub-requests and so handles any alignment; ``ci-layout`` is
+the paper's.
 """
 
 from __future__ import annotations
@@ -46,8 +48,7 @@ import numpy as np
 
 from .. import ParioError
 from ..layout import Region, Regions, Striped, describe
-from ..model import DistributionModel, engine, get_model
-from ..model.distribution import reference_mode
+from ..model import engine
 from ..model.batches import batch_ids
 from ..model.ci_layout import classic_layouts
 from .base import Plan, Planner, file_rows
@@ -98,14 +99,16 @@ class LayoutSelectPlanner(Planner):
     ``max_stripe``, ``regions`` (per-region search when > 1), ``by`` (batching)."""
 
     name = "layout-select"
+    paper = "CI-LAYOUT seed 002 §4 (layout selection by overall cost)"
     defaults = {"model": "distribution", "groups": None, "search": True, "min_stripe": 4096,
                 "max_stripe": 16 << 20, "regions": 1, "by": "auto", "screen": 20000, "keep": 3, "prune": True}
 
     def plan(self, trace, system, budget=None) -> Plan:
+        self.check_budget(budget)
         if len(trace) == 0:
             raise ParioError("layout selection: the trace has no requests")
         prm = self.params
-        model = get_model(prm["model"])
+        model = self.cost_model()
         bid = batch_ids(trace, prm["by"])
         layouts, classic_pick, per_file = {}, {}, {}
         for fi, fname in enumerate(trace.files):
@@ -123,7 +126,7 @@ class LayoutSelectPlanner(Planner):
                 cands = {(w, k): Striped.fixed(w, range(k)) for w in stripe_grid(prm["min_stripe"], prm["max_stripe"])
                          for k in count_grid(system.n)}
                 rows_s = screening_sample(sb, prm["screen"])
-                exact = prm["prune"] and isinstance(model, DistributionModel) and not reference_mode()
+                exact = prm["prune"] and model.compiled
                 if exact:
                     scost, pruned = self._exact_search(sub, sb, system, model, cands, rows_s)
                     if rows_s is not None:
@@ -157,14 +160,14 @@ class LayoutSelectPlanner(Planner):
             info["gain_over_classic"] = ccost[best_c] / chosen_cost - 1 if chosen_cost > 0 else 0.0
             layouts[fname] = chosen
             per_file[fname] = info
-        if len(per_file) == 1 and len(trace.files) == 1 and not reference_mode():
+        if len(per_file) == 1 and len(trace.files) == 1:
             # one file: the whole trace is that file's requests, priced above with the same batches
             info = next(iter(per_file.values()))
             predicted = info["cost_s"]
             baselines = {name: info["classic"][name] for name in ("1-DH", "1-DV", "2-D")}
             baselines["classic-best"] = info["classic"][info["classic_choice"]]
             return Plan(scheme=self.name, layouts=layouts, predicted_s=predicted, baselines=baselines,
-                        details={"model": model.name, "files": per_file}, params=self.get_params(),
+                        details={"model": model.name, "files": per_file}, params=self.plan_params(system),
                         system_name=system.name)
         predicted = model.trace_cost(trace, layouts, system, batches=bid).predicted_s
         baselines = {}
@@ -177,7 +180,7 @@ class LayoutSelectPlanner(Planner):
             baselines[name] = model.trace_cost(trace, per, system, batches=bid).predicted_s
         baselines["classic-best"] = model.trace_cost(trace, classic_pick, system, batches=bid).predicted_s
         return Plan(scheme=self.name, layouts=layouts, predicted_s=predicted, baselines=baselines,
-                    details={"model": model.name, "files": per_file}, params=self.get_params(),
+                    details={"model": model.name, "files": per_file}, params=self.plan_params(system),
                     system_name=system.name)
 
     @staticmethod

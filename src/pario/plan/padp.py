@@ -185,13 +185,21 @@ class PADPPlanner(Planner):
     (batching: auto|time|order)."""
 
     name = "padp"
+    paper = "PADP seed 003 §3.3 (varied stripes h, s by 4 LPs)"
+    model_label = ("hybrid (PADP eq. 2–4)", "hybrid (PADP seed 003 §3.2 eq. 2–4)")
     defaults = {"granularity": 4096, "three_term": True, "pattern": "auto", "by": "auto"}
 
+    def cost_model(self) -> HybridModel:
+        """The hybrid closed form (PADP seed 003 eq. 2–4 / PSA seed 001 Tables 3–4) with the
+        planner's ``pattern`` and ``three_term``."""
+        return HybridModel(pattern=self.params["pattern"], three_term=self.params["three_term"])
+
     def plan(self, trace, system, budget=None) -> Plan:
+        self.check_budget(budget)
         if len(trace) == 0:
             raise ParioError("PADP: the trace has no requests")
         prm = self.params
-        model = HybridModel(pattern=prm["pattern"], three_term=prm["three_term"])
+        model = self.cost_model()
         bid, p, c, _ = batch_context(trace, system, prm["by"])
         seq = pattern_mask(trace, prm["pattern"])
         hs, ss, (ah, bh), (as_, bs) = system_kinds(system)
@@ -222,4 +230,4 @@ class PADPPlanner(Planner):
                      for name, lay in baseline_layouts(system).items()}
         return Plan(scheme=self.name, layouts=layouts, predicted_s=predicted, baselines=baselines,
                     details={"model": model.name, "m": m, "n": n, "files": per_file},
-                    params=self.get_params(), system_name=system.name)
+                    params=self.plan_params(system), system_name=system.name)

@@ -149,6 +149,8 @@ class PSAPlanner(Planner):
     ``capacity`` (bytes per SServer; default: the profile's smallest SServer capacity)."""
 
     name = "psa"
+    paper = "PSA seed 001 §3.3 (capacity-aware stripe search)"
+    model_label = ("hybrid (PSA Tables 3–4)", "hybrid (PSA seed 001 §3.2 Tables 3–4)")
     defaults = {"granularity": 4096, "search": "exact", "three_term": True, "pattern": "auto", "by": "auto",
                 "capacity": None}
 
@@ -180,7 +182,13 @@ class PSAPlanner(Planner):
         off = trace.offset if len(rows) == len(trace) else trace.offset[rows]
         return t_het, t_hom, (inv, off, len(uniq))
 
+    def cost_model(self) -> HybridModel:
+        """The hybrid closed form (PADP seed 003 eq. 2–4 / PSA seed 001 Tables 3–4) with the
+        planner's ``pattern`` and ``three_term``."""
+        return HybridModel(pattern=self.params["pattern"], three_term=self.params["three_term"])
+
     def plan(self, trace, system, budget=None) -> Plan:
+        self.check_budget(budget)
         if len(trace) == 0:
             raise ParioError("PSA: the trace has no requests")
         prm = self.params
@@ -193,7 +201,7 @@ class PSAPlanner(Planner):
             cap = float(min((system.servers[j].capacity for j in ss), default=math.inf))
         bid, p, c, _ = batch_context(trace, system, prm["by"])
         seq = pattern_mask(trace, prm["pattern"])
-        model = HybridModel(pattern=prm["pattern"], three_term=prm["three_term"])
+        model = self.cost_model()
         remaining = {"PSA": cap, "DEF": cap, "PA": cap, "RANDOM1": cap, "RANDOM2": cap}
         layouts: dict[str, dict] = {k: {} for k in remaining}
         per_file = {}
@@ -254,4 +262,4 @@ class PSAPlanner(Planner):
         return Plan(scheme=self.name, layouts=layouts["PSA"], predicted_s=predicted, baselines=baselines,
                     details={"model": model.name, "m": m, "n": n, "capacity": None if math.isinf(cap) else cap,
                              "files": per_file},
-                    params=self.get_params(), system_name=system.name)
+                    params=self.plan_params(system), system_name=system.name)

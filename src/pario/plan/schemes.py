@@ -1,21 +1,21 @@
-"""The schemes of ``pario advise``: scheme name → planner registry name and the paper.
+"""The schemes of ``pario advise``: every planner of :data:`pario.plan.PLANNERS`, by scheme name.
 
-``pario advise --schemes`` takes these names; each is planned through the
-:class:`~pario.plan.base.Planner` interface from :data:`pario.plan.PLANNERS`.  A scheme whose
-planner is not registered (module missing) is reported as unavailable.
+A scheme is a registered planner; its name is the planner's ``scheme`` — its registry name,
+except CI-LAYOUT's layout selection, named after its paper (``ci-layout``; ``layout-select``
+is accepted too).  ``pario advise --schemes`` takes these names; each is planned through the
+:class:`~pario.plan.base.Planner` interface.
 """
 
 from __future__ import annotations
 
 from .. import ParioError
+from . import PLANNERS
 
-SCHEMES: dict[str, dict[str, str]] = {
-    "ci-layout": {"planner": "layout-select", "paper": "CI-LAYOUT seed 002 §4 (layout selection by overall cost)"},
-    "padp": {"planner": "padp", "paper": "PADP seed 003 §3.3 (varied stripes h, s by 4 LPs)"},
-    "psa": {"planner": "psa", "paper": "PSA seed 001 §3.3 (capacity-aware stripe search)"},
-    "ceda": {"planner": "ceda", "paper": "CEDA seed 000 §4 (cost-effective pattern replication)"},
-    "hybrid": {"planner": "hybrid", "paper": "CI-LAYOUT seed 002 §5 (hybrid replication, cheapest replica)"},
-}
+#: scheme names that are not their planner's registry name (kept here so that parsing
+#: ``--schemes`` imports no planner)
+_RENAMED = {"layout-select": "ci-layout"}
+
+SCHEMES: dict[str, dict[str, str]] = {_RENAMED.get(name, name): {"planner": name} for name in PLANNERS}
 
 
 def parse_schemes(text: str | None) -> list[str]:
@@ -27,8 +27,7 @@ def parse_schemes(text: str | None) -> list[str]:
         name = item.strip().lower()
         if not name:
             continue
-        if name == "layout-select":
-            name = "ci-layout"
+        name = _RENAMED.get(name, name)
         if name not in SCHEMES:
             raise ParioError(f"unknown scheme {name!r} (known: {', '.join(SCHEMES)}, all)")
         if name not in out:
@@ -39,19 +38,12 @@ def parse_schemes(text: str | None) -> list[str]:
 
 
 def planner_class(scheme: str):
-    """The planner class of a scheme, or None when its planner is not available (only that
-    planner's module is imported)."""
-    from . import _MODULES, _planner_class
-
-    name = SCHEMES[scheme]["planner"]
-    return _planner_class(name) if name in _MODULES else None
+    """The planner class of a scheme (only that planner's module is imported)."""
+    return PLANNERS[SCHEMES[scheme]["planner"]]
 
 
 def make_planner(scheme: str, **params):
     """Instance of a scheme's planner; parameters the planner does not know are dropped
     (e.g. ``original`` for layout planners that have their own baselines)."""
     cls = planner_class(scheme)
-    if cls is None:
-        raise ParioError(f"scheme {scheme!r}: planner {SCHEMES[scheme]['planner']!r} is not available")
-    known = getattr(cls, "defaults", {}) or {}
-    return cls(**{k: v for k, v in params.items() if k in known and v is not None})
+    return cls(**{k: v for k, v in params.items() if k in cls.defaults and v is not None})

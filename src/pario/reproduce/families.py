@@ -190,7 +190,9 @@ def server_time(exp, quick):
 def _ceda_plans(trace, system, original="fixed:64K"):
     """ORIG (no plan), CIDA and CEDA plans for one trace (seed 000 §6.1)."""
     from ..plan.base import Plan
-    from ..plan.ceda import CEDAPlanner, _routing, combined_replicas, select_cida
+    from ..plan.ceda import CEDAPlanner, _routing
+    from ..plan.ceda_combine import combined_replicas
+    from ..plan.ceda_select import select_cida
 
     pl = CEDAPlanner(original=original, flush=False)    # the paper's analyzer: B = T_O − T_N (§4.4)
     plan = pl.plan(trace, system)

@@ -4,17 +4,17 @@ The spatial pattern identifier of :mod:`pario.trace.patterns` (CEDA seed 000 §4
 before issue 18 ("Planning at scale"), kept unchanged: a five-key lexsort of the trace, then
 ``diff``/``cumsum``/``bincount`` over whole columns.  :func:`pario.trace.patterns.segment`
 computes the same in one compiled pass over the streams; the tests compare both, and the
-CEDA reference planner (:mod:`pario.plan.ceda_reference`) builds on this one.
+CEDA reference planner (``oracles/ceda.py``) builds on this one.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .core import Trace
-from .patterns import (MIN_RUN_TRANSITIONS, MIXED_MIN_REGULAR, RUN_KINDS, Segmentation, _CONTIG, _MIXED, _R_CONTIG,
-                       _R_RANDOM, _R_REPEATED, _R_STRIDED, _RANDOM, _REPEATED, _STRIDED, _streams_frame,
-                       int_bincount)
+from pario.trace.core import Trace
+from pario.trace.patterns import (MIN_RUN_TRANSITIONS, MIXED_MIN_REGULAR, RUN_KINDS, Segmentation, _CONTIG, _MIXED,
+                                  _R_CONTIG, _R_RANDOM, _R_REPEATED, _R_STRIDED, _RANDOM, _REPEATED, _STRIDED,
+                                  _streams_frame, int_bincount)
 
 
 def _starts(key_change: np.ndarray) -> np.ndarray:

@@ -1,31 +1,36 @@
 """The pre-issue-18 vectorised CEDA identifier, planner and analyzer (the tests' oracle).
 
-These are the implementations of :mod:`pario.plan.ceda` as they were before issue 18
-("Planning at scale"), kept unchanged: numpy over the whole trace, one lexsort after
-another, the claim of :func:`_claim` over elementary segments, every pattern priced on a
-virtual trace through :meth:`~pario.model.base.CostModel.trace_cost`.  They implement the
-same steps of the paper (CEDA seed 000 §4.2 identifier, §4.3 Algorithm 1, §4.4 analyzer
-eq. 5).  Inside :func:`pario.model.distribution.reference_pricing` the CEDA planner takes
-them instead of the compiled paths (:mod:`pario.plan.ceda_kernels`), so the tests compare
-both on random traces.
+These are the implementations of CEDA's stages (:mod:`pario.plan.ceda_identify`,
+:mod:`pario.plan.ceda_place`, :mod:`pario.plan.ceda_analyze`, :mod:`pario.plan.ceda_combine`)
+as they were before issue 18 ("Planning at scale"), kept unchanged as an independent check:
+numpy over the whole trace, one lexsort after another, the claim of :func:`_claim` over
+elementary segments, every pattern priced on a virtual trace through the model's
+``trace_cost`` (:class:`pario.plan.ceda_analyze.ModelPricing`).  They implement the same steps
+of the paper (CEDA seed 000 §4.2 identifier, §4.3 Algorithm 1, §4.4 analyzer eq. 5, §4.5
+combined replicas).  :class:`ReferenceCEDAPlanner` is the CEDA planner running them, priced by
+the reference distribution model (``oracles/models.py``), so the tests compare whole plans.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from ..arrays import unique
-from ..layout import ExtentMap, Layout
-from ..model.batches import batch_ids
-from ..trace import Trace
-from ..trace.core import READ, WRITE
-from .. import ParioError
-from .ceda import (AccessPatterns, CEDAAnalysis, _dense, _no_patterns, _pattern_table, _sequences, _stripe_of,
-                   get_cost_model, original_layouts, pbt_frame)
-from ..trace.patterns_reference import segment
+from oracles.models import reference_model
+from oracles.patterns import segment
+from pario import ParioError
+from pario.arrays import unique
+from pario.layout import ExtentMap, Layout
+from pario.model import get_model
+from pario.model.batches import batch_ids
+from pario.plan.base import original_layouts
+from pario.plan.ceda import CEDAPlanner
+from pario.plan.ceda_analyze import CEDAAnalysis, ModelPricing, pbt_frame
+from pario.plan.ceda_identify import AccessPatterns, _no_patterns, _pattern_table, _sequences
+from pario.plan.ceda_identify import dense_ids as _dense
+from pario.plan.ceda_place import default_stripe as _stripe_of
+from pario.trace import Trace
 
 
 @dataclass
@@ -263,54 +268,12 @@ def plan_layouts(trace: Trace, patterns: AccessPatterns, system, original, *, mo
 
 
 # ====================================================================== analyzer
-def pattern_costs(trace: Trace, pattern_of_row: np.ndarray, layouts_by_pattern: dict[int, Any], system, model,
-                  *, bid: np.ndarray, file_of_pattern) -> np.ndarray:
-    """Cost of every pattern's requests on their own under its layout (one model call):
-    each pattern gets a virtual file and its own batches (pattern, trace batch)."""
-    npat = len(file_of_pattern)
-    if len(trace) == 0 or npat == 0:
-        return np.zeros(npat)
-    names = tuple(f"{trace.files[int(f)]}#pattern{p}" for p, f in enumerate(file_of_pattern))
-    vt = Trace.checked({**trace.cols, "file": pattern_of_row.astype(np.int32)}, names)
-    nb = int(bid.max()) + 1
-    key = pattern_of_row.astype(np.int64) * nb + bid
-    ukey, vb = unique(key, return_inverse=True)
-    cost = model.trace_cost(vt, {names[p]: layouts_by_pattern[p] for p in range(npat)}, system, batches=vb)
-    per_batch = np.asarray(cost.per_batch, dtype=float)
-    return np.bincount(ukey // nb, weights=per_batch, minlength=npat)
-
-
-def flush_costs(trace: Trace, pattern_of_row: np.ndarray, layouts: dict[int, Any], orig: dict[int, Any], system,
-                model, *, bid: np.ndarray, file_of_pattern) -> np.ndarray:
-    """The flush of :func:`pario.plan.ceda.flush_costs`: each pattern's writes priced on a
-    virtual trace of the writes, as reads under its replica layout plus as writes under the
-    original layout."""
-    kw = {"bid": bid, "file_of_pattern": file_of_pattern}
-    back = write_costs(trace, pattern_of_row, layouts, system, model, as_reads=True, **kw)
-    home = write_costs(trace, pattern_of_row, orig, system, model, as_reads=False, **kw)
-    return back + home
-
-
-def write_costs(trace: Trace, pattern_of_row: np.ndarray, layouts: dict[int, Any], system, model, *,
-                as_reads: bool, bid: np.ndarray, file_of_pattern) -> np.ndarray:
-    """Every pattern's writes on their own (a virtual trace of the writes; ``as_reads``:
-    read instead) under ``layouts``: one half of the flush."""
-    npat = len(file_of_pattern)
-    w = np.flatnonzero(trace.cols["op"] == WRITE)
-    if npat == 0 or len(w) == 0:
-        return np.zeros(npat)
-    tw = trace.take(w)
-    if as_reads:
-        tw = Trace.checked({**tw.cols, "op": np.full(len(w), READ, dtype=tw.cols["op"].dtype)}, tw.files)
-    return pattern_costs(tw, pattern_of_row[w], layouts, system, model, bid=bid[w], file_of_pattern=file_of_pattern)
-
-
 def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *, by: str = "auto",
             servers=None, cida_stripe: int | None = None, model_params: dict | None = None,
             with_cida: bool = False, flush: bool = True) -> CEDAAnalysis:
-    """:func:`pario.plan.ceda.analyze` before issue 18: every pattern priced on a virtual
-    trace by the model's ``trace_cost``."""
-    model = get_cost_model(model, model_params)
+    """:func:`pario.plan.ceda_analyze.analyze` before issue 18: every pattern priced on a
+    virtual trace by the model's ``trace_cost``."""
+    model = get_model(model, **(model_params or {}))
     lay, per_file = original_layouts(original, trace, system)
     pats = identify_patterns(trace)
     bid = batch_ids(trace, by)
@@ -320,12 +283,11 @@ def analyze(trace: Trace, system, original="fixed:64K", model="distribution", *,
                     if with_cida else ({}, space))
     files = pats.table["file"].to_numpy() if len(pats) else np.zeros(0, dtype=np.int64)
     orig = {p: per_file[int(f)] for p, f in enumerate(files)}
-    T_O = pattern_costs(trace, pats.of_request, orig, system, model, bid=bid, file_of_pattern=files)
-    T_N = pattern_costs(trace, pats.of_request, layouts, system, model, bid=bid, file_of_pattern=files)
-    T_C = (pattern_costs(trace, pats.of_request, cida, system, model, bid=bid, file_of_pattern=files)
-           if with_cida else np.full(len(files), np.nan))
-    F = (flush_costs(trace, pats.of_request, layouts, orig, system, model, bid=bid, file_of_pattern=files)
-         if flush else np.zeros(len(files)))
+    pricing = ModelPricing(trace, pats.of_request, bid, files, system, model)
+    T_O = pricing.costs(orig)
+    T_N = pricing.costs(layouts)
+    T_C = pricing.costs(cida) if with_cida else np.full(len(files), np.nan)
+    F = pricing.flush(layouts, orig) if flush else np.zeros(len(files))
     pbt = pbt_frame(pats, T_O, T_N, F, space, T_C, cspace)
     return CEDAAnalysis(pats, layouts, cida, pbt, bid, lay, per_file)
 
@@ -353,3 +315,14 @@ def combined_replicas(trace: Trace, an: CEDAAnalysis, chosen: np.ndarray, system
     for f in unique(fil):  # one ExtentMap per replicated file
         out[trace.files[int(f)]] = _file_replica(ext, ext.group == f, prio_of_pat, n, mode, name, an.per_file[int(f)])
     return out
+
+
+class ReferenceCEDAPlanner(CEDAPlanner):
+    """:class:`pario.plan.ceda.CEDAPlanner` on the stages above, priced by the reference
+    distribution model: no compiled path anywhere (the pre-issue-18 planner)."""
+
+    analyze_stage = staticmethod(analyze)
+    combine_stage = staticmethod(combined_replicas)
+
+    def cost_model(self):
+        return reference_model(super().cost_model())
