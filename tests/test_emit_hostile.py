@@ -73,8 +73,9 @@ PLANS = {"padp": padp_plan, "ceda": ceda_plan}
 
 def landing(name: str) -> str | None:
     """Where the spec says a plan's file name lands, relative to the root; None: refused
-    (empty, a control character, not UTF-8, absolute, leaves the root or is the root)."""
-    if not name or name.startswith("/"):
+    (empty, a control character, not UTF-8, absolute, leaves the root or is the root, or
+    names a directory: ends with '/', '.' or '..')."""
+    if not name or name.startswith("/") or name.endswith("/") or name.split("/")[-1] in (".", ".."):
         return None
     try:
         name.encode("utf-8")
@@ -233,6 +234,7 @@ NAMES = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(st.characters(), 
 @example(name="../sentinel/x", kind="ceda", relative_root=False)
 @example(name="--mirror-count=5", kind="padp", relative_root=True)
 @example(name="a=b ", kind="padp", relative_root=False)
+@example(name="..../sentinel/", kind="ceda", relative_root=False)
 def test_hostile_names_are_refused_or_land_under_the_root(name, kind, relative_root):
     for target in TARGETS:
         with tempfile.TemporaryDirectory() as d:
@@ -256,7 +258,10 @@ def test_a_newline_in_a_name_is_refused_in_one_line(tmp_path, target, kind):
     ("a/../../x.dat", "leaves the root"),
     ("/tmp/x.dat", "--absolute-names"),
     ("", "is empty"),
-    ("a/..", "root directory itself"),
+    ("a/..", "the root directory itself"),
+    ("a/b/..", "names a directory"),
+    ("a/", "names a directory"),
+    ("a/b/.", "names a directory"),
 ])
 def test_escaping_absolute_and_empty_names_are_refused(tmp_path, target, name, why):
     for kind in PLANS:

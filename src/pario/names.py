@@ -16,10 +16,10 @@ path component (``component=True``: a replica or server name inside a file name)
 ``/`` and is not ``.`` or ``..``.
 
 A name **lands** under the root at its lexically normalised path (``a/./b`` = ``a/b``,
-``a/b/../c`` = ``a/c``): refused when that leaves the root (``..``, ``a/../..``) or is the
-root itself (``.``, ``a/..``); an absolute name is refused unless the caller allows absolute
-names (``pario apply --absolute-names``), and then lands where it says (``/`` itself is
-refused).  The path returned can never be taken as an option: a relative one starts with
+``a/b/../c`` = ``a/c``): refused when that leaves the root (``..``, ``a/../..``), is the root
+itself (``.``, ``a/..``) or names a directory (ends with ``/``, ``.`` or ``..``: ``a/``,
+``a/b/..``); an absolute name is refused unless the caller allows absolute names
+(``pario apply --absolute-names``), and then lands where it says (``/`` itself is refused).  The path returned can never be taken as an option: a relative one starts with
 ``./``, an absolute one with ``/``.  Symbolic links are not followed (the path is lexical):
 a consumer that creates files itself must also check where the path resolves.
 
@@ -77,8 +77,10 @@ def root_path(root: str) -> str:
 def target_path(root: str, name, *, allow_absolute: bool = False, what: str = "file name") -> str:
     """The path where the plan's file ``name`` lands under ``root`` (see the module's doc):
     starts with ``./`` or ``/``; a :class:`ParioError` (one line) for a name that is not a
-    name, leaves the root, is the root, or is absolute and ``allow_absolute`` is false."""
+    name, leaves the root, is the root, names a directory, or is absolute and ``allow_absolute``
+    is false."""
     check_name(name, what)
+    names_dir = name.endswith("/") or name.rsplit("/", 1)[-1] in (".", "..")
     if name.startswith("/"):
         if not allow_absolute:
             raise ParioError(f"{what} {_shown(name)}: an absolute name (refused unless absolute names are allowed: "
@@ -86,13 +88,15 @@ def target_path(root: str, name, *, allow_absolute: bool = False, what: str = "f
         path = posixpath.normpath(name)
         if path.strip("/") == "":
             raise ParioError(f"{what} {_shown(name)}: names the file system's root directory")
-        return path
-    rel = posixpath.normpath(name)
-    if rel == ".." or rel.startswith("../"):
-        raise ParioError(f"{what} {_shown(name)}: leaves the root directory ('..')")
-    if rel == ".":
-        raise ParioError(f"{what} {_shown(name)}: names the root directory itself")
-    return posixpath.join(root_path(root), rel)
+    else:
+        path = posixpath.normpath(name)
+        if path == ".." or path.startswith("../"):
+            raise ParioError(f"{what} {_shown(name)}: leaves the root directory ('..')")
+        if path == ".":
+            raise ParioError(f"{what} {_shown(name)}: names the root directory itself")
+    if names_dir:
+        raise ParioError(f"{what} {_shown(name)}: names a directory (ends with '/', '.' or '..'), not a file")
+    return path if path.startswith("/") else posixpath.join(root_path(root), path)
 
 
 def printable(text: str) -> str:
