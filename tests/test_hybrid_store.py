@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st_
 from pario.layout import Grouped, Striped
 from pario.store import STALE, Store, init_store
 from pario.store.fsck import fsck
-from store_oracles import profile_cost
+from oracles.store import profile_cost
 from pario.store.replicator import ReplicaSpec, Replicator
 from pario.system import load_system
 

@@ -120,8 +120,8 @@ def test_orders_write_identical_files(orders_run):
 
 def _oracle_schedule(trace, order, agg, naggr, stripe, system, B):
     """Recompute one aggregator's pieces from the trace with plain Python, order them with the
-    numpy reference orders (tests/order_oracle.py)."""
-    from order_oracle import request_order
+    numpy reference orders (tests/oracles/order.py)."""
+    from oracles.order import request_order
 
     w = trace.where(op="write")
     st, en = int(w.offset.min()), int((w.offset + w.length).max())

@@ -14,7 +14,7 @@ nothing but its own specific tests:
 3. it is a function of its inputs: the same pieces give the same order, the inputs are not
    changed;
 4. where the order is one of the papers' and the tests hold an independent implementation
-   (tests/order_oracle.py: numpy, what pario had before the table), it equals it; ROMCIO
+   (tests/oracles/order.py: numpy, what pario had before the table), it equals it; ROMCIO
    is the logical offset order (stable); HACIO follows seed 004 Algorithm 1: all HServer
    pieces before all SServer pieces, a kind's pieces grouped by server number starting at
    (a + i) mod count (lines 15-25), inside a bucket in process-rank, then offset order
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import order_oracle
+import oracles.order as order_oracle
 from pario import ParioError
 from pario.native import _rmt
 from pario.plan.collective import ORDERS, request_order
@@ -138,7 +138,7 @@ def check_order(name: str, order_fn, seed: int = 0, cases: int = 80) -> None:
             _check_hacio_algorithm1(p, order)
         if name in order_oracle.ORACLES:
             want = order_oracle.request_order(name, **p)
-            assert order.tolist() == want.tolist(), f"{name}: differs from tests/order_oracle.py (case {case})"
+            assert order.tolist() == want.tolist(), f"{name}: differs from tests/oracles/order.py (case {case})"
     if name in WORKED:
         assert _worked_example(order_fn) == WORKED[name], f"{name}: seed 004's worked example"
 

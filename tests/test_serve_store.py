@@ -34,7 +34,7 @@ from pario.layout import ExtentMap, Striped, layout_to_dict, map_requests, parse
 from pario.store import Store, init_store
 from pario.store import rmt_journal as J
 from pario.store.fsck import fsck
-from store_oracles import pieces, profile_cost
+from oracles.store import pieces, profile_cost
 from pario.store.replicator import Replicator, ReplicaSpec
 from pario.system import load_system
 

@@ -14,7 +14,7 @@ against numbers derived independently:
   runtime computes for the same requests: the file domains and the routing to aggregators
   as pario.mpi.twophase.collective_io does them, then its own
   ``pario.mpi.twophase._plan_domain`` with a Placement of the same layout and the orders
-  of tests/order_oracle.py (numpy ROMCIO, CACIO, HACIO of seed 004 Algorithm 1; pario
+  of tests/oracles/order.py (numpy ROMCIO, CACIO, HACIO of seed 004 Algorithm 1; pario
   itself computes them with order.c's table); the aggregators equal
   pario.plan.collective.aggregator_ranks (one node);
 * bad arguments: one error code, the same on every rank, no crash, and a correct call
@@ -204,7 +204,7 @@ def oracle_schedule(case: Case, P: int, layout=None) -> dict[int, list]:
     in domain-stable data order), then _plan_domain itself (steps 4-5)."""
     from unittest import mock
 
-    import order_oracle
+    import oracles.order as order_oracle
     from pario.mpi import twophase
     from pario.mpi.placement import split_periodic
 
@@ -442,12 +442,12 @@ def test_orders_differ_and_follow_algorithm_1(driver, tmp_path):
 
 def test_order_functions_match_request_order(driver, tmp_path):
     """order.c alone on a synthetic server/kind map (no layout: any server for any piece),
-    against the numpy reference of tests/order_oracle.py (what pario.plan.collective's
+    against the numpy reference of tests/oracles/order.py (what pario.plan.collective's
     request_order was before the C table): random offsets with repeats (HACIO line 7),
     random processes and aggregators, the server list given (in a random order) or left to
     the default (the pieces' distinct servers, sorted); a piece on an unlisted server is an
     error in both."""
-    from order_oracle import request_order
+    from oracles.order import request_order
     from pario import ParioError
 
     rng = np.random.default_rng(2024)
