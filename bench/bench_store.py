@@ -163,6 +163,20 @@ class Roles:
             self.st.rmt.unregister(r_file)
             self.on.discard(r_file)
 
+    def _register(self, r_file: str) -> None:
+        reg = self.reg[r_file]
+        self.st.rmt.register(r_file, reg["o_file"], reg["name"], reg["mode"], reg["route"])
+        o, r, ln = zip(*self.rows[r_file])
+        self.st.rmt.add(reg["o_file"], r_file, o, r, ln)
+        self.on.add(r_file)
+
+    def restore(self) -> None:
+        """Every replica registered again (before the store closes: the next lone opener's
+        recovery removes replica files that no registration owns)."""
+        for r_file in self.reg:
+            if r_file not in self.on:
+                self._register(r_file)
+
     def give(self, n: str, req: int) -> None:
         """Only file ``n``'s replica for request size ``req`` is in the RMT."""
         from pario.store.root import replica_name
@@ -172,11 +186,7 @@ class Roles:
             if r_file != want:
                 self._unregister(r_file)
         if want not in self.on:
-            reg = self.reg[want]
-            self.st.rmt.register(want, n, reg["name"], reg["mode"], reg["route"])
-            o, r, ln = zip(*self.rows[want])
-            self.st.rmt.add(n, want, o, r, ln)
-            self.on.add(want)
+            self._register(want)
         other = "g" if n == "f" else "f"
         assert self.st.rmt.entries(n).n == len(self.rows[want]) and self.st.rmt.entries(other).n == 0
 
@@ -271,6 +281,7 @@ def run_mode(root: Path, plain: Path, size: int, mode: str, repeat: int, drop: b
     for f in files.values():
         f.close()
     os.close(fd)
+    roles.restore()
     st.close()
 
 
