@@ -336,3 +336,58 @@ def check_emitter(name: str, plans=None) -> None:
     rep = {"name": "../r", "layout": Striped.fixed(4096, range(system.n))}
     one_line_error(lambda: emitter.emit(Plan("hybrid", layouts={"*": lay}, replicas={"f.dat": [rep]}), system),
                    f"emitter {name!r}, a replica named '../r'")
+
+
+# ---------------------------------------------------------------------- data planes
+def check_plane(name: str, tmp, **options) -> None:
+    """The contract of a data plane (:data:`pario.store.PLANES`, a
+    :class:`pario.store.base.Backend` subclass), on a new store in the empty directory ``tmp``
+    made with the plane's ``options`` (:meth:`~pario.store.base.Backend.configure`):
+
+    - its ``name`` is its key, ``page_cache`` a bool; ``configure`` refuses an option of
+      another plane and a server the system lacks with one line; a store it configured opens
+      with it and holds nothing (``holds_data`` False, no data file);
+    - the bytes of a file striped over every server come back as written (files written
+      through the plane and read through a new open of the store), are in data files the
+      plane lists under the file's id on the servers the layout names, counted by ``usage``
+      (≥ the bytes), and make ``holds_data`` True (where the plane overrides it: it can tell); ``delete`` removes every data file of it.
+    """
+    from pario.store import PLANES, Store, init_store
+    from pario.store.base import Backend
+
+    plane = PLANES.get(name)
+    assert issubclass(plane, Backend) and plane.name == name, f"{name}: not a Backend named {name!r}"
+    assert isinstance(plane.page_cache, bool), f"{name}: page_cache is not a bool"
+    system = load_system("ceda-hdd8")
+    bad = {"servers": {"NOPE": str(tmp / "x")}} if name != "local" else {"cluster": str(tmp)}
+    msg = one_line_error(lambda: plane.configure(system, **bad), f"{name}: an option of another plane")
+    assert "pario: error" not in msg
+    if name == "local":
+        one_line_error(lambda: plane.configure(system, servers={"NOPE": str(tmp / "x")}),
+                       f"{name}: a server the system lacks")
+    root = tmp / "store"
+    init_store(root, system, backend=name, **options)
+    with Store(root) as st:
+        assert type(st.backend) is plane, f"{name}: the store opened with {type(st.backend).__name__}"
+        opts = plane.options(root, st.system, st.config)
+        assert plane.holds_data(**opts) is False, f"{name}: a new store holds data"
+        assert st.backend.datafiles() == [], f"{name}: a new store lists data files"
+        data = np.random.default_rng(7).integers(0, 256, 3 * 64 * KiB * system.n + 12345, dtype=np.uint8).tobytes()
+        st.create("f", f"fixed:{64 * KiB}")
+        with st.open("f") as f:
+            f.write(0, data)
+    with Store(root) as st:
+        with st.open("f") as f:
+            assert f.read(0, len(data)) == data, f"{name}: the bytes did not come back"
+        fid = st.backend.meta.get("f")[0]
+        files = st.backend.datafiles()
+        ids = {e[2] for e in files}
+        assert len(ids) == 1 and -1 not in ids and -2 not in ids, f"{name}: data files of one file: {files}"
+        assert ids == {fid}, f"{name}: data files under id {ids}, the file is {fid}"
+        assert {e[0] for e in files} == set(range(system.n)), f"{name}: a 64 KiB stripe over every server"
+        assert int(st.backend.usage().sum()) >= len(data), f"{name}: usage below the bytes stored"
+        if plane.holds_data.__func__ is not Backend.holds_data.__func__:     # the plane can tell
+            assert plane.holds_data(**opts) is True, f"{name}: holds_data is False with a file's data in it"
+    with Store(root) as st:
+        st.delete("f")
+        assert st.backend.datafiles() == [], f"{name}: delete left data files"

@@ -1,6 +1,7 @@
 """Every registered member against its role's contract (``contracts.py``), as scikit-learn's
 ``check_estimator``: each cost model of :data:`pario.model.MODELS`, each planner of
-:data:`pario.plan.PLANNERS`, each emitter of :data:`pario.apply.EMITTERS` — a member added to a
+:data:`pario.plan.PLANNERS`, each emitter of :data:`pario.apply.EMITTERS`, each data plane of
+:data:`pario.store.PLANES` (those on Ceph in the ceph suite) — a member added to a
 registry is checked here without a line of this file changing.  The contracts can fail: a
 deliberately broken member, registered for one test, is refused by each of them."""
 
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from contracts import check_emitter, check_model, check_planner, emitter_plans
+from ceph_fixture import ceph_cluster  # noqa: F401  (the fixture, for the planes on Ceph)
+from contracts import check_emitter, check_model, check_plane, check_planner, emitter_plans
 
 from pario import ParioError
 from pario.apply import EMITTERS, Emission, Emitter, Item, plan_entries
@@ -18,6 +20,8 @@ from pario.model.base import Cost
 from pario.plan import PLANNERS
 from pario.plan.base import Plan, Planner
 from pario.registry import Registry
+from pario.store import PLANES
+from pario.store.local import LocalBackend
 
 
 # ---------------------------------------------------------------------- every registered member
@@ -55,7 +59,17 @@ def test_the_plans_cover_every_registered_planner(plans):
 
 
 # ---------------------------------------------------------------------- the registries
-@pytest.mark.parametrize("registry", [MODELS, PLANNERS, EMITTERS])
+# a plane on a Ceph cluster runs its contract on one (tests/ceph_fixture.py: the ceph suite)
+ON_CEPH = {"rados"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.ceph) if n in ON_CEPH else n for n in PLANES])
+def test_plane_contract(name, tmp_path, request):
+    options = {"cluster": request.getfixturevalue("ceph_cluster").dir} if name in ON_CEPH else {}
+    check_plane(name, tmp_path, **options)
+
+
+@pytest.mark.parametrize("registry", [MODELS, PLANNERS, EMITTERS, PLANES])
 def test_a_registry_names_its_members_by_their_name(registry):
     for name, cls in registry.items():
         assert cls.name == name
@@ -176,3 +190,30 @@ def test_a_contract_refuses_a_broken_member(registered, check, why):
     with the property it breaks."""
     with pytest.raises(AssertionError, match=why):
         check(registered)
+
+
+class LeakyPlane(LocalBackend):
+    """Forgets to remove a deleted file's data files."""
+
+    def _unlink_data(self, fid: int) -> None:
+        pass
+
+
+class BlindPlane(LocalBackend):
+    """Says it can tell whether a store holds data, and never sees any."""
+
+    @classmethod
+    def holds_data(cls, server_dirs) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("broken, why", [
+    (LeakyPlane, "delete left data files"),
+    (BlindPlane, "holds_data is False with a file's data in it"),
+])
+def test_the_plane_contract_refuses_a_broken_plane(broken, why, tmp_path, monkeypatch):
+    """A broken Python half of the local plane (the engine's C half stays: a plane is both),
+    in the registry for this test only."""
+    monkeypatch.setitem(PLANES._members, "local", broken)
+    with pytest.raises(AssertionError, match=why):
+        check_plane("local", tmp_path)

@@ -122,7 +122,7 @@ def test_c_and_python_write_read_each_other(ceph_cluster, driver, tmp_path, kind
     d.close()
 
     with Store(root) as st:
-        assert st.backend.kind == "rados"
+        assert st.backend.name == "rados"
         assert st.stat("f").size == len(ref)
         with st.open("f") as f:
             assert f.read(0, len(ref)) == ref.tobytes()

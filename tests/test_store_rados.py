@@ -64,7 +64,7 @@ def test_put_get_every_layout_and_placement(ceph_cluster, tmp_path, kind):
     root = _store(tmp_path, cl)
     rng = np.random.default_rng(sum(map(ord, kind)))
     with Store(root) as st:
-        assert st.backend.kind == "rados"
+        assert st.backend.name == "rados"
         st.create("f", LAYOUTS[kind])
         f = st.open("f")
         ref = random_io(f, rng, 25, 300_000, 90_000, 120_000)

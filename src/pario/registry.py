@@ -1,11 +1,16 @@
 """One registry per role: an explicit mapping name → class (scikit-learn style members).
 
-pario has three roles whose members are chosen by name — cost models (:data:`pario.model.MODELS`),
-planners (:data:`pario.plan.PLANNERS`) and emitters (:data:`pario.apply.EMITTERS`).  Each is a
+pario's roles whose members are chosen by name — cost models (:data:`pario.model.MODELS`),
+planners (:data:`pario.plan.PLANNERS`), emitters (:data:`pario.apply.EMITTERS`) and the store's
+data planes (:data:`pario.store.PLANES`) — each have one such registry; the fifth role, the
+collective request orders, is the C table ``pario_orders[]`` of ``native/collective/order.c``
+that the engine, the simulator and the served runtime share (:data:`pario.plan.collective.ORDERS`
+reads its names; tests/test_order_contract.py checks every row).  Each is a
 :class:`Registry`: a small mapping written out in one place, name → ``"module:Class"``,
 imported on first use (loading a plan, what every MPI rank does, imports no planner).  Every
 member follows its role's interface — parameters in the constructor, one verb
-(``CostModel.trace_cost``, ``Planner.plan``, ``Emitter.emit``) — and its ``name`` is its key.
+(``CostModel.trace_cost``, ``Planner.plan``, ``Emitter.emit``; a data plane ``Backend.configure``
+and ``Backend.options``) — and its ``name`` is its key.
 The CLI and ``pario advise`` pick members only through these registries; adding a member is
 its module plus one line in its role's registry.  ``tests/test_contracts.py`` runs every
 registered member through its role's contract (as scikit-learn's ``check_estimator``).

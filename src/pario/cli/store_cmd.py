@@ -30,7 +30,7 @@ def register(sub) -> None:
                    help="built-in profile name or TOML file (rados: default the cluster's calibrated.toml, else its nominal.toml)")
     i.add_argument("--server", action="append", default=[], metavar="NAME=PATH",
                    help="put server NAME's directory at PATH (another mount); repeatable")
-    i.add_argument("--backend", choices=("local", "rados"), default="local",
+    i.add_argument("--backend", default="local", metavar="PLANE",   # a name of pario.store.PLANES
                    help="local: server directories (default); rados: one pool per server of a Ceph cluster")
     i.add_argument("--cluster", metavar="CLUSTER_DIR", help="rados: the 'pario cluster up' directory")
     i.add_argument("--object-size", type=size_arg, default=None, metavar="SIZE",

@@ -12,11 +12,11 @@ after a run, their difference (:func:`stats_diff`) is that run's device I/O.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
 from .. import ParioError
+from ..store.root import read_config
 
 STAT_KEYS = ("read_ios", "write_ios", "read_bytes", "write_bytes")
 
@@ -50,7 +50,7 @@ def testbed_servers(tb, system, store: Path) -> dict[str, str]:
 
 def check_store_on_testbed(store: Path, tb) -> None:
     """An existing store used with --testbed must keep every server's data on that testbed server."""
-    cfg = json.loads((store / "store.json").read_text())
+    cfg = read_config(store)
     mounts = {s.name: Path(s.mount).resolve() for s in tb.servers}
     for name, d in (cfg.get("servers") or {}).items():
         p = Path(d) if Path(d).is_absolute() else store / d
@@ -98,7 +98,7 @@ def stats_diff(after, before):
 def store_devices(store: Path) -> dict[str, int]:
     """Server name → ``st_dev`` of the directory that holds its data in the store: how many
     distinct devices really serve the profile's servers."""
-    cfg = json.loads((store / "store.json").read_text())
+    cfg = read_config(store)
     out = {}
     for name, d in (cfg.get("servers") or {}).items():
         p = Path(d) if Path(d).is_absolute() else store / d

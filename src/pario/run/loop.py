@@ -59,6 +59,8 @@ import numpy as np
 
 from .. import ParioError
 from ..native import build_hint
+from ..store.planes import PLANES
+from ..store.root import read_config
 from . import compare, devices, measure, variation
 from .launch import find_mpiexec, launch, mpi_command, parse_procs
 
@@ -68,7 +70,6 @@ OWN_ENV = ("PARIO_STORE", "PARIO_PLAN", "PARIO_TRACE", "PARIO_SYSTEM", "PARIO_DI
 def _store_profile(store: Path, outdir: Path) -> Path:
     """The profile an existing store was made for, as ``OUT/store-profile.toml`` (the loop's
     ``advise --system`` and the ranks' ``PARIO_SYSTEM`` load it)."""
-    from ..store.root import read_config
     from ..system import System
 
     cfg = read_config(store)
@@ -171,7 +172,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         except ValueError as exc:
             raise ParioError(f"--prepare {prepare!r}: {exc}") from None
     if store.exists():
-        cfg = json.loads((store / "store.json").read_text())
+        cfg = read_config(store)
         if cfg.get("system") != prof.name:
             raise ParioError(f"store {store_arg} is for system {cfg.get('system')!r}, not {prof.name!r}")
         if tb is not None:
@@ -211,11 +212,11 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     dropped = drop_replicas(store)
     if dropped:
         say("info", f"dropped {len(dropped)} replica(s) left in the store by an earlier run (run 1 uses the originals)")
-    backend = json.loads((store / "store.json").read_text()).get("backend", "local")
+    plane = PLANES.get(read_config(store).get("backend", "local"))
     where = f" on testbed {tb.dir} (O_DIRECT, ranks in cgroup {os.path.basename(tb.cgroup)})" if tb is not None \
         else (" (O_DIRECT)" if direct else "")
-    if backend == "rados":   # no client page cache: every request reaches the OSDs, as O_DIRECT's do
-        where = " (store on RADOS)"
+    if not plane.page_cache:   # every request reaches the servers, as O_DIRECT's do
+        where = f" (store on {plane.name}: no client page cache)"
     shown = " ".join(cmd)
     wall0 = None
     tracer = _tracer()
@@ -341,8 +342,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     pred["ratio"] = (pred["ORIG"] / pred["plan"]) if pred["ORIG"] and pred["plan"] else None
     load1 = os.getloadavg()
     summary = {"procs": n, "command": cmd, "store": str(store), "out": str(outdir),
-               "testbed": tb.dir if tb is not None else None, "direct": direct or backend == "rados",
-               "backend": backend,
+               "testbed": tb.dir if tb is not None else None, "direct": direct or not plane.page_cache,
+               "backend": plane.name,
                "prepare_s": wall0,
                "run1_s": wall1, "run2_s": wall2, "speedup": wall1 / wall2 if wall2 > 0 else None,
                "io_s": {"run1": io1, "run2": io2, "ratio": (io1 / io2) if io1 and io2 else None},

@@ -6,6 +6,7 @@ lazy synchronisation), the same code that serves MPI programs; these modules are
 face and what only Python does:
 
 - :mod:`pario.store.base`       – a store's files and their data through the engine (aiori-like)
+- :mod:`pario.store.planes`     – the registry of the data planes (:data:`PLANES`)
 - :mod:`pario.store.local`      – the ``local`` plane: a directory per server, a data file per server
 - :mod:`pario.store.rados`      – the ``rados`` plane: objects in a Ceph cluster's pools
 - :mod:`pario.store.meta`       – the file metadata (the engine's), the schema for repairs
@@ -27,8 +28,9 @@ Usage::
 """
 
 from .base import Backend, FileStat, Handle
+from .planes import PLANES
 from .rmt import CLEAN, DIRTY, RMT, STALE
 from .root import Store, init_store, open_store, replica_name
 
-__all__ = ["Backend", "FileStat", "Handle", "RMT", "CLEAN", "DIRTY", "STALE", "Store", "init_store",
+__all__ = ["PLANES", "Backend", "FileStat", "Handle", "RMT", "CLEAN", "DIRTY", "STALE", "Store", "init_store",
            "open_store", "replica_name"]

@@ -62,8 +62,11 @@ class Backend(ABC):
     """One store's files through its engine (module docstring); a data plane's subclass adds
     where its data files live."""
 
-    #: backend name as written in ``store.json`` (``"local"``)
-    kind = "base"
+    #: the plane's name: ``store.json``'s ``"backend"`` and its key in :data:`pario.store.PLANES`
+    name = "base"
+    #: reads pass through a client page cache (False: every request reaches the servers, as
+    #: O_DIRECT's do; ``pario run`` then measures the devices without dropping caches)
+    page_cache = True
 
     def __init__(self, root, system, engine, meta):
         self.root = root
@@ -74,6 +77,32 @@ class Backend(ABC):
         self._layouts: dict[int, Layout] = {}
 
     # ------------------------------------------------------------------ the data plane's part
+    # (a plane is chosen by name through :data:`pario.store.PLANES`: :func:`init_store` asks
+    # it for a new store's configuration, :class:`Store` for the arguments of its constructor)
+    @classmethod
+    @abstractmethod
+    def configure(cls, system, *, servers=None, cluster=None, object_size=None):
+        """A new store's plane: ``(system, entries)`` -- the :class:`~pario.system.System`
+        (``system``: a profile name, file, System or None for the plane's default) and the
+        plane's ``store.json`` entries; every option checked (a one-line ParioError), nothing
+        created yet."""
+
+    @classmethod
+    def prepare(cls, root, entries: dict) -> None:
+        """Create what the plane keeps in a new store's (empty) directory ``root``."""
+
+    @classmethod
+    @abstractmethod
+    def options(cls, root, system, cfg: dict) -> dict:
+        """The constructor's keyword arguments for the store at ``root`` whose ``store.json``
+        is ``cfg`` (checked: a missing entry or mount is a one-line ParioError)."""
+
+    @classmethod
+    def holds_data(cls, **options) -> bool:
+        """Whether the plane holds data files of the store before it is opened (a missing
+        metadata database would lose them); planes that cannot tell cheaply say False."""
+        return False
+
     @abstractmethod
     def _unlink_data(self, fid: int) -> None:
         """Remove every data file of file id ``fid``."""

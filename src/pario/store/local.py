@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import ParioError
+from ..system import load_system
 from .base import Backend
 
 DATAFILE = re.compile(r"^(\d{8,})\.(\d+)$")    # <id:08d>.<data file>: the only names in a server directory
@@ -32,11 +33,56 @@ DATAFILE = re.compile(r"^(\d{8,})\.(\d+)$")    # <id:08d>.<data file>: the only 
 class LocalBackend(Backend):
     """The files of a store whose servers are directories (``server_dirs[j]``)."""
 
-    kind = "local"
+    name = "local"
 
     def __init__(self, root: Path, system, engine, meta, server_dirs: list[Path]):
         super().__init__(Path(root), system, engine, meta)
         self.server_dirs = [Path(p) for p in server_dirs]
+
+    @classmethod
+    def configure(cls, system, *, servers=None, cluster=None, object_size=None):
+        """``servers`` maps server names to directories (other mounts, relative to the current
+        directory); the others get ``servers/NAME`` in the store."""
+        if cluster is not None:
+            raise ParioError("--cluster applies to the rados backend only")
+        if object_size is not None:
+            raise ParioError("--object-size applies to the rados backend only")
+        system = load_system(system)
+        servers = dict(servers or {})
+        unknown = [n for n in servers if n not in system.names]
+        if unknown:
+            raise ParioError(f"--server {unknown[0]}: no such server in system {system.name!r} "
+                             f"({', '.join(system.names)})")
+        mapping = {}
+        for name in system.names:
+            if name in servers:
+                p = Path(servers[name]).expanduser()
+                mapping[name] = str(p if p.is_absolute() else Path.cwd() / p)
+            else:
+                mapping[name] = f"servers/{name}"
+        return system, {"servers": mapping}
+
+    @classmethod
+    def prepare(cls, root, entries: dict) -> None:
+        for d in entries["servers"].values():
+            (Path(root) / d).mkdir(parents=True, exist_ok=True)     # an absolute d replaces root
+
+    @classmethod
+    def options(cls, root, system, cfg: dict) -> dict:
+        dirs = []
+        servers = cfg.get("servers")
+        for name in system.names:
+            d = servers.get(name) if isinstance(servers, dict) else None
+            if not isinstance(d, str):
+                raise ParioError(f"store.json has no directory for server {name}")
+            d = Path(d)
+            dirs.append(d if d.is_absolute() else Path(root) / d)
+        check_server_dirs(system, dirs)
+        return {"server_dirs": dirs}
+
+    @classmethod
+    def holds_data(cls, server_dirs) -> bool:
+        return holds_data(server_dirs)
 
     def datafile_path(self, fid: int, server: int, datafile: int) -> Path:
         return self.server_dirs[server] / f"{fid:08d}.{datafile}"

@@ -101,7 +101,8 @@ def open_pools(r, pools: list[str], namespace: str) -> list:
 class RadosBackend(Backend):
     """The files of a store on RADOS (``pools[j]`` = pool of server j, the store's namespace)."""
 
-    kind = "rados"
+    name = "rados"
+    page_cache = False      # librados has no client page cache: every request reaches the OSDs
 
     def __init__(self, root: Path, system, engine, meta, cluster_dir, pools: dict[str, str], *, namespace: str,
                  object_size: int = OBJECT_SIZE):
@@ -121,6 +122,31 @@ class RadosBackend(Backend):
         except BaseException:
             self.rados.shutdown()
             raise
+
+    @classmethod
+    def configure(cls, system, *, servers=None, cluster=None, object_size=None):
+        """``cluster``: a 'pario cluster up' directory (its calibrated profile by default);
+        ``object_size`` bytes per object (default :data:`OBJECT_SIZE`)."""
+        from ..cluster.core import profile_path
+        from ..cluster.state import load_state
+        from ..system import load_system
+
+        if cluster is None:
+            raise ParioError("the rados backend needs --cluster CLUSTER_DIR (a 'pario cluster up' directory)")
+        if servers:
+            raise ParioError("--server does not apply to the rados backend (every server is a pool)")
+        cdir = Path(load_state(cluster).dir)       # a one-line error if it is not a cluster
+        system = load_system(profile_path(cdir) if system is None else system)
+        return system, rados_config(cluster, system, OBJECT_SIZE if object_size is None else object_size)
+
+    @classmethod
+    def options(cls, root, system, cfg: dict) -> dict:
+        if "cluster" not in cfg or "pools" not in cfg:
+            raise ParioError(f"{Path(root) / 'store.json'}: a rados store needs \"cluster\" and \"pools\"")
+        if not isinstance(cfg["pools"], dict):
+            raise ParioError(f"{Path(root) / 'store.json'}: \"pools\" is not a table of server → pool")
+        return {"cluster_dir": cfg["cluster"], "pools": cfg["pools"], "namespace": cfg.get("id", ""),
+                "object_size": cfg.get("object_size", OBJECT_SIZE)}
 
     def object_name(self, fid: int, datafile: int, k: int) -> str:
         return f"{fid:08d}.{datafile}.{k:08x}"

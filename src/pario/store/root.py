@@ -38,10 +38,10 @@ from pathlib import Path
 
 from .. import ParioError
 from ..layout import Layout, parse_layout
-from ..system import System, load_system
-from .local import LocalBackend, check_server_dirs, holds_data
+from ..system import System
 from .locks import StoreLock, store_timeout
 from .meta import Meta, with_report
+from .planes import PLANES
 from .redirect import File
 from .rmt import CLEAN, FRESH, RMT, STALE, _core_module
 
@@ -77,36 +77,19 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok: bool = False,
                backend: str = "local", cluster=None, object_size: int | None = None) -> Path:
-    """Create a store at ``root`` for ``system`` (profile name, file or System).
+    """Create a store at ``root`` for ``system`` (profile name, file or System) on the data
+    plane ``backend`` (a name of :data:`pario.store.planes.PLANES`).
 
-    ``servers`` maps server names to directories (other mounts); the rest default to
-    ``root/servers/NAME``.  ``backend="rados"``: the data on the Ceph cluster of the
-    directory ``cluster`` (one pool per server; ``system`` defaults to the cluster's
-    profile (calibrated.toml, else nominal.toml); ``object_size`` of :mod:`pario.store.rados`).  Returns the root path.
+    The plane's options (:meth:`~pario.store.base.Backend.configure`): ``local``: ``servers``
+    maps server names to directories (other mounts); the rest default to
+    ``root/servers/NAME``; ``rados``: the data on the Ceph cluster of the directory
+    ``cluster`` (one pool per server; ``system`` defaults to the cluster's profile
+    (calibrated.toml, else nominal.toml); ``object_size`` of :mod:`pario.store.rados`).
+    Returns the root path.
     """
     root = Path(root)
-    if backend not in ("local", "rados"):
-        raise ParioError(f"unknown store backend {backend!r} (local, rados)")
-    if backend == "rados":
-        from ..cluster.core import profile_path
-        from .rados import OBJECT_SIZE, rados_config
-
-        if cluster is None:
-            raise ParioError("the rados backend needs --cluster CLUSTER_DIR (a 'pario cluster up' directory)")
-        if servers:
-            raise ParioError("--server does not apply to the rados backend (every server is a pool)")
-        from ..cluster.state import load_state
-
-        cdir = Path(load_state(cluster).dir)       # a one-line error if it is not a cluster
-        if system is None:
-            system = profile_path(cdir)
-    system = load_system(system)
-    if backend == "rados":
-        extra = rados_config(cluster, system, OBJECT_SIZE if object_size is None else object_size)
-    servers = dict(servers or {})
-    unknown = [n for n in servers if n not in system.names]
-    if unknown:
-        raise ParioError(f"--server {unknown[0]}: no such server in system {system.name!r} ({', '.join(system.names)})")
+    plane = PLANES.get(backend)
+    system, entries = plane.configure(system, servers=servers, cluster=cluster, object_size=object_size)
     if (root / CONFIG).exists():
         if exist_ok:
             return root
@@ -116,24 +99,9 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
     if root.is_dir() and any(root.iterdir()):
         raise ParioError(f"{root} is not empty: a store needs a new or empty directory")
     root.mkdir(parents=True, exist_ok=True)
-    if backend == "rados":
-        cfg = {"pario_store": 1, "id": uuid.uuid4().hex, "backend": "rados", "system": system.name,
-               "profile": system.to_dict(), **extra}
-        _atomic_write(root / CONFIG, json.dumps(cfg, indent=2) + "\n")
-        Meta(root / "meta.db", may_create=True).close()
-        return root
-    mapping = {}
-    for name in system.names:
-        if name in servers:
-            p = Path(servers[name]).expanduser()
-            p = p if p.is_absolute() else Path.cwd() / p
-            mapping[name] = str(p)
-        else:
-            p = root / "servers" / name
-            mapping[name] = f"servers/{name}"
-        p.mkdir(parents=True, exist_ok=True)
-    cfg = {"pario_store": 1, "id": uuid.uuid4().hex, "backend": "local", "system": system.name,
-           "profile": system.to_dict(), "servers": mapping}
+    plane.prepare(root, entries)
+    cfg = {"pario_store": 1, "id": uuid.uuid4().hex, "backend": plane.name, "system": system.name,
+           "profile": system.to_dict(), **entries}
     _atomic_write(root / CONFIG, json.dumps(cfg, indent=2) + "\n")
     Meta(root / "meta.db", may_create=True).close()     # from now on its absence is a loss (Meta)
     return root
@@ -174,7 +142,7 @@ def read_config(root) -> dict:
     return cfg
 
 
-def _holds_anything(root: Path, server_dirs: list[Path]) -> bool:
+def _holds_anything(root: Path, plane, options: dict) -> bool:
     """The store holds something a missing metadata database would lose: a catalog, a
     journal record, a data file (a new store may create its database)."""
     from .catalog import CATALOG
@@ -190,7 +158,7 @@ def _holds_anything(root: Path, server_dirs: list[Path]) -> bool:
         pass
     except Exception:  # noqa: BLE001 - struct.error: a short header is no record
         pass
-    return holds_data(server_dirs)
+    return plane.holds_data(**options)
 
 
 class Store:
@@ -213,23 +181,16 @@ class Store:
         self.config = cfg
         self.id = cfg.get("id", "")
         self.system = System.from_dict(cfg["profile"], origin=str(self.root / CONFIG))
-        kind = cfg.get("backend", "local")
-        if kind not in ("local", "rados"):
-            raise ParioError(f"store backend {kind!r} is not available")
-        if kind == "rados" and ("cluster" not in cfg or "pools" not in cfg):
-            raise ParioError(f"{self.root / CONFIG}: a rados store needs \"cluster\" and \"pools\"")
-        dirs = []
-        for name in self.system.names if kind == "local" else ():
-            d = cfg["servers"].get(name)
-            if d is None:
-                raise ParioError(f"{CONFIG} has no directory for server {name}")
-            d = Path(d)
-            dirs.append(d if d.is_absolute() else self.root / d)
-        check_server_dirs(self.system, dirs)
+        try:
+            plane = PLANES.get(cfg.get("backend", "local"))
+        except ParioError:
+            raise ParioError(f"store backend {cfg.get('backend')!r} is not available "
+                             f"(known: {PLANES.known()})") from None
+        options = plane.options(self.root, self.system, cfg)
         self.shared = bool(shared)
         self.lock_timeout = store_timeout() if lock_timeout is None else float(lock_timeout)
         # a missing or emptied meta.db: created only for a store that holds nothing yet
-        Meta.ensure(self.root / "meta.db", lambda: not _holds_anything(self.root, dirs))
+        Meta.ensure(self.root / "meta.db", lambda: not _holds_anything(self.root, plane, options))
         if not (self.root / "rmt.log").exists() and (self.root / "rmt.db").exists():
             _migrate_old_rmt(self.root)
         eng = _core_module()
@@ -241,13 +202,7 @@ class Store:
         self.backend = self.rmt = None
         try:
             meta = Meta.over(self.engine.meta(), self.root / "meta.db")
-            if kind == "rados":
-                from .rados import OBJECT_SIZE, RadosBackend
-
-                self.backend = RadosBackend(self.root, self.system, self.engine, meta, cfg["cluster"], cfg["pools"],
-                                            namespace=self.id, object_size=cfg.get("object_size", OBJECT_SIZE))
-            else:
-                self.backend = LocalBackend(self.root, self.system, self.engine, meta, dirs)
+            self.backend = plane(self.root, self.system, self.engine, meta, **options)
             self.rmt = RMT(self.root, meta, self.engine.core(), shared=self.shared)
         except BaseException:
             if self.backend is not None:
