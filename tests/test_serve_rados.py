@@ -41,7 +41,7 @@ from test_serve_store import Driver, _blob, _rand_extents, driver  # noqa: F401 
 from test_store_rados import LAYOUTS, OBJ, _ceda, _osd_map, _store, load_servers
 
 from pario.cli import main
-from pario.layout import map_requests
+from oracles.layout import map_requests
 from pario.store import Store
 from pario.store import rmt_journal as J
 from pario.store.fsck import fsck

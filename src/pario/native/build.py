@@ -38,7 +38,7 @@ CFLAGS = ["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvi
 # core/: the RMT (core/rmt.h: the journal, the table, transactions, range locks)
 CORE_SOURCES = ["core/crc32.c", "core/rmt_index.c", "core/rmt_log.c", "core/locks.c", "core/rmt.c"]
 # python/: the bindings; pario.native._rmt (the store engine, its RMT and metadata, the collective orders)
-PYTHON_SOURCES = ["python/pyrmt.c", "python/pymeta.c", "python/pystore.c", "python/pyorder.c"]
+PYTHON_SOURCES = ["python/pyrmt.c", "python/pymeta.c", "python/pystore.c", "python/pyorder.c", "python/pylayout.c"]
 # store/: pario's store data path (docs/serve.md: store.json and meta.db, layouts, data files
 # behind store/planes/plane.h -- local.c server directories, rados.c RADOS objects with
 # librados loaded by dlopen --, CEDA redirection and hybrid routing with the core); no MPI

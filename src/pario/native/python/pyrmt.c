@@ -16,6 +16,7 @@
 
 #include "core/rmt.h"
 #include "python/bindings.h"
+#include "python/pylayout.h"
 #include "python/pyorder.h"
 
 static PyObject *error_class;   /* pario.ParioError, set by set_error_class() */
@@ -1025,7 +1026,7 @@ PyMODINIT_FUNC PyInit__rmt(void)
     PyModule_AddIntConstant(m, "ROUTE_REPLICA", RMT_ROUTE_REPLICA);
     PyModule_AddIntConstant(m, "ROUTE_CHEAPEST", RMT_ROUTE_CHEAPEST);
     PyModule_AddIntConstant(m, "VERSION", RMT_VERSION);
-    if (pymeta_register(m) < 0 || pystore_register(m) < 0 || pario_py_add_orders(m) < 0) {   /* metadata, the
+    if (pymeta_register(m) < 0 || pystore_register(m) < 0 || pario_py_add_orders(m) < 0 || pylayout_register(m) < 0) {   /* metadata, the
                                                                         store engine, the collective orders */
         Py_DECREF(m);
         return NULL;
