@@ -32,6 +32,7 @@
 #include "store/layout.h"
 #include "store/meta.h"
 #include "core/rmt.h"
+#include "store/coord.h"
 
 typedef struct pxs_sfile pxs_sfile;
 typedef struct pxs_file pxs_file;
@@ -45,7 +46,7 @@ typedef struct pxs_store {
     int direct, shared, first;
     int flush_at_end;           /* PXS_FLUSH_AT_END: DIRTY bytes flushed at the store's close */
     double timeout;             /* PARIO_STORE_TIMEOUT */
-    int lock_fd;                /* DIR/.lock (flock) */
+    pxs_coord *co;              /* the coordination member (store/coord.h): store lock, journal, range locks */
     int have_rmt;
     rmt_core rmt;               /* the RMT (redirect.c opens it) */
     pthread_mutex_t mu;         /* recursive: one call at a time */
