@@ -255,9 +255,7 @@ static PyObject *Engine_set_lazy(Engine *self, PyObject *on)
     int v = PyObject_IsTrue(on);
     if (v < 0 || engine_open(self))
         return NULL;
-    pthread_mutex_lock(&self->st->mu);
-    self->st->lazy_off = !v;
-    pthread_mutex_unlock(&self->st->mu);
+    pxs_store_set_lazy(self->st, v);
     Py_RETURN_NONE;
 }
 

@@ -22,6 +22,26 @@
 #define LOCK(st) pthread_mutex_lock(&(st)->mu)
 #define UNLOCK(st) pthread_mutex_unlock(&(st)->mu)
 
+/* the store of this layer: the data path's store (storefile.h: configuration, metadata,
+ * data plane, RMT, coordination) first, then what only the redirection owns.  Every
+ * pxs_store this file hands out is the `base` of one (pxs_store_open allocates it). */
+typedef struct {
+    pxs_store base;             /* first: (rstore *)st is the store's own object */
+    pxs_file *files;            /* open redirected files */
+    pxs_lazy *lazy;             /* background synchronisation of hybrid replicas (lazysync.h) */
+    int lazy_off;               /* no background synchronisation (the opener's choice; tests) */
+    int recovering;             /* the first opener's recovery is running */
+    int hold;                   /* PXS_HOLD: the opener drives recovery, sharing, the last close */
+    int flush_at_end;           /* PXS_FLUSH_AT_END: DIRTY bytes flushed at the store's close */
+    pxs_cost_fn cost_fn;        /* the routing cost (pxs_store_set_cost), NULL: the profile's */
+    void *cost_ctx;
+} rstore;
+
+static inline rstore *RS(pxs_store *st)
+{
+    return (rstore *)st;
+}
+
 /* the one-line message of an RMT core error (as pyrmt.c) */
 static int rmt_fail(pxs_store *st, int rc, const char *what)
 {
@@ -77,15 +97,22 @@ const char *pxs_store_error(const pxs_store *st)
 void pxs_store_set_cost(pxs_store *st, pxs_cost_fn fn, void *ctx)
 {
     LOCK(st);
-    st->cost_fn = fn;
-    st->cost_ctx = ctx;
+    RS(st)->cost_fn = fn;
+    RS(st)->cost_ctx = ctx;
+    UNLOCK(st);
+}
+
+void pxs_store_set_lazy(pxs_store *st, int on)
+{
+    LOCK(st);
+    RS(st)->lazy_off = !on;
     UNLOCK(st);
 }
 
 int pxs_cost(pxs_store *st, const pxs_sfile *h, int64_t off, int64_t len, double *cost)
 {
-    if (st->cost_fn)
-        return st->cost_fn(st->cost_ctx, h->id, off, len, cost);
+    if (RS(st)->cost_fn)
+        return RS(st)->cost_fn(RS(st)->cost_ctx, h->id, off, len, cost);
     const pxs_layout *l = h->lay;
     pxs_subs s = {0};
     char lerr[300];
@@ -240,7 +267,7 @@ int pxs_open(pxs_store *st, const char *name, pxs_file **out)
 {
     *out = NULL;
     LOCK(st);
-    for (pxs_file *f = st->files; f; f = f->next)
+    for (pxs_file *f = RS(st)->files; f; f = f->next)
         if (strcmp(f->name, name) == 0) {
             f->refs++;
             *out = f;
@@ -267,8 +294,8 @@ int pxs_open(pxs_store *st, const char *name, pxs_file **out)
         UNLOCK(st);
         return rc;
     }
-    f->next = st->files;
-    st->files = f;
+    f->next = RS(st)->files;
+    RS(st)->files = f;
     *out = f;
     UNLOCK(st);
     return PXS_OK;
@@ -284,10 +311,10 @@ int pxs_close(pxs_file *f)
         UNLOCK(st);
         return PXS_OK;
     }
-    if (st->lazy)
-        pxs_lazy_forget(st->lazy, f);
-    int rc = st->flush_at_end ? PXS_OK : flush_locked(f);
-    for (pxs_file **p = &st->files; *p; p = &(*p)->next)
+    if (RS(st)->lazy)
+        pxs_lazy_forget(RS(st)->lazy, f);
+    int rc = RS(st)->flush_at_end ? PXS_OK : flush_locked(f);
+    for (pxs_file **p = &RS(st)->files; *p; p = &(*p)->next)
         if (*p == f) {
             *p = f->next;
             break;
@@ -585,9 +612,9 @@ static int lazy_step(void *f, int *more)
 
 static int lazy_enqueue(pxs_store *st, pxs_file *f)
 {
-    if (!st->lazy && !(st->lazy = pxs_lazy_new(&st->mu, lazy_step, st->err, sizeof st->err)))
+    if (!RS(st)->lazy && !(RS(st)->lazy = pxs_lazy_new(&st->mu, lazy_step, st->err, sizeof st->err)))
         return PXS_ENOMEM;
-    return pxs_lazy_enqueue(st->lazy, f);
+    return pxs_lazy_enqueue(RS(st)->lazy, f);
 }
 
 /* [s, t) inside partial replica r's own extents, no copy readable there (rmt_all_stale: e.g.
@@ -650,7 +677,7 @@ static int write_locked(pxs_file *f, int64_t off, const char *buf, int64_t n)
             rc = write_range(f, pos, buf + (pos - off), t - pos);
         pos = t;
     }
-    if (!rc && f->cheapest && pxs_lazy_enabled(st->lazy_off)) {   /* stale copies left: synchronised lazily */
+    if (!rc && f->cheapest && pxs_lazy_enabled(RS(st)->lazy_off)) {   /* stale copies left: synchronised lazily */
         const rmt_ofile *of = rmt_index_file(&st->rmt.ix, f->fid);
         if (of && of->nunclean)
             rc = lazy_enqueue(st, f);
@@ -1150,7 +1177,7 @@ static int flush_locked(pxs_file *f)
 {
     pxs_store *st = f->st;
     int more;
-    int rc = sync_some(f, -1, st->recovering, &more);
+    int rc = sync_some(f, -1, RS(st)->recovering, &more);
     if (!rc)
         rc = pxs_sfile_fsync(f->h, 0);
     if (!rc) {
@@ -1297,7 +1324,7 @@ static int recover(pxs_store *st)
 {
     rmt_core *c = &st->rmt;
     clear_shadows(st->cfg.root);
-    st->recovering = 1;
+    RS(st)->recovering = 1;
     int rc = PXS_OK;
     /* the originals first (a TRIM changes the table being walked) */
     const rmt_map *m = &c->ix.files;
@@ -1342,7 +1369,7 @@ static int recover(pxs_store *st)
         if (r1)
             rc = rmt_fail(st, r1, "fdatasync");
     }
-    st->recovering = 0;
+    RS(st)->recovering = 0;
     return rc;
 }
 
@@ -1401,7 +1428,7 @@ static void store_free(pxs_store *st)
     free(st->names);
     pxs_config_free(&st->cfg);
     pthread_mutex_destroy(&st->mu);
-    free(st);
+    free(RS(st));
 }
 
 int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size_t errlen)
@@ -1491,11 +1518,12 @@ static int open_parts(pxs_store *st, const char *root)
 int pxs_store_open_timeout(const char *root, int flags, double timeout, pxs_store **out, char *err, size_t errlen)
 {
     *out = NULL;
-    pxs_store *st = calloc(1, sizeof *st);
-    if (!st) {
+    rstore *rs = calloc(1, sizeof *rs);
+    if (!rs) {
         snprintf(err, errlen, "out of memory");
         return PXS_ENOMEM;
     }
+    pxs_store *st = &rs->base;
     pthread_mutexattr_t at;
     pthread_mutexattr_init(&at);
     pthread_mutexattr_settype(&at, PTHREAD_MUTEX_RECURSIVE);
@@ -1503,24 +1531,24 @@ int pxs_store_open_timeout(const char *root, int flags, double timeout, pxs_stor
     pthread_mutexattr_destroy(&at);
     st->shared = !!(flags & PXS_SHARED);
     st->direct = !!(flags & PXS_DIRECT);
-    st->flush_at_end = !!(flags & PXS_FLUSH_AT_END);
+    RS(st)->flush_at_end = !!(flags & PXS_FLUSH_AT_END);
     st->timeout = timeout;
     int rc = open_parts(st, root);
     /* a store that ended uncleanly in another boot serves nothing until its replicas were
      * verified byte for byte (Store.verify_clean); the flag stays in the journal's header
      * until that is done, so every opener refuses, not just the first */
-    st->hold = !!(flags & PXS_HOLD);
-    if (!rc && st->rmt.verify && !(st->hold && st->first) && !(flags & PXS_UNVERIFIED))
+    RS(st)->hold = !!(flags & PXS_HOLD);
+    if (!rc && st->rmt.verify && !(RS(st)->hold && st->first) && !(flags & PXS_UNVERIFIED))
         rc = pxs_fail(st, PXS_EVERIFY, "store %s was not closed cleanly before the machine rebooted: its replicas "
                       "must be verified byte for byte before it serves; run 'pario store fsck --store %s' while no "
                       "program uses it", root, root);
-    if (!rc && st->first && !(flags & PXS_NORECOVER) && !st->hold)
+    if (!rc && st->first && !(flags & PXS_NORECOVER) && !RS(st)->hold)
         rc = recover(st);
-    if (!rc && !st->hold)
+    if (!rc && !RS(st)->hold)
         rc = pxs_store_share(st);
     if (rc) {
         snprintf(err, errlen, "%s", st->err[0] ? st->err : "cannot open the store");
-        for (pxs_file *f = st->files; f;) {     /* recovery leaves none open; be safe */
+        for (pxs_file *f = RS(st)->files; f;) {     /* recovery leaves none open; be safe */
             pxs_file *nx = f->next;
             f->refs = 1;
             pxs_close(f);
@@ -1619,19 +1647,19 @@ int pxs_store_close_alone(pxs_store *st)
 
 int pxs_store_close(pxs_store *st, char *err, size_t errlen)
 {
-    int rc = st->lazy ? pxs_lazy_stop(st->lazy) : PXS_OK;     /* before the mutex: the thread takes it */
-    st->lazy = NULL;
+    int rc = RS(st)->lazy ? pxs_lazy_stop(RS(st)->lazy) : PXS_OK;     /* before the mutex: the thread takes it */
+    RS(st)->lazy = NULL;
     LOCK(st);
-    if (st->flush_at_end && st->have_rmt) {   /* the application ends: its DIRTY bytes home */
+    if (RS(st)->flush_at_end && st->have_rmt) {   /* the application ends: its DIRTY bytes home */
         int r = flush_all(st);
         rc = rc ? rc : r;
     }
-    while (st->files) {
-        st->files->refs = 1;
-        int r = pxs_close(st->files);
+    while (RS(st)->files) {
+        RS(st)->files->refs = 1;
+        int r = pxs_close(RS(st)->files);
         rc = rc ? rc : r;
     }
-    if (!st->hold && pxs_store_alone(st)) {
+    if (!RS(st)->hold && pxs_store_alone(st)) {
         int r = close_alone(st);
         rc = rc ? rc : r;
     }
