@@ -145,99 +145,90 @@ void pxs_config_free(pxs_config *cfg)
     free(cfg->id);
     free(cfg->system);
     free(cfg->cluster);
+    free(cfg->coord);
     memset(cfg, 0, sizeof *cfg);
 }
 
-int pxs_config_read(const char *root, pxs_config *cfg, char *err, size_t errlen)
+/* store.json parsed (*j) from its text (*text); PXS_OK or an error with its message */
+static int config_json(const char *root, const char *path, char **text, pxs_json **j, char *err, size_t errlen)
 {
-    memset(cfg, 0, sizeof *cfg);
-    char *path = join(root, "store.json");
-    if (!path)
-        return PXS_ENOMEM;
-    int rc = PXS_EINVAL;
-    pxs_json *j = NULL;
     size_t len = 0;
-    char *text = pxs_read_text(path, &len, 64u << 20);
-    if (!text) {
+    *text = pxs_read_text(path, &len, 64u << 20);
+    if (!*text) {
         if (errno == ENOENT) {
             snprintf(err, errlen, "%s is not a pario store (no store.json; create one with 'pario store init')", root);
-            rc = PXS_ENOENT;
-        } else {
-            snprintf(err, errlen, "%s: unreadable store configuration (%s)", path, strerror(errno));
-            rc = PXS_EIO;
+            return PXS_ENOENT;
         }
-        goto out;
+        snprintf(err, errlen, "%s: unreadable store configuration (%s)", path, strerror(errno));
+        return PXS_EIO;
     }
     char jerr[160];
-    int jr = pxs_json_parse(text, len, &j, jerr, sizeof jerr);
+    int jr = pxs_json_parse(*text, len, j, jerr, sizeof jerr);
     if (jr) {
         snprintf(err, errlen, "%s: unreadable store configuration (%s)", path, jerr);
-        rc = jr == -2 ? PXS_ENOMEM : PXS_EINVAL;
-        goto out;
+        return jr == -2 ? PXS_ENOMEM : PXS_EINVAL;
     }
-    const pxs_json *ver = pxs_json_get(j, "pario_store");
-    if (j->type != PXS_JOBJ || !ver || ver->type != PXS_JNUM || !ver->is_int || ver->i != 1) {
+    const pxs_json *ver = pxs_json_get(*j, "pario_store");
+    if ((*j)->type != PXS_JOBJ || !ver || ver->type != PXS_JNUM || !ver->is_int || ver->i != 1) {
         snprintf(err, errlen, "%s: not a pario store configuration", path);
-        goto out;
+        return PXS_EINVAL;
     }
+    return PXS_OK;
+}
+
+/* "backend" and "coord" (docs/store.md, "Coordination": absent = "host") */
+static int config_kind(const pxs_json *j, pxs_config *cfg, const char *path, char *err, size_t errlen)
+{
     const pxs_json *be = pxs_json_get(j, "backend");
     if (be && pxs_json_streq(be, "rados"))
         cfg->backend = PXS_BACKEND_RADOS;
     else if (be && !pxs_json_streq(be, "local")) {
         snprintf(err, errlen, "store backend %s is not available", be->type == PXS_JSTR ? be->s : "(not a string)");
-        rc = PXS_ENOSYS;
-        goto out;
+        return PXS_ENOSYS;
     }
-    const pxs_json *prof = pxs_json_get(j, "profile");
-    const pxs_json *srv = prof ? pxs_json_get(prof, "server") : NULL;
-    const pxs_json *dirs = pxs_json_get(j, cfg->backend == PXS_BACKEND_RADOS ? "pools" : "servers");
-    if (!srv || srv->type != PXS_JARR || srv->n == 0 || !dirs || dirs->type != PXS_JOBJ) {
-        if (cfg->backend == PXS_BACKEND_RADOS)
-            snprintf(err, errlen, "%s: a rados store needs \"cluster\" and \"pools\"", path);
-        else
-            snprintf(err, errlen, "%s: not a pario store configuration (no profile servers or server directories)",
-                     path);
-        goto out;
+    const pxs_json *co = pxs_json_get(j, "coord");
+    if (co && (co->type != PXS_JSTR || strlen(co->s) != co->slen)) {
+        snprintf(err, errlen, "%s: \"coord\" must be the name of a coordination member", path);
+        return PXS_EINVAL;
     }
-    if (cfg->backend == PXS_BACKEND_RADOS) {     /* pario.store.root.Store, pario.store.rados */
-        const pxs_json *cl = pxs_json_get(j, "cluster"), *osz = pxs_json_get(j, "object_size");
-        if (!cl || cl->type != PXS_JSTR || cl->slen == 0 || strlen(cl->s) != cl->slen) {
-            snprintf(err, errlen, "%s: a rados store needs \"cluster\" and \"pools\"", path);
-            goto out;
+    cfg->coord = strdup(co && co->slen ? co->s : "host");
+    return cfg->coord ? PXS_OK : PXS_ENOMEM;
+}
+
+/* a rados store's "cluster" and "object_size" (pario.store.root.Store, pario.store.rados) */
+static int config_rados(const pxs_json *j, pxs_config *cfg, const char *root, const char *path, char *err,
+                        size_t errlen)
+{
+    const pxs_json *cl = pxs_json_get(j, "cluster"), *osz = pxs_json_get(j, "object_size");
+    if (!cl || cl->type != PXS_JSTR || cl->slen == 0 || strlen(cl->s) != cl->slen) {
+        snprintf(err, errlen, "%s: a rados store needs \"cluster\" and \"pools\"", path);
+        return PXS_EINVAL;
+    }
+    cfg->object_size = PXS_OBJECT_SIZE;
+    if (osz && osz->type != PXS_JNULL) {
+        if (osz->type != PXS_JNUM || !osz->is_int || osz->i <= 0 || osz->i > ((int64_t)1 << 40)) {
+            if (osz->type == PXS_JNUM)
+                snprintf(err, errlen, "%s: object size must be an integer > 0 (store.json has %g)", path, osz->d);
+            else
+                snprintf(err, errlen, "%s: object size must be an integer > 0", path);
+            return PXS_EINVAL;
         }
-        cfg->object_size = PXS_OBJECT_SIZE;
-        if (osz && osz->type != PXS_JNULL) {
-            if (osz->type != PXS_JNUM || !osz->is_int || osz->i <= 0 || osz->i > ((int64_t)1 << 40)) {
-                if (osz->type == PXS_JNUM)
-                    snprintf(err, errlen, "%s: object size must be an integer > 0 (store.json has %g)", path, osz->d);
-                else
-                    snprintf(err, errlen, "%s: object size must be an integer > 0", path);
-                goto out;
-            }
-            cfg->object_size = osz->i;
-        }
-        cfg->cluster = cl->s[0] == '/' ? strdup(cl->s) : join(root, cl->s);
-        if (!cfg->cluster) {
-            rc = PXS_ENOMEM;
-            goto out;
-        }
+        cfg->object_size = osz->i;
     }
-    cfg->root = strdup(root);
-    const pxs_json *id = pxs_json_get(j, "id");
-    cfg->id = strdup(id && id->type == PXS_JSTR ? id->s : "");
-    const pxs_json *sys = pxs_json_get(j, "system");
-    cfg->system = strdup(sys && sys->type == PXS_JSTR ? sys->s : "");
-    if (!cfg->root || !cfg->id || !cfg->system) {
-        rc = PXS_ENOMEM;
-        goto out;
-    }
-    int cap = 0;
+    cfg->cluster = cl->s[0] == '/' ? strdup(cl->s) : join(root, cl->s);
+    return cfg->cluster ? PXS_OK : PXS_ENOMEM;
+}
+
+/* the profile's servers (srv: "profile" "server"), "count" expanded */
+static int config_servers(const pxs_json *srv, pxs_config *cfg, const char *path, char *err, size_t errlen)
+{
+    int cap = 0, rc;
     for (size_t i = 0; i < srv->n; i++) {
         const pxs_json *t = srv->v[i];
         const pxs_json *nm = pxs_json_get(t, "name");
         if (t->type != PXS_JOBJ || !nm || nm->type != PXS_JSTR || nm->slen == 0 || strlen(nm->s) != nm->slen) {
             snprintf(err, errlen, "%s: profile server #%zu has no name", path, i + 1);
-            goto out;
+            return PXS_EINVAL;
         }
         int bad = 0;
         double alpha = num_or(t, "alpha", -1, &bad), beta = num_or(t, "beta", -1, &bad);
@@ -250,7 +241,7 @@ int pxs_config_read(const char *root, pxs_config *cfg, char *err, size_t errlen)
             bad = 1;
         if (bad || alpha < 0 || beta < 0 || count < 1 || count > 65536 - cfg->nservers) {
             snprintf(err, errlen, "%s: profile server %s: bad alpha, beta or count", path, nm->s);
-            goto out;
+            return PXS_EINVAL;
         }
         for (int64_t k = 0; k < count; k++) {
             char name[512];
@@ -260,45 +251,89 @@ int pxs_config_read(const char *root, pxs_config *cfg, char *err, size_t errlen)
                 snprintf(name, sizeof name, "%s%lld", nm->s, (long long)k);
             if (pxs_config_server(cfg, name) >= 0) {
                 snprintf(err, errlen, "%s: duplicate server name '%s'", path, name);
-                goto out;
+                return PXS_EINVAL;
             }
             if ((rc = add_server(cfg, &cap, name, ar, br)) != PXS_OK)
-                goto out;
-            rc = PXS_EINVAL;
+                return rc;
         }
     }
+    return PXS_OK;
+}
+
+/* every server's pool (rados) or directory (local, which must exist) from dirs */
+static int config_places(const pxs_json *dirs, pxs_config *cfg, const char *root, char *err, size_t errlen)
+{
     for (int i = 0; i < cfg->nservers && cfg->backend == PXS_BACKEND_RADOS; i++) {
         const pxs_json *p = pxs_json_get(dirs, cfg->servers[i].name);
         if (!p || p->type != PXS_JSTR || p->slen == 0 || strlen(p->s) != p->slen) {
             snprintf(err, errlen, "store.json names no pool for server %s", cfg->servers[i].name);
-            goto out;
+            return PXS_EINVAL;
         }
-        if (!(cfg->servers[i].pool = strdup(p->s))) {
-            rc = PXS_ENOMEM;
-            goto out;
-        }
+        if (!(cfg->servers[i].pool = strdup(p->s)))
+            return PXS_ENOMEM;
     }
     for (int i = 0; i < cfg->nservers && cfg->backend == PXS_BACKEND_LOCAL; i++) {
         const pxs_json *d = pxs_json_get(dirs, cfg->servers[i].name);
         if (!d || d->type != PXS_JSTR || d->slen == 0 || strlen(d->s) != d->slen) {
             snprintf(err, errlen, "store.json has no directory for server %s", cfg->servers[i].name);
-            goto out;
+            return PXS_EINVAL;
         }
         cfg->servers[i].dir = d->s[0] == '/' ? strdup(d->s) : join(root, d->s);
-        if (!cfg->servers[i].dir) {
-            rc = PXS_ENOMEM;
-            goto out;
-        }
+        if (!cfg->servers[i].dir)
+            return PXS_ENOMEM;
         struct stat sb;
         if (stat(cfg->servers[i].dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
             snprintf(err, errlen, "server %s directory %s is missing (is its mount there?)", cfg->servers[i].name,
                      cfg->servers[i].dir);
-            rc = PXS_ENOENT;
-            goto out;
+            return PXS_ENOENT;
         }
     }
-    rc = PXS_OK;
-out:
+    return PXS_OK;
+}
+
+/* what store.json says once its text is a store configuration */
+static int config_parse(const pxs_json *j, pxs_config *cfg, const char *root, const char *path, char *err,
+                        size_t errlen)
+{
+    int rc = config_kind(j, cfg, path, err, errlen);
+    if (rc)
+        return rc;
+    const pxs_json *prof = pxs_json_get(j, "profile");
+    const pxs_json *srv = prof ? pxs_json_get(prof, "server") : NULL;
+    const pxs_json *dirs = pxs_json_get(j, cfg->backend == PXS_BACKEND_RADOS ? "pools" : "servers");
+    if (!srv || srv->type != PXS_JARR || srv->n == 0 || !dirs || dirs->type != PXS_JOBJ) {
+        if (cfg->backend == PXS_BACKEND_RADOS)
+            snprintf(err, errlen, "%s: a rados store needs \"cluster\" and \"pools\"", path);
+        else
+            snprintf(err, errlen, "%s: not a pario store configuration (no profile servers or server directories)",
+                     path);
+        return PXS_EINVAL;
+    }
+    if (cfg->backend == PXS_BACKEND_RADOS && (rc = config_rados(j, cfg, root, path, err, errlen)))
+        return rc;
+    cfg->root = strdup(root);
+    const pxs_json *id = pxs_json_get(j, "id");
+    cfg->id = strdup(id && id->type == PXS_JSTR ? id->s : "");
+    const pxs_json *sys = pxs_json_get(j, "system");
+    cfg->system = strdup(sys && sys->type == PXS_JSTR ? sys->s : "");
+    if (!cfg->root || !cfg->id || !cfg->system)
+        return PXS_ENOMEM;
+    if ((rc = config_servers(srv, cfg, path, err, errlen)))
+        return rc;
+    return config_places(dirs, cfg, root, err, errlen);
+}
+
+int pxs_config_read(const char *root, pxs_config *cfg, char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof *cfg);
+    char *path = join(root, "store.json");
+    if (!path)
+        return PXS_ENOMEM;
+    pxs_json *j = NULL;
+    char *text = NULL;
+    int rc = config_json(root, path, &text, &j, err, errlen);
+    if (!rc)
+        rc = config_parse(j, cfg, root, path, err, errlen);
     if (rc)
         pxs_config_free(cfg);
     pxs_json_free(j);

@@ -53,6 +53,7 @@ typedef struct {
     int backend;        /* PXS_BACKEND_* */
     char *cluster;      /* rados: the cluster directory (its ceph.conf) */
     int64_t object_size;/* rados: bytes per object (store.json "object_size", default 4 MiB) */
+    char *coord;        /* the coordination member (store.json "coord", default "host"; store/coord.h) */
     int nservers;
     pxs_server *servers;
 } pxs_config;
