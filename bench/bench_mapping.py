@@ -8,7 +8,7 @@ Random requests (offsets below 16 GiB, 1 byte to 1 MiB, seeded) mapped under a f
 ``--extents`` extents (128 KiB every 256 KiB, the striped layout as default).  Per layout:
 the best of ``--repeat`` timings of each, their ratio (numpy / engine: above 1 the engine is
 faster), and that both gave the same rows.  Also the first call on a new extent map (its
-parse into the engine: the layout's JSON, once per map), against the numpy mapping's.  Not
+rows copied into the engine, once per map), against the numpy mapping's.  Not
 a test: no assertions beyond the rows being equal.
 """
 
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     t_np, _ = best(lambda: numpy_map(extent_map(), x, ln[:1000]), a.repeat)
     t_en, _ = best(lambda: map_requests(extent_map(), x, ln[:1000]), a.repeat)
     print(f"\nfirst call on a new {ne}-extent map, 1000 requests: numpy {t_np:.3f} s, engine {t_en:.3f} s "
-          f"(the engine parses the map once; later calls on it reuse the parse)")
+          f"(the engine copies the map once; later calls on it reuse it)")
     return 0
 
 

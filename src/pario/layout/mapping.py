@@ -112,7 +112,11 @@ def _parse(layout: Layout):
     from .spec import layout_to_dict
 
     n = _top_server(layout) + 1
-    return extension().Layout(json.dumps(layout_to_dict(layout, _Names(n))), n)
+    eng = extension()
+    if isinstance(layout, ExtentMap):      # its rows as arrays (no JSON of 10^5 rows)
+        default = None if layout.default is None else json.dumps(layout_to_dict(layout.default, _Names(n)))
+        return eng.extent_map(layout.offset, layout.length, layout.server, layout.local, layout.datafile, default, n)
+    return eng.Layout(json.dumps(layout_to_dict(layout, _Names(n))), n)
 
 
 def map_requests(layout: Layout, offset, length) -> SubRequests:

@@ -8,6 +8,10 @@
  *
  *   Layout(text, nservers)        a layout parsed from its JSON (pario.layout.spec's form)
  *                                 whose servers are named "0" .. "nservers-1"
+ *   extent_map(offset, length, server, local, datafile, default, nservers) -> Layout
+ *                                 an extent map from its rows (int64 buffers; checked as the
+ *                                 JSON's rows are) and its default layout's JSON (or None):
+ *                                 no JSON of the rows (a 10^5-extent map is one copy)
  *   Layout.map(offset, length) -> (req, server, local, length, datafile)
  *       offset, length: C-contiguous int64 buffers of n requests; the sub-requests in
  *       map_requests' order (request-major; a request's pieces in the layout's server order,
@@ -40,6 +44,43 @@ static void set_error(const char *msg)
     PyErr_SetString(cls ? cls : PyExc_ValueError, msg);
 }
 
+/* the layout of JSON text over n servers named "0" .. "n-1": PXS_OK, or a PXS_* code with err set */
+static int parse_named(const char *text, int n, pxs_layout **out, char *err, size_t errlen)
+{
+    char **names = calloc((size_t)n, sizeof *names);
+    char *store = malloc((size_t)n * 12);
+    if (names == NULL || store == NULL) {
+        free(names);
+        free(store);
+        return PXS_ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        names[i] = store + (size_t)i * 12;
+        snprintf(names[i], 12, "%d", i);
+    }
+    int rc = pxs_layout_parse_text(text, (const char *const *)names, n, out, err, errlen);
+    free(names);
+    free(store);
+    return rc;
+}
+
+/* raise the error of a failed layout call (rc) */
+static void raise_rc(int rc, const char *err)
+{
+    if (rc == PXS_ENOMEM)
+        PyErr_NoMemory();
+    else
+        set_error(err[0] ? err : "unreadable layout");
+}
+
+static int check_nservers(int n)
+{
+    if (n >= 1 && n <= 1 << 20)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "Layout: %d servers", n);
+    return -1;
+}
+
 static int layout_init(LayoutObject *self, PyObject *args, PyObject *kw)
 {
     const char *text;
@@ -48,31 +89,13 @@ static int layout_init(LayoutObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_TypeError, "Layout(text, nservers) takes no keyword arguments");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "si", &text, &n))
+    if (!PyArg_ParseTuple(args, "si", &text, &n) || check_nservers(n) < 0)
         return -1;
-    if (n < 1 || n > 1 << 20) {
-        PyErr_Format(PyExc_ValueError, "Layout: %d servers", n);
-        return -1;
-    }
-    char **names = calloc((size_t)n, sizeof *names);
-    char *store = malloc((size_t)n * 12);
-    if (names == NULL || store == NULL) {
-        free(names);
-        free(store);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        names[i] = store + (size_t)i * 12;
-        snprintf(names[i], 12, "%d", i);
-    }
     char err[PXS_ERRLEN] = "";
     pxs_layout *lay = NULL;
-    int rc = pxs_layout_parse_text(text, (const char *const *)names, n, &lay, err, sizeof err);
-    free(names);
-    free(store);
+    int rc = parse_named(text, n, &lay, err, sizeof err);
     if (rc != PXS_OK) {
-        set_error(err[0] ? err : "unreadable layout");
+        raise_rc(rc, err);
         return -1;
     }
     if (self->lay)
@@ -159,10 +182,8 @@ static PyObject *layout_map(LayoutObject *self, PyObject *args)
         for (int64_t i = 0; i < n && rc == PXS_OK; i++)
             rc = pxs_layout_map(self->lay, i, x[i], L[i], &s, err, sizeof err);
         Py_END_ALLOW_THREADS
-        if (rc == PXS_ENOMEM)
-            PyErr_NoMemory();
-        else if (rc != PXS_OK)
-            set_error(err[0] ? err : "the layout cannot map a request");
+        if (rc != PXS_OK)
+            raise_rc(rc, err);
         else
             out = columns(&s);
         free(s.s);
@@ -171,6 +192,56 @@ static PyObject *layout_map(LayoutObject *self, PyObject *args)
     PyBuffer_Release(&lb);
     return out;
 }
+
+static PyTypeObject LayoutType;
+
+/* extent_map(offset, length, server, local, datafile, default, nservers) -> Layout */
+static PyObject *extent_map(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *col[5], *dflt;
+    int n;
+    if (!PyArg_ParseTuple(args, "OOOOOOi", &col[0], &col[1], &col[2], &col[3], &col[4], &dflt, &n)
+        || check_nservers(n) < 0)
+        return NULL;
+    static const char *what[5] = { "offset", "length", "server", "local", "datafile" };
+    Py_buffer b[5];
+    int nb = 0;
+    for (; nb < 5; nb++) {
+        if (get_i64(col[nb], &b[nb], what[nb]) < 0)
+            break;
+        if (b[nb].len != b[0].len) {
+            PyErr_SetString(PyExc_ValueError, "extent_map: the five columns must have the same length");
+            PyBuffer_Release(&b[nb]);
+            break;
+        }
+    }
+    const char *text = nb == 5 && dflt != Py_None ? PyUnicode_AsUTF8(dflt) : NULL;
+    PyObject *out = NULL;
+    if (nb == 5 && (dflt == Py_None || text != NULL)) {
+        char err[PXS_ERRLEN] = "";
+        pxs_layout *def = NULL, *lay = NULL;
+        int rc = text ? parse_named(text, n, &def, err, sizeof err) : PXS_OK;
+        if (rc == PXS_OK)
+            rc = pxs_layout_extents((size_t)(b[0].len / 8), b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, n, def,
+                                    &lay, err, sizeof err);
+        if (rc != PXS_OK) {
+            raise_rc(rc, err);
+        } else if ((out = LayoutType.tp_alloc(&LayoutType, 0)) == NULL) {
+            pxs_layout_free(lay);
+        } else {
+            ((LayoutObject *)out)->lay = lay;
+        }
+    }
+    for (int i = 0; i < nb; i++)
+        PyBuffer_Release(&b[i]);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"extent_map", extent_map, METH_VARARGS,
+     "extent_map(offset, length, server, local, datafile, default, nservers) -> Layout: an extent map from its rows"},
+    {NULL, NULL, 0, NULL}};
 
 static PyMethodDef layout_methods[] = {
     {"map", (PyCFunction)layout_map, METH_VARARGS,
@@ -197,5 +268,5 @@ int pylayout_register(PyObject *m)
         Py_DECREF(&LayoutType);
         return -1;
     }
-    return 0;
+    return PyModule_AddFunctions(m, module_methods);
 }

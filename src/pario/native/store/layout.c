@@ -421,117 +421,130 @@ static int parse_regions(const ctx *c, const pxs_json *d, int depth, pxs_layout 
 
 /* type 'extents' (pario.layout.ExtentMap): rows [offset, length, server, local, datafile]
  * sorted by offset, and an optional default layout */
-static int parse_extents(const ctx *c, const pxs_json *d, int depth, pxs_layout *l)
+/* An extent map's rows (CEDA seed 000 §4.5; any order: sorted here, stably, by offset) into
+ * l: every row checked (length > 0, ends below 2^52, server in [0, nservers), data file in
+ * [0, 10^6]) and no two extents overlapping. */
+static int extents_rows(pxs_layout *l, size_t n, const int64_t *o, const int64_t *ln, const int64_t *sv,
+                        const int64_t *lc, const int64_t *df, int nservers, char *err, size_t errlen)
 {
-    char *err = c->err;
-    size_t errlen = c->errlen;
-    int rc;
-    const pxs_json *rows = pxs_json_get(d, "extents");
-    if (!rows)
-        return ERR("layout JSON of type 'extents' is missing key 'extents'");
-    if (rows->type != PXS_JARR)
-        return ERR("layout: 'extents' must be a list of [offset, length, server, local, datafile]");
-    size_t n = rows->n;
     l->kind = PXS_EXTENTS;
     l->ne = n;
     size_t m = n ? n : 1;
-    int64_t *o = malloc(m * 8), *ln = malloc(m * 8), *lc = malloc(m * 8);
-    int *sv = malloc(m * sizeof(int)), *df = malloc(m * sizeof(int));
     size_t *ix = malloc(m * sizeof *ix);
     l->eo = malloc(m * 8);
     l->el = malloc(m * 8);
     l->eloc = malloc(m * 8);
     l->es = malloc(m * sizeof(int));
     l->edf = malloc(m * sizeof(int));
-    rc = PXS_OK;
-    if (!o || !ln || !lc || !sv || !df || !ix || !l->eo || !l->el || !l->eloc || !l->es || !l->edf)
+    int rc = PXS_OK;
+    if (!ix || !l->eo || !l->el || !l->eloc || !l->es || !l->edf)
         rc = PXS_ENOMEM;
     for (size_t i = 0; !rc && i < n; i++) {
-        const pxs_json *r = rows->v[i];
         ix[i] = i;
-        if (r->type != PXS_JARR || r->n < 4) {
-            rc = ERR("layout JSON of type 'extents' is malformed (a row needs offset, length, server, local)");
-            break;
-        }
-        if (pxs_parse_size(r->v[0], &o[i]) || pxs_parse_size(r->v[1], &ln[i]) || pxs_parse_size(r->v[3], &lc[i])) {
-            rc = ERR("bad layout 'extents': bad offset, length or local offset");
-            break;
-        }
-        const pxs_json *s = r->v[2];
-        if (s->type == PXS_JSTR) {
-            if (server_of(c, s, &sv[i])) {
-                rc = PXS_EINVAL;
-                break;
-            }
-        } else if (s->type == PXS_JNUM && s->is_int && s->i >= 0 && s->i < c->n) {
-            sv[i] = (int)s->i;
-        } else {
-            rc = ERR("extent map: server index out of range");
-            break;
-        }
-        df[i] = 1;
-        if (r->n > 4) {
-            const pxs_json *f = r->v[4];
-            if (f->type != PXS_JNUM || !f->is_int || f->i < 0 || f->i > 1000000) {
-                rc = ERR("extent map: bad data file number");
-                break;
-            }
-            df[i] = (int)f->i;
-        }
-        if (ln[i] <= 0)
+        if (ln[i] <= 0 || o[i] < 0 || lc[i] < 0)
             rc = ERR("extent map: extents need length > 0 and non-negative offsets/servers");
         else if (o[i] > PXS_LAYOUT_MAX - ln[i] || lc[i] > PXS_LAYOUT_MAX - ln[i])
             rc = ERR("extent map: an extent ends beyond 2^52 bytes (4 PiB), the largest a layout may use");
+        else if (sv[i] < 0 || sv[i] >= nservers)
+            rc = ERR("extent map: server index out of range");
+        else if (df[i] < 0 || df[i] > 1000000)
+            rc = ERR("extent map: bad data file number");
     }
     if (!rc) {
         /* stable sort by offset (numpy argsort kind="stable") */
-        qsort_r(ix, n, sizeof *ix, cmp_idx_off, o);
+        qsort_r(ix, n, sizeof *ix, cmp_idx_off, (void *)o);
         for (size_t i = 0; i < n; i++) {
             size_t k = ix[i];
             l->eo[i] = o[k];
             l->el[i] = ln[k];
             l->eloc[i] = lc[k];
-            l->es[i] = sv[k];
-            l->edf[i] = df[k];
+            l->es[i] = (int)sv[k];
+            l->edf[i] = (int)df[k];
         }
         for (size_t i = 1; i < n && !rc; i++)
             if (l->eo[i] < l->eo[i - 1] + l->el[i - 1])
                 rc = ERR("extent map: extents overlap");
     }
-    free(o);
-    free(ln);
-    free(lc);
-    free(sv);
-    free(df);
     free(ix);
-    if (rc)
-        return rc;
-    const pxs_json *dj = pxs_json_get(d, "default");
-    if (dj && dj->type != PXS_JNULL) {
-        if ((rc = parse_rec(c, dj, depth + 1, &l->def)))
-            return rc;
-        if (l->def->kind == PXS_EXTENTS)
-            return ERR("extent map: the default layout cannot itself be an extent map");
-    }
-    /* servers_used: the extents' servers (first seen), then the default's */
-    l->srv = malloc((size_t)(n + (l->def ? (size_t)l->def->nsrv : 0) + 1) * sizeof *l->srv);
+    return rc;
+}
+
+/* An extent map's default layout (NULL: none; l owns it from here) and servers_used: the
+ * extents' servers (first seen), then the default's. */
+static int extents_default(pxs_layout *l, pxs_layout *def, char *err, size_t errlen)
+{
+    l->def = def;
+    if (def && def->kind == PXS_EXTENTS)
+        return ERR("extent map: the default layout cannot itself be an extent map");
+    l->srv = malloc((size_t)(l->ne + (def ? (size_t)def->nsrv : 0) + 1) * sizeof *l->srv);
     if (!l->srv)
         return PXS_ENOMEM;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < l->ne; i++) {
         int seen = 0;
         for (int q = 0; q < l->nsrv && !seen; q++)
             seen = l->srv[q] == l->es[i];
         if (!seen)
             l->srv[l->nsrv++] = l->es[i];
     }
-    for (int i = 0; l->def && i < l->def->nsrv; i++) {
+    for (int i = 0; def && i < def->nsrv; i++) {
         int seen = 0;
         for (int q = 0; q < l->nsrv && !seen; q++)
-            seen = l->srv[q] == l->def->srv[i];
+            seen = l->srv[q] == def->srv[i];
         if (!seen)
-            l->srv[l->nsrv++] = l->def->srv[i];
+            l->srv[l->nsrv++] = def->srv[i];
     }
     return PXS_OK;
+}
+
+/* type 'extents': rows [offset, length, server (name or index), local, data file (default 1)] */
+static int parse_extents(const ctx *c, const pxs_json *d, int depth, pxs_layout *l)
+{
+    char *err = c->err;
+    size_t errlen = c->errlen;
+    const pxs_json *rows = pxs_json_get(d, "extents");
+    if (!rows)
+        return ERR("layout JSON of type 'extents' is missing key 'extents'");
+    if (rows->type != PXS_JARR)
+        return ERR("layout: 'extents' must be a list of [offset, length, server, local, datafile]");
+    size_t n = rows->n, m = n ? n : 1;
+    int64_t *col = malloc(5 * m * sizeof *col);
+    if (!col)
+        return PXS_ENOMEM;
+    int64_t *o = col, *ln = col + m, *sv = col + 2 * m, *lc = col + 3 * m, *df = col + 4 * m;
+    int rc = PXS_OK;
+    for (size_t i = 0; !rc && i < n; i++) {
+        const pxs_json *r = rows->v[i], *s;
+        int srv = 0;
+        if (r->type != PXS_JARR || r->n < 4)
+            rc = ERR("layout JSON of type 'extents' is malformed (a row needs offset, length, server, local)");
+        else if (pxs_parse_size(r->v[0], &o[i]) || pxs_parse_size(r->v[1], &ln[i]) || pxs_parse_size(r->v[3], &lc[i]))
+            rc = ERR("bad layout 'extents': bad offset, length or local offset");
+        else if ((s = r->v[2])->type == PXS_JSTR)
+            rc = server_of(c, s, &srv) ? PXS_EINVAL : PXS_OK;
+        else if (s->type == PXS_JNUM && s->is_int && s->i >= 0 && s->i < c->n)
+            srv = (int)s->i;
+        else
+            rc = ERR("extent map: server index out of range");
+        sv[i] = srv;
+        df[i] = 1;
+        if (!rc && r->n > 4) {
+            const pxs_json *f = r->v[4];
+            if (f->type != PXS_JNUM || !f->is_int || f->i < 0 || f->i > 1000000)
+                rc = ERR("extent map: bad data file number");
+            else
+                df[i] = f->i;
+        }
+    }
+    if (!rc)
+        rc = extents_rows(l, n, o, ln, sv, lc, df, c->n, err, errlen);
+    free(col);
+    if (rc)
+        return rc;
+    pxs_layout *def = NULL;
+    const pxs_json *dj = pxs_json_get(d, "default");
+    if (dj && dj->type != PXS_JNULL && (rc = parse_rec(c, dj, depth + 1, &def)))
+        return rc;
+    return extents_default(l, def, err, errlen);
 }
 
 static int parse_kind(const ctx *c, const pxs_json *d, int depth, pxs_layout *l)
@@ -606,6 +619,31 @@ int pxs_layout_parse_text(const char *text, const char *const *names, int nserve
     rc = pxs_layout_parse(j, names, nservers, out, err, errlen);
     pxs_json_free(j);
     return rc;
+}
+
+int pxs_layout_extents(size_t n, const int64_t *off, const int64_t *len, const int64_t *server, const int64_t *local,
+                       const int64_t *datafile, int nservers, pxs_layout *def, pxs_layout **out, char *err,
+                       size_t errlen)
+{
+    *out = NULL;
+    pxs_layout *l = calloc(1, sizeof *l);
+    if (!l) {
+        pxs_layout_free(def);
+        return PXS_ENOMEM;
+    }
+    int rc = extents_rows(l, n, off, len, server, local, datafile, nservers, err, errlen);
+    if (rc)
+        pxs_layout_free(def);
+    else
+        rc = extents_default(l, def, err, errlen);
+    if (!rc)
+        rc = set_pos_of(l, nservers);
+    if (rc) {
+        pxs_layout_free(l);
+        return rc;
+    }
+    *out = l;
+    return PXS_OK;
 }
 
 /* ------------------------------------------------------------------ byte-count functions */
