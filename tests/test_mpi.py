@@ -201,3 +201,12 @@ def test_collective_layout_callback_places_pieces_as_placement(tmp_path):
     cp = run_mpi("layout_map.py", n=1)
     assert cp.returncode == 0, cp.stderr[-3000:]
     assert "ok" in cp.stdout
+
+
+def test_collective_errors_are_raised_on_every_rank(tmp_path):
+    """A back end's failure on one aggregator raises its ParioError on every rank of a
+    collective call (only on the failing rank when the access was independent), the driver's
+    own codes as their one line, and the file works afterwards (tests/mpi/collective_errors.py)."""
+    cp = run_mpi("collective_errors.py", tmp_path, n=2)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert "ok" in cp.stdout

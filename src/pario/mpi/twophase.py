@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ParioError
+from .backend import PosixBackend
 from .views import gather, scatter
 
 _I64 = np.int64
@@ -231,7 +232,7 @@ def collective_io(f, is_write: bool, foff: np.ndarray, flen: np.ndarray, stream:
     """
     tp = _native()
     h = f.hints
-    fd = getattr(f.backend, "fd", -1) if type(f.backend).__name__ == "PosixBackend" else -1
+    fd = f.backend.fd if isinstance(f.backend, PosixBackend) else -1
     B = int(h.cb_buffer_size)
     code, moved, indep, rep, exc = tp.collective(
         _handle(f.tp_comm), int(is_write), np.ascontiguousarray(foff, _I64), np.ascontiguousarray(flen, _I64),
