@@ -55,11 +55,13 @@ STORE_SOURCES = ["store/json.c", "store/meta.c", "store/config.c", "store/layout
 # domains, the exchange; and the request orders (order.c, no MPI: also in the bindings)
 COLLECTIVE_SOURCES = ["collective/twophase.c", "collective/domains.c", "collective/exchange.c", "collective/order.c"]
 # interpose/: the PMPI front end (docs/traces.md, "Tracer: MPI-IO interposition"; serving:
-# docs/serve-mpi.md); its datatype flattening and file-view mapping (interpose/flatten.h) are
+# docs/serve-mpi.md): the core and its module table (runtime.c), the tracing module (trace.c),
+# the MPI-IO wrappers (mpiio.c), the serving module (serve.c); its datatype flattening and file-view mapping (interpose/flatten.h) are
 # also linked into tests/c/flatten_driver.c
 INTERPOSE_FLATTEN_SOURCES = ["interpose/flatten.c", "interpose/view.c"]
-INTERPOSE_SOURCES = ["interpose/runtime.c", "interpose/mpiio.c", "interpose/posix.c", "interpose/records.c",
-                     "interpose/handles.c", "interpose/jsonbuf.c", "interpose/serve.c"] + INTERPOSE_FLATTEN_SOURCES
+INTERPOSE_SOURCES = ["interpose/runtime.c", "interpose/trace.c", "interpose/mpiio.c", "interpose/posix.c",
+                     "interpose/records.c", "interpose/handles.c", "interpose/jsonbuf.c",
+                     "interpose/serve.c"] + INTERPOSE_FLATTEN_SOURCES
 
 # ---------------------------------------------------------------- the products
 # pario.native._rmt: the core and its bindings
