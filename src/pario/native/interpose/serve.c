@@ -62,7 +62,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -73,6 +72,7 @@
 #include "interpose/jsonbuf.h"
 #include "store/json.h"
 #include "store/layout.h"
+#include "store/coord.h"
 #include "store/meta.h"
 #include "collective/order.h"
 #include "store/redirect.h"
@@ -107,11 +107,29 @@ typedef struct srv_store {
     pxs_store *st;         /* NULL: the store was refused, and stays refused for this process */
     char *why;             /* ... why (said once) */
     int told;
-    int hold_fd;           /* refused for a pending verification: LOCK_SH on its .lock until the
-                              end of the job, so that nobody verifies it under the job */
+    pxs_coord *hold;       /* refused for a pending verification: the store lock held shared
+                              (store/coord.h) until the end of the job, so that nobody verifies
+                              it under the job */
     int32_t *kinds;        /* per server of the profile: 0 HServer, 1 SServer */
     struct srv_store *next;
 } srv_store;
+
+/* The store lock of the store at root held shared through its coordination member, or NULL
+ * (another process holds it exclusively; the store's configuration cannot be read). */
+static pxs_coord *hold_shared(const char *root)
+{
+    pxs_config cfg;
+    pxs_coord *co = NULL;
+    char err[PXS_ERRLEN];
+    if (pxs_config_read(root, &cfg, err, sizeof err) != PXS_OK)
+        return NULL;
+    if (pxs_coord_open(cfg.coord, root, 0, &co, err, sizeof err) == PXS_OK && pxs_coord_try_lock(co, 0) != PXS_OK) {
+        pxs_coord_close(co);
+        co = NULL;
+    }
+    pxs_config_free(&cfg);
+    return co;
+}
 
 typedef struct srv_plan {
     char *path;
@@ -163,7 +181,6 @@ static srv_store *get_store(const char *root)
     while (s && strcmp(s->root, root) != 0)
         s = s->next;
     if (!s && (s = calloc(1, sizeof *s)) && (s->root = strdup(root))) {
-        s->hold_fd = -1;
         char err[PXS_ERRLEN] = "";
         pxs_store *st = NULL;
         int flags = PXS_SHARED | PXS_FLUSH_AT_END |
@@ -178,15 +195,8 @@ static srv_store *get_store(const char *root)
             s->st = st;
         } else {
             s->why = strdup(err[0] ? err : "the store cannot be opened");
-            if (rc == PXS_EVERIFY) {
-                char lock[PATH_MAX];
-                snprintf(lock, sizeof lock, "%s/.lock", root);
-                s->hold_fd = open(lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-                if (s->hold_fd >= 0 && flock(s->hold_fd, LOCK_SH | LOCK_NB) != 0) {
-                    close(s->hold_fd);
-                    s->hold_fd = -1;
-                }
-            }
+            if (rc == PXS_EVERIFY)
+                s->hold = hold_shared(root);
         }
         s->next = stores;
         stores = s;
@@ -1268,8 +1278,7 @@ static void srv_finish(void)
         char err[PXS_ERRLEN];
         if (s->st && pxs_store_close(s->st, err, sizeof err) != 0)
             say("closing the store %s: %s", s->root, err);
-        if (s->hold_fd >= 0)
-            close(s->hold_fd);
+        pxs_coord_close(s->hold);
         free(s->why);
         free(s->kinds);
         free(s->root);
