@@ -216,7 +216,8 @@ def test_installed_mpi_file_collective_round_trip(venv, tmp_path):
             "f = File.open(c, 'c.dat', MPI.MODE_CREATE | MPI.MODE_RDWR, {'romio_cb_write': 'enable', "
             "'romio_cb_read': 'enable'})\n"
             "f.write_at_all(c.rank * 4096, d); b = np.zeros(8192, np.uint8); f.read_at_all(0, b); f.close()\n"
-            "print('rank', c.rank, 'ok', bool((b == np.repeat([1, 2], 4096)).all()))\n")
+            "ok = c.gather(bool((b == np.repeat([1, 2], 4096)).all()))\n"
+            "print(' '.join(f'rank {r} ok {v}' for r, v in enumerate(ok)) if c.rank == 0 else '', flush=True)\n")
     r = _run([venv / "bin" / "mpiexec", "-n", 2, venv / "bin" / "python", "-c", code], cwd=tmp_path, env=_env(venv))
     assert "rank 0 ok True" in r.stdout and "rank 1 ok True" in r.stdout
 
