@@ -10,10 +10,11 @@ import shlex
 
 import numpy as np
 import pytest
+from oracles.layout import map_requests
 
 from pario.apply import TARGETS, get_emitter
 from pario.cli import main
-from pario.layout import ExtentMap, Grouped, Region, Regions, Striped, map_requests
+from pario.layout import ExtentMap, Grouped, Region, Regions, Striped
 from pario.plan.base import Plan
 from pario.plan.ceda import CEDAPlanner
 from pario.plan.hybrid import HybridReplicationPlanner

@@ -197,3 +197,41 @@ def test_server_load_fixed_stripe_ior_strided():
     sysp = load_system("ceda-ssd4")
     nbytes, count = server_load(t, parse_layout("fixed:64k", sysp), sysp.n)
     assert nbytes.tolist() == [8 * k] * 4 and count.tolist() == [8] * 4
+
+
+@st.composite
+def extent_maps(draw):
+    """Random extent maps (disjoint extents in [0, 200), some with a default layout)."""
+    cuts = sorted(set(draw(st.lists(st.integers(0, 200), min_size=2, max_size=12))))
+    rows = [(a, b - a) for a, b in zip(cuts[::2], cuts[1::2]) if b > a]
+    n = len(rows)
+    srv = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+    loc = draw(st.lists(st.integers(0, 1000), min_size=n, max_size=n))
+    df = draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
+    default = draw(st.one_of(st.none(), striped_layouts(), grouped_layouts(), region_layouts()))
+    return ExtentMap(np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
+                     np.array(srv, dtype=np.int64), np.array(loc, dtype=np.int64), np.array(df, dtype=np.int64),
+                     default=default)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(any_layout, extent_maps()),
+       st.lists(st.tuples(st.integers(0, 240), st.integers(0, 60)), min_size=1, max_size=16))
+def test_the_engine_maps_as_the_independent_numpy_mapping(layout, reqs):
+    """pario.layout.map_requests (the store engine's mapping, store/layout.c) equals the
+    numpy mapping from the byte-count functions (tests/oracles/layout.py) row for row, and
+    refuses what it refuses (an extent map without a default that leaves bytes uncovered)."""
+    from oracles.layout import map_requests as oracle
+
+    off = np.array([r[0] for r in reqs], dtype=np.int64)
+    ln = np.array([r[1] for r in reqs], dtype=np.int64)
+    try:
+        want = oracle(layout, off, ln)
+    except ParioError as exc:
+        with pytest.raises(ParioError, match="does not cover"):
+            map_requests(layout, off, ln)
+        assert "does not cover" in str(exc)
+        return
+    got = map_requests(layout, off, ln)
+    for col in ("req", "server", "local", "length", "datafile"):
+        assert getattr(got, col).tolist() == getattr(want, col).tolist(), col

@@ -42,7 +42,7 @@ on_path("store")  # tests/store/test_store_rados.py's helpers below, from this f
 from test_store_rados import LAYOUTS, OBJ, _ceda, _osd_map, _store, load_servers  # noqa: E402
 
 from pario.cli import main
-from pario.layout import map_requests
+from oracles.layout import map_requests
 from pario.store import Store
 from pario.store import rmt_journal as J
 from pario.store.fsck import fsck

@@ -3,7 +3,7 @@
 tests/c/serve_driver.c links the serve sources and the RMT core (no MPI) and is driven by
 command lines.  Every answer is checked against an independent one:
 
-* layouts: the C mapping of random requests equals ``pario.layout.map_requests`` row for row
+* layouts: the C mapping of random requests equals the numpy mapping of tests/oracles/layout.py row for row
   (every layout kind: fixed and varied ⟨h, s⟩ striping, 2-D groups, PSA regions, CEDA extent
   maps with and without a default), the C pieces place every byte where
   ``pario.store.pieces.pieces`` does, the byte-count functions equal ``Layout.counts``;
@@ -31,7 +31,9 @@ import numpy as np
 import pytest
 from helpers import C_DIR
 
-from pario.layout import ExtentMap, Striped, layout_to_dict, map_requests, parse_layout
+from oracles.layout import map_requests
+
+from pario.layout import ExtentMap, Striped, layout_to_dict, parse_layout
 from pario.store import Store, init_store
 from pario.store import rmt_journal as J
 from pario.store.fsck import fsck

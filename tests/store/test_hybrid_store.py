@@ -43,7 +43,7 @@ def test_each_read_goes_to_the_cheapest_copy(tmp_path):
     calls = []
 
     def cost(layout, off, n):
-        from pario.layout import map_requests
+        from oracles.layout import map_requests
         sub = map_requests(layout, [off], [n])
         c = float(max(sub.length)) + 1e6 * float((sub.server == 0).any())
         calls.append(c)

@@ -2,7 +2,7 @@
 ``pario replicate`` applying a plan's "layouts").
 
 Oracles, independent of the store's own mapping code: the source bytes (numpy, seeded);
-``pario.layout.map_requests`` for where every 512-byte block must sit on which server's data
+the numpy mapping of tests/oracles/layout.py (independent of the engine's) for where every 512-byte block must sit on which server's data
 file (read raw from the server directories) and how many bytes each server holds; fsck;
 for killed relayouts, the layouts before and after; for other processes, the bytes they
 read and the writes they had acknowledged.
@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 import pytest
+from oracles.layout import map_requests
 
 from pario import ParioError
 from pario.layout import (
@@ -27,7 +28,6 @@ from pario.layout import (
     describe,
     layout_from_dict,
     layout_to_dict,
-    map_requests,
 )
 from pario.store import Store, init_store
 from pario.store.fsck import fsck

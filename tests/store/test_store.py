@@ -6,9 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import random_io
+from oracles.layout import map_requests
 
 from pario import ParioError
-from pario.layout import ExtentMap, Grouped, Region, Regions, Striped, map_requests
+from pario.layout import ExtentMap, Grouped, Region, Regions, Striped
 from pario.store import Store, init_store
 
 LAYOUTS = {
@@ -44,7 +45,8 @@ def test_bytes_sit_where_map_requests_puts_them(store):
     with store.open("f") as f:
         f.write(0, data)
         fid = f.fid
-    # an independent oracle: byte x goes to the server and local offset that map_requests gives [x, x+1)
+    # an independent oracle: byte x goes to the server and local offset that the numpy mapping
+    # (tests/oracles/layout.py) gives [x, x+1)
     xs = np.arange(0, 100_000, 997)
     sub = map_requests(lay, xs, np.ones_like(xs))
     for x, s, loc in zip(xs, sub.server, sub.local):

@@ -10,19 +10,26 @@ For striped, 2-D and region layouts the mapping uses the byte-count functions
 the request ``[x, x+L)`` has on server ``j`` exactly ``C_j(x+L) − C_j(x)`` bytes starting at
 server-local offset ``C_j(x)``.  This is exact for any stripe sizes and request alignment
 (unlike CEDA seed 000 eq. 2, whose beginning-fragment term is mistyped: SPEC §2.3).
-Work is done in chunks of requests so that memory stays bounded.
+
+The mapping is the store engine's (``src/pario/native/store/layout.c``): one
+implementation places the bytes the models price and the bytes the store moves.  The
+compiled pricing kernels (:mod:`pario.model.engine`, :mod:`pario.layout.extents_kernel`)
+map inside their loops for speed and are checked against this one by the tests; an
+independent numpy mapping from the byte-count functions is the tests' oracle
+(``tests/oracles/layout.py``).
 """
 
 from __future__ import annotations
 
+import json
+import weakref
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from .. import ParioError
-from .types import ExtentMap, Layout
-
-CHUNK = 1 << 18
+from .types import ExtentMap, Grouped, Layout, Regions, Striped
 
 
 @dataclass(frozen=True)
@@ -60,74 +67,74 @@ class SubRequests:
         return self.take(np.argsort(self.req, kind="stable"))
 
 
-def _map_monotone(layout: Layout, x: np.ndarray, L: np.ndarray) -> SubRequests:
-    parts = []
-    for a in range(0, len(x), CHUNK):
-        xs, ls = x[a:a + CHUNK], L[a:a + CHUNK]
-        servers, c0 = layout.counts(xs)
-        _, c1 = layout.counts(xs + ls)
-        d = (c1 - c0).T  # (request, server position): request-major order
-        k, i = np.nonzero(d)
-        parts.append(SubRequests(
-            req=(k + a).astype(np.int64),
-            server=servers[i].astype(np.int32),
-            local=c0.T[k, i].astype(np.int64),
-            length=d[k, i].astype(np.int64),
-            datafile=np.zeros(len(k), dtype=np.int32),
-        ))
-    return SubRequests.concat(parts)
+class _Names:
+    """A stand-in profile for :func:`~pario.layout.spec.layout_to_dict`: server ``j`` is named ``"j"``."""
+
+    def __init__(self, n: int):
+        self.names = [str(j) for j in range(n)]
 
 
-def _intersect(x: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray):
-    """Pieces of requests ``[x, e)`` inside sorted disjoint intervals ``[lo, hi)``.
-
-    Returns (request index, interval index, piece start, piece end), request-major.
-    """
-    i0 = np.searchsorted(hi, x, side="right")
-    i1 = np.searchsorted(lo, e, side="left")
-    cnt = np.maximum(i1 - i0, 0)
-    req = np.repeat(np.arange(len(x)), cnt)
-    first = np.repeat(i0, cnt)
-    within = np.arange(len(req)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    iv = first + within
-    s = np.maximum(x[req], lo[iv])
-    t = np.minimum(e[req], hi[iv])
-    keep = t > s
-    return req[keep], iv[keep], s[keep], t[keep]
+def _top_server(layout: Layout) -> int:
+    """The largest server index a layout names (zero-stripe servers included)."""
+    if isinstance(layout, Striped):
+        return max(layout.servers, default=0)
+    if isinstance(layout, Grouped):
+        return max((s for g in layout.groups for s in g), default=0)
+    if isinstance(layout, Regions):
+        return max((_top_server(r.layout) for r in layout.regions), default=0)
+    if isinstance(layout, ExtentMap):
+        top = int(layout.server.max()) if len(layout) else 0
+        return max(top, _top_server(layout.default)) if layout.default is not None else top
+    raise TypeError(f"not a layout: {type(layout).__name__}")
 
 
-def _map_extents(layout: ExtentMap, x: np.ndarray, L: np.ndarray) -> SubRequests:
-    e = x + L
-    off, ln = layout.offset, layout.length
-    req, iv, s, t = _intersect(x, e, off, off + ln)
-    covered = SubRequests(req.astype(np.int64), layout.server[iv].astype(np.int32),
-                          (layout.local[iv] + (s - off[iv])).astype(np.int64), (t - s).astype(np.int64),
-                          layout.datafile[iv].astype(np.int32))
-    # uncovered parts: intersect with the complement of the extents
-    big = np.iinfo(np.int64).max
-    glo = np.concatenate(([0], off + ln))
-    ghi = np.concatenate((off, [big]))
-    keep = ghi > glo
-    greq, _, gs, gt = _intersect(x, e, glo[keep], ghi[keep])
-    if len(greq) == 0:
-        return covered.sorted()
-    if layout.default is None:
-        k = int(greq[0])
-        raise ParioError(f"extent map has no default layout and does not cover bytes [{gs[0]}, {gt[0]}) of request {k}")
-    rest = map_requests(layout.default, gs, gt - gs)
-    rest = SubRequests(greq[rest.req], rest.server, rest.local, rest.length, rest.datafile)
-    return SubRequests.concat([covered, rest]).sorted()
+_EXTENT_MAPS: "weakref.WeakKeyDictionary[ExtentMap, object]" = weakref.WeakKeyDictionary()
+
+
+def _engine_layout(layout: Layout):
+    """The store engine's parse of ``layout`` (``pario.native._rmt.Layout``): an extent map's
+    kept while the map lives, other layouts' (small, hashed by value) for the last ones used."""
+    if not isinstance(layout, ExtentMap):
+        return _engine_value(layout)
+    got = _EXTENT_MAPS.get(layout)
+    if got is None:
+        got = _EXTENT_MAPS[layout] = _parse(layout)
+    return got
+
+
+@lru_cache(maxsize=64)
+def _engine_value(layout: Layout):
+    return _parse(layout)
+
+
+def _parse(layout: Layout):
+    from ..native import extension
+    from .spec import layout_to_dict
+
+    n = _top_server(layout) + 1
+    eng = extension()
+    if isinstance(layout, ExtentMap):      # its rows as arrays (no JSON of 10^5 rows)
+        default = None if layout.default is None else json.dumps(layout_to_dict(layout.default, _Names(n)))
+        return eng.extent_map(layout.offset, layout.length, layout.server, layout.local, layout.datafile, default, n)
+    return eng.Layout(json.dumps(layout_to_dict(layout, _Names(n))), n)
 
 
 def map_requests(layout: Layout, offset, length) -> SubRequests:
-    """Map requests ``[offset, offset+length)`` to sub-requests under ``layout`` (exact)."""
-    x = np.asarray(offset, dtype=np.int64)
-    L = np.asarray(length, dtype=np.int64)
+    """Map requests ``[offset, offset+length)`` to sub-requests under ``layout`` (exact).
+
+    The store engine's mapping (``store/layout.c``, bound as ``pario.native._rmt.Layout``):
+    the bytes a model prices are the bytes the store and the served runtime place.
+    Request-major; a request's sub-requests in the layout's server order (an extent map's:
+    its covered parts in offset order, then the gaps under its default layout)."""
+    x = np.ascontiguousarray(offset, dtype=np.int64)
+    L = np.ascontiguousarray(length, dtype=np.int64)
     if x.shape != L.shape:
         raise ValueError("offset and length must have the same shape")
-    if isinstance(layout, ExtentMap):
-        return _map_extents(layout, x, L)
-    return _map_monotone(layout, x, L)
+    cols = _engine_layout(layout).map(x.reshape(-1), L.reshape(-1))
+    return SubRequests(*(np.frombuffer(c, dtype=t) for c, t in zip(cols, _COLUMNS)))
+
+
+_COLUMNS = (np.int64, np.int32, np.int64, np.int64, np.int32)
 
 
 def layout_for_files(layout, files: tuple[str, ...]) -> list[Layout]:

@@ -14,3 +14,17 @@ def build_hint() -> str:
     if (root / "scripts" / "setup.sh").is_file() and (root / "setup.py").is_file():
         return "run scripts/setup.sh in the checkout (it builds pario's C code in place)"
     return "reinstall pario with pip for this Python (installing builds its C code; that needs a C compiler)"
+
+
+def extension():
+    """The extension ``pario.native._rmt`` (the store engine, its RMT, the layout mapping, the
+    collective orders), its errors raised as :class:`pario.ParioError`; a one-line ParioError
+    when it is not built."""
+    from .. import ParioError
+
+    try:
+        from . import _rmt
+    except ImportError as exc:
+        raise ParioError(f"pario's C extension is not built ({exc}): {build_hint()}") from None
+    _rmt.set_error_class(ParioError)
+    return _rmt

@@ -55,13 +55,9 @@ JOURNAL = "rmt.log"
 
 
 def _core_module():
-    try:
-        from ..native import _rmt
-    except ImportError as exc:
-        from ..native import build_hint
-        raise ParioError(f"pario's C extension is not built ({exc}): {build_hint()}") from None
-    _rmt.set_error_class(ParioError)
-    return _rmt
+    from ..native import extension
+
+    return extension()
 
 
 @dataclass

@@ -1,6 +1,6 @@
 /* CRC-32 with the polynomial of zlib (reflected 0xEDB88320), so that Python's zlib.crc32
  * checks the journal's records independently of this code. */
-#include "core/rmt.h"
+#include "core/rmt_private.h"
 
 static uint32_t table[256];
 static int ready;

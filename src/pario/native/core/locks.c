@@ -5,7 +5,7 @@
  * dies (SIGKILL included): nothing to clean up after a crash.  fcntl has no timed wait,
  * so a busy lock is polled with growing naps (50 µs … 20 ms) until `timeout` seconds. */
 #define _GNU_SOURCE
-#include "core/rmt.h"
+#include "core/rmt_private.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  * the whole argument.
  */
 #define _GNU_SOURCE
-#include "core/rmt.h"
+#include "core/rmt_private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -434,4 +434,12 @@ int rmt_range_unlock(rmt_core *c, uint64_t fid, int64_t x, int64_t e)
     int64_t s, n;
     lock_range(fid, x, e, &s, &n);
     return rmt_unlock(c->sync_fd, s, n);
+}
+
+void rmt_header_state(const rmt_core *c, uint64_t *synced, uint64_t *epoch, int *clean, int *verify)
+{
+    *synced = c->log.hdr->synced;
+    *epoch = c->log.hdr->epoch;
+    *clean = (int)c->log.hdr->clean;
+    *verify = (int)__atomic_load_n(&c->log.hdr->verify, __ATOMIC_ACQUIRE);
 }

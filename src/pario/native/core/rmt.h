@@ -6,8 +6,12 @@
  * journal (DIR/rmt.log) that every process maps and replays, plus an in-memory index per
  * process that follows the journal incrementally (docs/store.md, "The RMT journal").
  *
- * This header is shared by the Python store (pario.native._rmt) and by the C runtime
- * library of MPI programs: both read and update the same journal with the same code.
+ * This is the core's public header: what store/ and python/ use (the flags, the record types
+ * a change names, the index a lookup reads, the RMT of a store and its calls).  The journal's
+ * format, the index's updates, the journal file and the lock primitives are core/'s own
+ * (core/rmt_private.h).  The calls that coordinate processes (open, journal lock, publish,
+ * follow, range locks) are made by the coordination members only (store/coord.h; docs/store.md,
+ * "Coordination").
  *
  * Flags (R_flag):
  *   CLEAN   the replica holds the same bytes as the original;
@@ -36,48 +40,9 @@ enum { RMT_CLEAN = 0, RMT_DIRTY = 1, RMT_STALE = 2, RMT_COPYING = 3, RMT_FRESH =
 enum { RMT_PARTIAL = 0, RMT_FULL = 1 };                  /* replica modes */
 enum { RMT_ROUTE_REPLICA = 0, RMT_ROUTE_CHEAPEST = 1 };  /* read routing of an original */
 
-/* ------------------------------------------------------------------ journal format
- * All integers little-endian.  The file starts with a 4096-byte header page, then records.
- * Every record starts with rmt_rec_head; size is a multiple of 8; crc is CRC-32 (the zlib
- * polynomial) of the record's bytes from offset 8 (seq) to its end; seq counts 1, 2, 3 ...
- * A reader replays records in order and stops at the first one that is incomplete, has a
- * bad crc or a seq that does not follow: that is the end of the journal. */
-#define RMT_MAGIC "PARIORMT"
-#define RMT_VERSION 1u
-#define RMT_HDR_SIZE 4096u
+#define RMT_VERSION 1u      /* the journal format's version (core/rmt_private.h) */
 
-typedef struct {
-    char magic[8];         /*  0: "PARIORMT" */
-    uint32_t version;      /*  8 */
-    uint32_t hdr_size;     /* 12: 4096 */
-    uint64_t epoch;        /* 16: random, new for every rewritten (checkpointed) journal */
-    uint64_t end;          /* 24: offset after the last published record (the generation) */
-    uint64_t seq;          /* 32: seq of the last published record */
-    uint64_t synced;       /* 40: offset up to which the journal was fdatasync'ed */
-    uint32_t clean;        /* 48: 1 = closed cleanly (no copy pending, everything durable) */
-    uint32_t verify;       /* 52: 1 = ended uncleanly in another boot (a power loss?): every CLEAN
-                              entry must be verified byte for byte (and FRESH ones refreshed)
-                              before the store serves anything; set before boot_id changes,
-                              cleared only by the opener that completed the verification */
-    char boot_id[40];      /* 56: boot of the session that opened the store first */
-    char pad[32];          /* 96 */
-    union {                /* 128: the journal lock of a shared store: a process-shared, robust
-                              pthread mutex (the kernel hands it on when its holder dies);
-                              initialised by every first opener */
-        pthread_mutex_t m;
-        char bytes[64];
-    } lock;
-} rmt_hdr;
-
-typedef struct {
-    uint32_t size;         /* bytes of the whole record, multiple of 8 */
-    uint32_t crc;          /* CRC-32 of bytes [8, size) */
-    uint64_t seq;
-    uint16_t type;
-    uint16_t a16;          /* type-specific small field */
-    uint32_t a32;          /* type-specific small field */
-} rmt_rec_head;            /* 24 bytes; the payload follows: u64 fields, then bytes */
-
+/* ------------------------------------------------------------------ record types (rmt_op) */
 enum {
     REC_ADD = 1,      /* u64 o, r, o_off, r_off, len; a16 = flag.  Fill the parts of
                          [o_off, +len) that replica r does not cover yet; a non-DIRTY
@@ -175,29 +140,16 @@ enum {
     RMT_EMORE = -7      /* more segments than the caller's buffer */
 };
 
-/* crc32.c */
-uint32_t rmt_crc32(uint32_t crc, const void *buf, size_t n);
-
-/* rmt_index.c: the state, and applying one record to it (no I/O) */
-void rmt_index_init(rmt_index *ix);
-void rmt_index_free(rmt_index *ix);
-int rmt_index_check(const rmt_index *ix, const rmt_rec_head *h, const uint64_t *u, const char *bytes);
-int rmt_index_apply(rmt_index *ix, const rmt_rec_head *h, const uint64_t *u, const char *bytes);
-int rmt_index_noop(const rmt_index *ix, const rmt_rec_head *h, const uint64_t *u);
+/* rmt_index.c: lookups in the index (no I/O) */
 rmt_ofile *rmt_index_file(const rmt_index *ix, uint64_t o);
 rmt_rep *rmt_index_rep(const rmt_index *ix, uint64_t r);
-rmt_job *rmt_index_job(const rmt_index *ix, uint64_t r);
 int rmt_index_hits(const rmt_index *ix, uint64_t o, int64_t x, int64_t e);
-int rmt_index_route(const rmt_index *ix, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg);
 size_t rmt_rep_first_after(const rmt_rep *p, int64_t x);
 int rmt_index_covers(const rmt_index *ix, uint64_t o, int64_t s, rmt_cover *cov, int max);
-void rmt_map_init(rmt_map *m);
-void rmt_map_free(rmt_map *m);
-void *rmt_map_get(const rmt_map *m, uint64_t key);
-int rmt_map_put(rmt_map *m, uint64_t key, void *val);
-void *rmt_map_del(rmt_map *m, uint64_t key);
 
-/* rmt_log.c: the journal file */
+/* the journal file (rmt_log.c) as this process maps it; its header page and functions are
+ * core/'s (core/rmt_private.h) */
+typedef struct rmt_hdr rmt_hdr;
 typedef struct {
     int fd;
     uint8_t *map;          /* the whole reservation, MAP_SHARED */
@@ -206,21 +158,6 @@ typedef struct {
     rmt_hdr *hdr;          /* = (rmt_hdr *)map */
     uint64_t end, seq;     /* what this process has applied */
 } rmt_log;
-
-int rmt_log_open(rmt_log *lg, const char *path, int create);
-void rmt_log_close(rmt_log *lg);
-/* replay records from lg->end up to limit (0: scan until the first invalid record) */
-int rmt_log_replay(rmt_log *lg, rmt_index *ix, uint64_t limit, uint64_t *applied);
-int rmt_log_append(rmt_log *lg, rmt_rec_head *h, const uint64_t *u, int nu, const void *bytes, size_t nbytes);
-void rmt_log_publish(rmt_log *lg);
-int rmt_log_sync(rmt_log *lg);
-int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *records);
-
-int rmt_log_repair(rmt_log *lg, const char *boot_id, int verify);
-
-/* locks.c: fcntl open-file-description locks with a timeout */
-int rmt_lock(int fd, int64_t start, int64_t len, int exclusive, double timeout);
-int rmt_unlock(int fd, int64_t start, int64_t len);
 
 /* ------------------------------------------------------------------ rmt.c: the RMT of a store
  * One per process and store.  Exclusive (shared = 0): this process alone uses the journal.
@@ -245,25 +182,26 @@ typedef struct {
     char boot_id[40];
 } rmt_core;
 
-/* range locks: file `fid`'s bytes [x, e) map to lock bytes (fid << 40) + x / 4096 ... */
-#define RMT_LOCK_SHIFT 40
-#define RMT_LOCK_BLOCK 12
-
+/* ---- coordination (made by store/coord.h's members only: store/coord/host.c) */
 int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, int first, double timeout);
 void rmt_close(rmt_core *c);
 int rmt_catch_up(rmt_core *c);
 int rmt_begin(rmt_core *c, double timeout);
 int rmt_commit(rmt_core *c);
+int rmt_sync(rmt_core *c);
+int rmt_checkpoint(rmt_core *c);
+int rmt_set_clean(rmt_core *c, int clean);
+int rmt_range_lock(rmt_core *c, uint64_t fid, int64_t x, int64_t e, int exclusive, double timeout);
+int rmt_range_unlock(rmt_core *c, uint64_t fid, int64_t x, int64_t e);
+
+/* ---- the RMT's changes and lookups */
 int rmt_op(rmt_core *c, int type, int a16, const uint64_t *u, const void *bytes, size_t nbytes);
 int rmt_route(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg);
 int rmt_write(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg, double timeout);
 int rmt_all_stale(const rmt_index *ix, uint64_t o, int64_t x, int64_t e);
 int rmt_claim(rmt_core *c, uint64_t o, uint64_t r, int64_t x, int64_t e, double timeout);
-int rmt_sync(rmt_core *c);
-int rmt_checkpoint(rmt_core *c);
-int rmt_set_clean(rmt_core *c, int clean);
 int rmt_verified(rmt_core *c);
-int rmt_range_lock(rmt_core *c, uint64_t fid, int64_t x, int64_t e, int exclusive, double timeout);
-int rmt_range_unlock(rmt_core *c, uint64_t fid, int64_t x, int64_t e);
+/* the journal header's state, for reports (pario.native._rmt Core.stats) */
+void rmt_header_state(const rmt_core *c, uint64_t *synced, uint64_t *epoch, int *clean, int *verify);
 
 #endif

@@ -9,7 +9,7 @@
  *
  * Nothing here does I/O; rmt_log.c feeds records, rmt.c appends them.
  */
-#include "core/rmt.h"
+#include "core/rmt_private.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * reached the disk.  Format: rmt.h and docs/store.md.
  */
 #define _GNU_SOURCE
-#include "core/rmt.h"
+#include "core/rmt_private.h"
 
 #include <errno.h>
 #include <fcntl.h>

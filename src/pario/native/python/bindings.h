@@ -9,8 +9,8 @@ PyObject *pario_error_class(void);
 /* a Core object over the RMT of a store engine (its mutex serialises both); the engine
  * disowns it when it closes (later calls: "the RMT is closed") */
 #include <pthread.h>
-#include "core/rmt.h"
-PyObject *pyrmt_borrow(rmt_core *c, pthread_mutex_t *mu, PyObject *owner);
+#include "store/coord.h"
+PyObject *pyrmt_borrow(rmt_core *c, pxs_coord *co, pthread_mutex_t *mu, PyObject *owner);
 void pyrmt_disown(PyObject *core);
 /* a Meta object over a store engine's metadata connection (its mutex) */
 #include "store/meta.h"
@@ -20,5 +20,7 @@ void pymeta_disown(PyObject *meta);
 int pystore_register(PyObject *module);
 /* adds the Meta type and meta_init to the module */
 int pymeta_register(PyObject *module);
+/* adds the StoreLock type (the coordination's store lock, pycoord.c) to the module */
+int pycoord_register(PyObject *module);
 
 #endif

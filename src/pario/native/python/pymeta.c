@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "python/bindings.h"
+#include "store/coord.h"
 #include "store/meta.h"
 
 typedef struct {
@@ -80,10 +81,16 @@ static int Meta_init(Meta *self, PyObject *args, PyObject *kw)
     if (self->open)
         pxs_meta_close(self->m);
     self->open = 0;
+    pxs_coord *co = NULL;       /* the host member over this database file (store/coord.h) */
+    if (pxs_coord_host_files(NULL, NULL, path, timeout, &co) != PXS_OK) {
+        PyErr_NoMemory();
+        return -1;
+    }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pxs_meta_open(self->m, path, timeout, self->err, sizeof self->err);
+    rc = pxs_coord_meta_open(co, self->m, self->err, sizeof self->err);
     Py_END_ALLOW_THREADS
+    pxs_coord_close(co);
     if (rc) {
         raise(self->err);
         return -1;

@@ -16,6 +16,8 @@
 
 #include "core/rmt.h"
 #include "python/bindings.h"
+#include "python/pylayout.h"
+#include "store/coord.h"
 #include "python/pyorder.h"
 
 static PyObject *error_class;   /* pario.ParioError, set by set_error_class() */
@@ -23,6 +25,9 @@ static PyObject *error_class;   /* pario.ParioError, set by set_error_class() */
 typedef struct {
     PyObject_HEAD
     rmt_core *c;             /* own_c, or the RMT of a store engine (borrowed: pyrmt_borrow) */
+    pxs_coord *co;           /* its coordination (store/coord.h): own (the host member over the
+                                given files) or the engine's */
+    pxs_coord *own_co;
     pthread_mutex_t *mu;     /* own_mu, or the engine's mutex (one lock for one RMT) */
     PyObject *owner;         /* borrowed: the engine object, kept alive */
     rmt_core own_c;
@@ -115,10 +120,10 @@ static int nargs(Py_ssize_t n, Py_ssize_t want, const char *name)
  * lock, with the GIL released */
 static int begin(Core *self)
 {
-    int rc = rmt_begin(self->c, 0);
+    int rc = pxs_coord_journal_lock(self->co, self->c, 0);
     if (rc == RMT_ETIMEDOUT && self->c->timeout > 0) {
         Py_BEGIN_ALLOW_THREADS
-        rc = rmt_begin(self->c, self->c->timeout);
+        rc = pxs_coord_journal_lock(self->co, self->c, self->c->timeout);
         Py_END_ALLOW_THREADS
     }
     return rc;
@@ -137,7 +142,7 @@ static PyObject *do_op(Core *self, int type, int a16, const uint64_t *u, const v
         return fail(self, rc, what);
     }
     rc = rmt_op(self->c, type, a16, u, bytes, nbytes);
-    int rc2 = rmt_commit(self->c);
+    int rc2 = pxs_coord_journal_publish(self->co, self->c);
     unlock_mu(self);
     if (rc || rc2)
         return fail(self, rc ? rc : rc2, what);
@@ -149,8 +154,10 @@ static void Core_dealloc(Core *self)
 {
     Py_CLEAR(self->last);
     if (self->open && !self->owner)
-        rmt_close(self->c);
+        pxs_coord_journal_close(self->co, self->c);
     self->open = 0;
+    pxs_coord_close(self->own_co);
+    self->own_co = NULL;
     if (self->mu == &self->own_mu)
         pthread_mutex_destroy(self->mu);
     Py_CLEAR(self->owner);
@@ -176,9 +183,16 @@ static int Core_init(Core *self, PyObject *args, PyObject *kw)
     pthread_mutexattr_settype(&at, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(self->mu, &at);
     pthread_mutexattr_destroy(&at);
+    pxs_coord_close(self->own_co);       /* the host member over these files (store/coord.h) */
+    self->own_co = NULL;
+    if (pxs_coord_host_files(path, sync_path, NULL, timeout, &self->own_co) != PXS_OK) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->co = self->own_co;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = rmt_open(self->c, path, sync_path, shared, first, timeout);
+    rc = pxs_coord_journal_open(self->co, self->c, shared, first);
     Py_END_ALLOW_THREADS
     if (rc) {
         PyObject *cls = error_class ? error_class : PyExc_RuntimeError;
@@ -303,7 +317,7 @@ static PyObject *range_query(Core *self, PyObject *const *args, Py_ssize_t n, co
         || check_open(self))
         return NULL;
     lock_mu(self);
-    int rc = self->c->shared ? rmt_catch_up(self->c) : RMT_OK;
+    int rc = self->c->shared ? pxs_coord_journal_follow(self->co, self->c) : RMT_OK;
     int yes = rc ? 0 : q(&self->c->ix, o, x, e);
     unlock_mu(self);
     if (rc)
@@ -335,7 +349,7 @@ static PyObject *Core_claim(Core *self, PyObject *const *args, Py_ssize_t n)
         return fail(self, rc, "a write to a replica's extents");
     }
     rc = rmt_claim(self->c, o, r, x, e, self->c->timeout);
-    int rc2 = rmt_commit(self->c);
+    int rc2 = pxs_coord_journal_publish(self->co, self->c);
     unlock_mu(self);
     if (rc < 0 || rc2)
         return fail(self, rc < 0 ? rc : rc2, "a write to a replica's extents");
@@ -379,7 +393,7 @@ static PyObject *Core_hit_mask(Core *self, PyObject *const *args, Py_ssize_t n)
     char *mask = PyBytes_AS_STRING(out);
     const int64_t *xs = a.buf, *es = b.buf;
     lock_mu(self);
-    int rc = self->c->shared ? rmt_catch_up(self->c) : RMT_OK;
+    int rc = self->c->shared ? pxs_coord_journal_follow(self->co, self->c) : RMT_OK;
     for (Py_ssize_t i = 0; !rc && i < m; i++)
         mask[i] = (char)rmt_index_hits(&self->c->ix, o, xs[i], es[i]);
     unlock_mu(self);
@@ -401,7 +415,7 @@ static PyObject *Core_covers(Core *self, PyObject *const *args, Py_ssize_t n)
         return NULL;
     rmt_cover cov[64];
     lock_mu(self);
-    int rc = self->c->shared ? rmt_catch_up(self->c) : RMT_OK;
+    int rc = self->c->shared ? pxs_coord_journal_follow(self->co, self->c) : RMT_OK;
     int k = rc ? 0 : rmt_index_covers(&self->c->ix, o, s, cov, 64);
     unlock_mu(self);
     if (rc)
@@ -442,7 +456,7 @@ static PyObject *Core_commit(Core *self, PyObject *unused)
         return NULL;
     if (self->c->depth <= 0)
         return fail(self, RMT_EINVAL, "a commit without a transaction");
-    int rc = rmt_commit(self->c);
+    int rc = pxs_coord_journal_publish(self->co, self->c);
     unlock_mu(self);   /* the hold begin() took */
     if (rc)
         return fail(self, rc, "a commit");
@@ -538,7 +552,7 @@ static PyObject *Core_job(Core *self, PyObject *const *args, Py_ssize_t n)
 /* ------------------------------------------------------------------ queries */
 static int catch_up_locked(Core *self)
 {
-    int rc = self->c->shared ? rmt_catch_up(self->c) : RMT_OK;
+    int rc = self->c->shared ? pxs_coord_journal_follow(self->co, self->c) : RMT_OK;
     if (rc)
         fail(self, rc, "reading the journal");
     return rc ? -1 : 0;
@@ -745,15 +759,18 @@ static PyObject *Core_stats(Core *self, PyObject *unused)
     if (query_begin(self))
         return NULL;
     const rmt_core *c = self->c;
+    uint64_t synced, epoch;
+    int clean, verify;
+    rmt_header_state(c, &synced, &epoch, &clean, &verify);
     PyObject *d = Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:K,s:K,s:i,s:i,s:i,s:i,s:s,s:s,s:i,s:K}", "end",
         (unsigned long long)c->log.end, "seq", (unsigned long long)c->log.seq, "synced",
-        (unsigned long long)c->log.hdr->synced, "epoch", (unsigned long long)c->log.hdr->epoch, "entries",
+        (unsigned long long)synced, "epoch", (unsigned long long)epoch, "entries",
         (unsigned long long)c->ix.nent, "skipped", (unsigned long long)c->skipped, "files", (Py_ssize_t)c->ix.files.n,
         "replicas", (Py_ssize_t)c->ix.reps.n, "jobs", (Py_ssize_t)c->ix.jobs.n, "regver",
         (unsigned long long)c->ix.regver, "file_bytes", (unsigned long long)c->log.fsize, "clean",
-        (int)c->log.hdr->clean, "prev_clean", c->prev_clean, "prev_other_boot", c->prev_other_boot, "verify",
-        (int)__atomic_load_n(&c->log.hdr->verify, __ATOMIC_ACQUIRE), "boot_id",
+        clean, "prev_clean", c->prev_clean, "prev_other_boot", c->prev_other_boot, "verify",
+        verify, "boot_id",
         c->boot_id, "path", c->path, "shared", c->shared, "dead_holders", (unsigned long long)c->dead_holders);
     unlock_mu(self);
     return d;
@@ -765,7 +782,7 @@ static PyObject *Core_get_regver(Core *self, void *closure)
     if (check_open(self))
         return NULL;
     lock_mu(self);
-    int rc = self->c->shared ? rmt_catch_up(self->c) : RMT_OK;
+    int rc = self->c->shared ? pxs_coord_journal_follow(self->co, self->c) : RMT_OK;
     uint64_t v = self->c->ix.regver;
     unlock_mu(self);
     if (rc)
@@ -781,7 +798,7 @@ static PyObject *Core_sync(Core *self, PyObject *unused)
         return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = rmt_sync(self->c);
+    rc = pxs_coord_journal_sync(self->co, self->c);
     Py_END_ALLOW_THREADS
     if (rc)
         return fail(self, rc, "fdatasync");
@@ -796,7 +813,7 @@ static PyObject *Core_set_clean(Core *self, PyObject *arg)
     lock_mu(self);
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = rmt_set_clean(self->c, v);
+    rc = pxs_coord_journal_set_clean(self->co, self->c, v);
     Py_END_ALLOW_THREADS
     unlock_mu(self);
     if (rc)
@@ -805,14 +822,14 @@ static PyObject *Core_set_clean(Core *self, PyObject *arg)
 }
 
 /* a whole-journal operation of the core, under the mutex with the GIL released */
-static PyObject *core_op(Core *self, int (*op)(rmt_core *), const char *what)
+static PyObject *core_op(Core *self, int (*op)(pxs_coord *, rmt_core *), const char *what)
 {
     if (check_open(self))
         return NULL;
     lock_mu(self);
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = op(self->c);
+    rc = op(self->co, self->c);
     Py_END_ALLOW_THREADS
     unlock_mu(self);
     if (rc)
@@ -820,16 +837,23 @@ static PyObject *core_op(Core *self, int (*op)(rmt_core *), const char *what)
     Py_RETURN_NONE;
 }
 
+/* the journal's header: verification done (core/, whatever the coordination) */
+static int verified(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    return rmt_verified(c);
+}
+
 static PyObject *Core_verified(Core *self, PyObject *unused)
 {
     (void)unused;
-    return core_op(self, rmt_verified, "clearing the verification flag");
+    return core_op(self, verified, "clearing the verification flag");
 }
 
 static PyObject *Core_checkpoint(Core *self, PyObject *unused)
 {
     (void)unused;
-    return core_op(self, rmt_checkpoint, "compacting the journal");
+    return core_op(self, pxs_coord_journal_checkpoint, "compacting the journal");
 }
 
 /* lock(fid, x, e, exclusive): the store's range lock; waits (GIL released) up to the timeout */
@@ -841,10 +865,10 @@ static PyObject *Core_lock(Core *self, PyObject *const *args, Py_ssize_t n)
     if (nargs(n, 4, "lock") || get_u64(args[0], &fid) || get_i64(args[1], &x) || get_i64(args[2], &e)
         || (ex = PyObject_IsTrue(args[3])) < 0 || check_open(self))
         return NULL;
-    int rc = rmt_range_lock(self->c, fid, x, e, ex, 0);
+    int rc = pxs_coord_range_lock(self->co, self->c, fid, x, e, ex, 0);
     if (rc == RMT_ETIMEDOUT && self->c->timeout > 0) {
         Py_BEGIN_ALLOW_THREADS
-        rc = rmt_range_lock(self->c, fid, x, e, ex, self->c->timeout);
+        rc = pxs_coord_range_lock(self->co, self->c, fid, x, e, ex, self->c->timeout);
         Py_END_ALLOW_THREADS
     }
     if (rc)
@@ -860,7 +884,7 @@ static PyObject *Core_unlock(Core *self, PyObject *const *args, Py_ssize_t n)
     if (nargs(n, 3, "unlock") || get_u64(args[0], &fid) || get_i64(args[1], &x) || get_i64(args[2], &e)
         || check_open(self))
         return NULL;
-    int rc = rmt_range_unlock(self->c, fid, x, e);
+    int rc = pxs_coord_range_unlock(self->co, self->c, fid, x, e);
     if (rc)
         return fail(self, rc, "a range unlock");
     Py_RETURN_NONE;
@@ -872,7 +896,7 @@ static PyObject *Core_close(Core *self, PyObject *unused)
     if (self->open) {
         lock_mu(self);
         if (!self->owner)       /* a borrowed RMT is closed with its engine */
-            rmt_close(self->c);
+            pxs_coord_journal_close(self->co, self->c);
         self->open = 0;
         unlock_mu(self);
     }
@@ -881,12 +905,13 @@ static PyObject *Core_close(Core *self, PyObject *unused)
 
 static PyTypeObject CoreType;
 
-PyObject *pyrmt_borrow(rmt_core *c, pthread_mutex_t *mu, PyObject *owner)
+PyObject *pyrmt_borrow(rmt_core *c, pxs_coord *co, pthread_mutex_t *mu, PyObject *owner)
 {
     Core *self = (Core *)CoreType.tp_alloc(&CoreType, 0);
     if (!self)
         return NULL;
     self->c = c;
+    self->co = co;
     self->mu = mu;
     Py_INCREF(owner);
     self->owner = owner;
@@ -1025,8 +1050,9 @@ PyMODINIT_FUNC PyInit__rmt(void)
     PyModule_AddIntConstant(m, "ROUTE_REPLICA", RMT_ROUTE_REPLICA);
     PyModule_AddIntConstant(m, "ROUTE_CHEAPEST", RMT_ROUTE_CHEAPEST);
     PyModule_AddIntConstant(m, "VERSION", RMT_VERSION);
-    if (pymeta_register(m) < 0 || pystore_register(m) < 0 || pario_py_add_orders(m) < 0) {   /* metadata, the
-                                                                        store engine, the collective orders */
+    if (pymeta_register(m) < 0 || pystore_register(m) < 0 || pycoord_register(m) < 0
+        || pario_py_add_orders(m) < 0 || pylayout_register(m) < 0) {   /* metadata, the store engine, its store
+                                                   lock, the collective orders, the layout mapping */
         Py_DECREF(m);
         return NULL;
     }

@@ -162,9 +162,7 @@ static PyObject *Engine_abandon(Engine *self, PyObject *unused)
     if (!self->st)
         Py_RETURN_NONE;
     engine_drop_views(self);
-    if (self->st->lock_fd >= 0)
-        close(self->st->lock_fd);
-    self->st->lock_fd = -1;
+    pxs_coord_release(self->st->co);     /* the store lock dropped, as a dead process's */
     self->abandoned = 1;
     self->st = NULL;         /* leaked on purpose: a dead process frees nothing either */
     Py_RETURN_NONE;
@@ -201,7 +199,7 @@ static PyObject *Engine_core(Engine *self, PyObject *unused)
     (void)unused;
     if (engine_open(self))
         return NULL;
-    if (!self->core && !(self->core = pyrmt_borrow(&self->st->rmt, &self->st->mu, (PyObject *)self)))
+    if (!self->core && !(self->core = pyrmt_borrow(&self->st->rmt, self->st->co, &self->st->mu, (PyObject *)self)))
         return NULL;
     return Py_NewRef(self->core);
 }
@@ -257,9 +255,7 @@ static PyObject *Engine_set_lazy(Engine *self, PyObject *on)
     int v = PyObject_IsTrue(on);
     if (v < 0 || engine_open(self))
         return NULL;
-    pthread_mutex_lock(&self->st->mu);
-    self->st->lazy_off = !v;
-    pthread_mutex_unlock(&self->st->mu);
+    pxs_store_set_lazy(self->st, v);
     Py_RETURN_NONE;
 }
 

@@ -220,294 +220,348 @@ static int set_pos_of(pxs_layout *l, int nall)
 
 static int cmp_idx_off(const void *a, const void *b, void *arg);
 
+/* type 'fixed' (pario.layout.FixedStripe): one stripe size on every server */
+static int parse_fixed(const ctx *c, const pxs_json *d, pxs_layout *l)
+{
+    char *err = c->err;
+    size_t errlen = c->errlen;
+    int rc;
+    int64_t stripe;
+    int *servers = NULL, n = 0;
+    const pxs_json *sv = pxs_json_get(d, "stripe");
+    if (!sv)
+        return ERR("layout JSON of type 'fixed' is missing key 'stripe'");
+    if (pxs_parse_size(sv, &stripe))
+        return ERR("bad layout 'fixed': bad stripe size");
+    if ((rc = servers_list(c, pxs_json_get(d, "servers"), &servers, &n, "striped layout")))
+        return rc;
+    int64_t *st = malloc((size_t)n * sizeof *st);
+    if (!st) {
+        free(servers);
+        return PXS_ENOMEM;
+    }
+    for (int i = 0; i < n; i++)
+        st[i] = stripe;
+    rc = finish_striped(l, servers, st, n, err, errlen);
+    free(servers);
+    free(st);
+    return rc;
+}
+
+/* types 'striped' / 'varied' (pario.layout.VariedStripe): a stripe size per server */
+static int parse_striped(const ctx *c, const pxs_json *d, const pxs_json *type, pxs_layout *l)
+{
+    char *err = c->err;
+    size_t errlen = c->errlen;
+    int rc;
+    int *servers = NULL, n = 0;
+    const pxs_json *sl = pxs_json_get(d, "stripes");
+    if (!sl)
+        return ERR("layout JSON of type '%s' is missing key 'stripes'", type->s);
+    if (sl->type != PXS_JARR)
+        return ERR("layout: 'stripes' must be a list");
+    if ((rc = servers_list(c, pxs_json_get(d, "servers"), &servers, &n, "striped layout")))
+        return rc;
+    if ((size_t)n != sl->n) {
+        free(servers);
+        return ERR("striped layout: needs one stripe size per server");
+    }
+    int64_t *st = malloc((size_t)n * sizeof *st);
+    if (!st) {
+        free(servers);
+        return PXS_ENOMEM;
+    }
+    rc = PXS_OK;
+    for (int i = 0; i < n && !rc; i++)
+        if (pxs_parse_size(sl->v[i], &st[i]))
+            rc = ERR("bad layout '%s': bad stripe size", type->s);
+    if (!rc)
+        rc = finish_striped(l, servers, st, n, err, errlen);
+    free(servers);
+    free(st);
+    return rc;
+}
+
+/* type 'grouped' (pario.layout.Grouped2D): server groups, one stripe; G = a round's bytes */
+static int parse_grouped(const ctx *c, const pxs_json *d, pxs_layout *l)
+{
+    char *err = c->err;
+    size_t errlen = c->errlen;
+    int rc;
+    const pxs_json *gs = pxs_json_get(d, "groups"), *sv = pxs_json_get(d, "stripe");
+    if (!gs)
+        return ERR("layout JSON of type 'grouped' is missing key 'groups'");
+    if (gs->type != PXS_JARR || gs->n == 0)
+        return ERR("layout: 'groups' must be a non-empty list of server-name lists");
+    if (!sv)
+        return ERR("layout JSON of type 'grouped' is missing key 'stripe'");
+    if (pxs_parse_size(sv, &l->stripe) || l->stripe <= 0)
+        return ERR("2-D layout: stripe must be > 0");
+    l->kind = PXS_GROUPED;
+    l->ng = (int)gs->n;
+    l->gn = calloc(gs->n, sizeof *l->gn);
+    l->gfirst = calloc(gs->n, sizeof *l->gfirst);
+    l->gpref = calloc(gs->n, sizeof *l->gpref);
+    if (!l->gn || !l->gfirst || !l->gpref)
+        return PXS_ENOMEM;
+    int64_t acc = 0;
+    for (int k = 0; k < l->ng; k++) {
+        int *g = NULL, n = 0;
+        if (gs->v[k]->type != PXS_JARR)
+            return ERR("layout: 'groups' must be a non-empty list of server-name lists");
+        if ((rc = servers_list(c, gs->v[k], &g, &n, "2-D layout group")))
+            return rc;
+        int *ns = realloc(l->srv, (size_t)(l->nsrv + n) * sizeof *ns);
+        if (!ns) {
+            free(g);
+            return PXS_ENOMEM;
+        }
+        l->srv = ns;
+        for (int i = 0; i < n; i++) {
+            for (int q = 0; q < l->nsrv; q++)
+                if (l->srv[q] == g[i]) {
+                    free(g);
+                    return ERR("2-D layout: a server appears twice");
+                }
+            l->srv[l->nsrv + i] = g[i];
+        }
+        free(g);
+        l->gfirst[k] = l->nsrv;
+        l->gn[k] = n;
+        l->nsrv += n;
+        l->gpref[k] = acc;
+        if (l->stripe > (PXS_LAYOUT_MAX - acc) / n)
+            return ERR("2-D layout: a round is beyond 2^52 bytes (4 PiB), the largest a layout may use");
+        acc += l->stripe * n;
+    }
+    l->G = acc;
+    return PXS_OK;
+}
+
+/* type 'regions' (pario.layout.Regions): contiguous regions with striped or 2-D layouts,
+ * the servers in first-seen order and each region's per-server bases */
+static int parse_regions(const ctx *c, const pxs_json *d, int depth, pxs_layout *l)
+{
+    char *err = c->err;
+    size_t errlen = c->errlen;
+    int rc;
+    const pxs_json *rg = pxs_json_get(d, "regions");
+    if (!rg)
+        return ERR("layout JSON of type 'regions' is missing key 'regions'");
+    if (rg->type != PXS_JARR || rg->n == 0)
+        return ERR("region layout: needs at least one region");
+    l->kind = PXS_REGIONS;
+    l->nr = (int)rg->n;
+    l->rs = calloc(rg->n, sizeof *l->rs);
+    l->re = calloc(rg->n, sizeof *l->re);
+    l->rl = calloc(rg->n, sizeof *l->rl);
+    if (!l->rs || !l->re || !l->rl)
+        return PXS_ENOMEM;
+    for (int k = 0; k < l->nr; k++) {
+        const pxs_json *r = rg->v[k];
+        const pxs_json *s = pxs_json_get(r, "start"), *e = pxs_json_get(r, "end"), *ly = pxs_json_get(r, "layout");
+        if (r->type != PXS_JOBJ || !s || !ly)
+            return ERR("layout JSON of type 'regions' is missing key '%s'", !s ? "start" : "layout");
+        if (pxs_parse_size(s, &l->rs[k]))
+            return ERR("bad layout 'region': bad size");
+        if (!e || e->type == PXS_JNULL)
+            l->re[k] = INT64_MAX;
+        else if (pxs_parse_size(e, &l->re[k]) || l->re[k] == INT64_MAX)
+            return ERR("bad layout 'region': bad size");
+        if ((rc = parse_rec(c, ly, depth + 1, &l->rl[k])))
+            return rc;
+        if (l->rl[k]->kind == PXS_REGIONS || l->rl[k]->kind == PXS_EXTENTS)
+            return ERR("region layout: a region's layout must be striped or 2-D");
+        if (l->re[k] <= l->rs[k])
+            return ERR("region layout: a region must have end > start");
+        if (l->rs[k] > PXS_LAYOUT_MAX || (l->re[k] != INT64_MAX && l->re[k] > PXS_LAYOUT_MAX))
+            return ERR("region layout: a region bound is beyond 2^52 bytes (4 PiB), the largest a layout may use");
+    }
+    if (l->rs[0] != 0)
+        return ERR("region layout: the first region must start at offset 0");
+    for (int k = 0; k + 1 < l->nr; k++)
+        if (l->re[k] == INT64_MAX || l->re[k] != l->rs[k + 1])
+            return ERR("region layout: regions must be contiguous and only the last may be open-ended");
+    /* servers_used: first seen, over the regions in order */
+    for (int k = 0; k < l->nr; k++)
+        for (int i = 0; i < l->rl[k]->nsrv; i++) {
+            int s = l->rl[k]->srv[i], seen = 0;
+            for (int q = 0; q < l->nsrv; q++)
+                seen |= l->srv[q] == s;
+            if (seen)
+                continue;
+            int *ns = realloc(l->srv, (size_t)(l->nsrv + 1) * sizeof *ns);
+            if (!ns)
+                return PXS_ENOMEM;
+            l->srv = ns;
+            l->srv[l->nsrv++] = s;
+        }
+    if ((rc = set_pos_of(l, c->n)))
+        return rc;
+    /* bases(): per region, server → bytes the earlier regions put there */
+    l->rbase = calloc((size_t)l->nr * (size_t)(c->n > 0 ? c->n : 1), sizeof *l->rbase);
+    int64_t *cnt = malloc((size_t)(l->nsrv + 1) * sizeof *cnt);
+    if (!l->rbase || !cnt) {
+        free(cnt);
+        return PXS_ENOMEM;
+    }
+    for (int k = 0; k < l->nr; k++) {
+        if (k > 0)
+            memcpy(&l->rbase[(size_t)k * c->n], &l->rbase[(size_t)(k - 1) * c->n], (size_t)c->n * sizeof *cnt);
+        if (k == 0 || l->re[k - 1] == INT64_MAX)
+            continue;
+        const pxs_layout *pl = l->rl[k - 1];
+        pxs_layout_counts(pl, l->re[k - 1] - l->rs[k - 1], cnt);
+        for (int i = 0; i < pl->nsrv; i++)
+            l->rbase[(size_t)k * c->n + pl->srv[i]] += cnt[i];
+    }
+    free(cnt);
+    return PXS_OK;
+}
+
+/* type 'extents' (pario.layout.ExtentMap): rows [offset, length, server, local, datafile]
+ * sorted by offset, and an optional default layout */
+/* An extent map's rows (CEDA seed 000 §4.5; any order: sorted here, stably, by offset) into
+ * l: every row checked (length > 0, ends below 2^52, server in [0, nservers), data file in
+ * [0, 10^6]) and no two extents overlapping. */
+static int extents_rows(pxs_layout *l, size_t n, const int64_t *o, const int64_t *ln, const int64_t *sv,
+                        const int64_t *lc, const int64_t *df, int nservers, char *err, size_t errlen)
+{
+    l->kind = PXS_EXTENTS;
+    l->ne = n;
+    size_t m = n ? n : 1;
+    size_t *ix = malloc(m * sizeof *ix);
+    l->eo = malloc(m * 8);
+    l->el = malloc(m * 8);
+    l->eloc = malloc(m * 8);
+    l->es = malloc(m * sizeof(int));
+    l->edf = malloc(m * sizeof(int));
+    int rc = PXS_OK;
+    if (!ix || !l->eo || !l->el || !l->eloc || !l->es || !l->edf)
+        rc = PXS_ENOMEM;
+    for (size_t i = 0; !rc && i < n; i++) {
+        ix[i] = i;
+        if (ln[i] <= 0 || o[i] < 0 || lc[i] < 0)
+            rc = ERR("extent map: extents need length > 0 and non-negative offsets/servers");
+        else if (o[i] > PXS_LAYOUT_MAX - ln[i] || lc[i] > PXS_LAYOUT_MAX - ln[i])
+            rc = ERR("extent map: an extent ends beyond 2^52 bytes (4 PiB), the largest a layout may use");
+        else if (sv[i] < 0 || sv[i] >= nservers)
+            rc = ERR("extent map: server index out of range");
+        else if (df[i] < 0 || df[i] > 1000000)
+            rc = ERR("extent map: bad data file number");
+    }
+    if (!rc) {
+        /* stable sort by offset (numpy argsort kind="stable") */
+        qsort_r(ix, n, sizeof *ix, cmp_idx_off, (void *)o);
+        for (size_t i = 0; i < n; i++) {
+            size_t k = ix[i];
+            l->eo[i] = o[k];
+            l->el[i] = ln[k];
+            l->eloc[i] = lc[k];
+            l->es[i] = (int)sv[k];
+            l->edf[i] = (int)df[k];
+        }
+        for (size_t i = 1; i < n && !rc; i++)
+            if (l->eo[i] < l->eo[i - 1] + l->el[i - 1])
+                rc = ERR("extent map: extents overlap");
+    }
+    free(ix);
+    return rc;
+}
+
+/* An extent map's default layout (NULL: none; l owns it from here) and servers_used: the
+ * extents' servers (first seen), then the default's. */
+static int extents_default(pxs_layout *l, pxs_layout *def, char *err, size_t errlen)
+{
+    l->def = def;
+    if (def && def->kind == PXS_EXTENTS)
+        return ERR("extent map: the default layout cannot itself be an extent map");
+    l->srv = malloc((size_t)(l->ne + (def ? (size_t)def->nsrv : 0) + 1) * sizeof *l->srv);
+    if (!l->srv)
+        return PXS_ENOMEM;
+    for (size_t i = 0; i < l->ne; i++) {
+        int seen = 0;
+        for (int q = 0; q < l->nsrv && !seen; q++)
+            seen = l->srv[q] == l->es[i];
+        if (!seen)
+            l->srv[l->nsrv++] = l->es[i];
+    }
+    for (int i = 0; def && i < def->nsrv; i++) {
+        int seen = 0;
+        for (int q = 0; q < l->nsrv && !seen; q++)
+            seen = l->srv[q] == def->srv[i];
+        if (!seen)
+            l->srv[l->nsrv++] = def->srv[i];
+    }
+    return PXS_OK;
+}
+
+/* type 'extents': rows [offset, length, server (name or index), local, data file (default 1)] */
+static int parse_extents(const ctx *c, const pxs_json *d, int depth, pxs_layout *l)
+{
+    char *err = c->err;
+    size_t errlen = c->errlen;
+    const pxs_json *rows = pxs_json_get(d, "extents");
+    if (!rows)
+        return ERR("layout JSON of type 'extents' is missing key 'extents'");
+    if (rows->type != PXS_JARR)
+        return ERR("layout: 'extents' must be a list of [offset, length, server, local, datafile]");
+    size_t n = rows->n, m = n ? n : 1;
+    int64_t *col = malloc(5 * m * sizeof *col);
+    if (!col)
+        return PXS_ENOMEM;
+    int64_t *o = col, *ln = col + m, *sv = col + 2 * m, *lc = col + 3 * m, *df = col + 4 * m;
+    int rc = PXS_OK;
+    for (size_t i = 0; !rc && i < n; i++) {
+        const pxs_json *r = rows->v[i], *s;
+        int srv = 0;
+        if (r->type != PXS_JARR || r->n < 4)
+            rc = ERR("layout JSON of type 'extents' is malformed (a row needs offset, length, server, local)");
+        else if (pxs_parse_size(r->v[0], &o[i]) || pxs_parse_size(r->v[1], &ln[i]) || pxs_parse_size(r->v[3], &lc[i]))
+            rc = ERR("bad layout 'extents': bad offset, length or local offset");
+        else if ((s = r->v[2])->type == PXS_JSTR)
+            rc = server_of(c, s, &srv) ? PXS_EINVAL : PXS_OK;
+        else if (s->type == PXS_JNUM && s->is_int && s->i >= 0 && s->i < c->n)
+            srv = (int)s->i;
+        else
+            rc = ERR("extent map: server index out of range");
+        sv[i] = srv;
+        df[i] = 1;
+        if (!rc && r->n > 4) {
+            const pxs_json *f = r->v[4];
+            if (f->type != PXS_JNUM || !f->is_int || f->i < 0 || f->i > 1000000)
+                rc = ERR("extent map: bad data file number");
+            else
+                df[i] = f->i;
+        }
+    }
+    if (!rc)
+        rc = extents_rows(l, n, o, ln, sv, lc, df, c->n, err, errlen);
+    free(col);
+    if (rc)
+        return rc;
+    pxs_layout *def = NULL;
+    const pxs_json *dj = pxs_json_get(d, "default");
+    if (dj && dj->type != PXS_JNULL && (rc = parse_rec(c, dj, depth + 1, &def)))
+        return rc;
+    return extents_default(l, def, err, errlen);
+}
+
 static int parse_kind(const ctx *c, const pxs_json *d, int depth, pxs_layout *l)
 {
     char *err = c->err;
     size_t errlen = c->errlen;
     const pxs_json *type = pxs_json_get(d, "type");
-    int rc;
-    if (pxs_json_streq(type, "fixed")) {
-        int64_t stripe;
-        int *servers = NULL, n = 0;
-        const pxs_json *sv = pxs_json_get(d, "stripe");
-        if (!sv)
-            return ERR("layout JSON of type 'fixed' is missing key 'stripe'");
-        if (pxs_parse_size(sv, &stripe))
-            return ERR("bad layout 'fixed': bad stripe size");
-        if ((rc = servers_list(c, pxs_json_get(d, "servers"), &servers, &n, "striped layout")))
-            return rc;
-        int64_t *st = malloc((size_t)n * sizeof *st);
-        if (!st) {
-            free(servers);
-            return PXS_ENOMEM;
-        }
-        for (int i = 0; i < n; i++)
-            st[i] = stripe;
-        rc = finish_striped(l, servers, st, n, err, errlen);
-        free(servers);
-        free(st);
-        return rc;
-    }
-    if (pxs_json_streq(type, "striped") || pxs_json_streq(type, "varied")) {
-        int *servers = NULL, n = 0;
-        const pxs_json *sl = pxs_json_get(d, "stripes");
-        if (!sl)
-            return ERR("layout JSON of type '%s' is missing key 'stripes'", type->s);
-        if (sl->type != PXS_JARR)
-            return ERR("layout: 'stripes' must be a list");
-        if ((rc = servers_list(c, pxs_json_get(d, "servers"), &servers, &n, "striped layout")))
-            return rc;
-        if ((size_t)n != sl->n) {
-            free(servers);
-            return ERR("striped layout: needs one stripe size per server");
-        }
-        int64_t *st = malloc((size_t)n * sizeof *st);
-        if (!st) {
-            free(servers);
-            return PXS_ENOMEM;
-        }
-        rc = PXS_OK;
-        for (int i = 0; i < n && !rc; i++)
-            if (pxs_parse_size(sl->v[i], &st[i]))
-                rc = ERR("bad layout '%s': bad stripe size", type->s);
-        if (!rc)
-            rc = finish_striped(l, servers, st, n, err, errlen);
-        free(servers);
-        free(st);
-        return rc;
-    }
-    if (pxs_json_streq(type, "grouped")) {
-        const pxs_json *gs = pxs_json_get(d, "groups"), *sv = pxs_json_get(d, "stripe");
-        if (!gs)
-            return ERR("layout JSON of type 'grouped' is missing key 'groups'");
-        if (gs->type != PXS_JARR || gs->n == 0)
-            return ERR("layout: 'groups' must be a non-empty list of server-name lists");
-        if (!sv)
-            return ERR("layout JSON of type 'grouped' is missing key 'stripe'");
-        if (pxs_parse_size(sv, &l->stripe) || l->stripe <= 0)
-            return ERR("2-D layout: stripe must be > 0");
-        l->kind = PXS_GROUPED;
-        l->ng = (int)gs->n;
-        l->gn = calloc(gs->n, sizeof *l->gn);
-        l->gfirst = calloc(gs->n, sizeof *l->gfirst);
-        l->gpref = calloc(gs->n, sizeof *l->gpref);
-        if (!l->gn || !l->gfirst || !l->gpref)
-            return PXS_ENOMEM;
-        int64_t acc = 0;
-        for (int k = 0; k < l->ng; k++) {
-            int *g = NULL, n = 0;
-            if (gs->v[k]->type != PXS_JARR)
-                return ERR("layout: 'groups' must be a non-empty list of server-name lists");
-            if ((rc = servers_list(c, gs->v[k], &g, &n, "2-D layout group")))
-                return rc;
-            int *ns = realloc(l->srv, (size_t)(l->nsrv + n) * sizeof *ns);
-            if (!ns) {
-                free(g);
-                return PXS_ENOMEM;
-            }
-            l->srv = ns;
-            for (int i = 0; i < n; i++) {
-                for (int q = 0; q < l->nsrv; q++)
-                    if (l->srv[q] == g[i]) {
-                        free(g);
-                        return ERR("2-D layout: a server appears twice");
-                    }
-                l->srv[l->nsrv + i] = g[i];
-            }
-            free(g);
-            l->gfirst[k] = l->nsrv;
-            l->gn[k] = n;
-            l->nsrv += n;
-            l->gpref[k] = acc;
-            if (l->stripe > (PXS_LAYOUT_MAX - acc) / n)
-                return ERR("2-D layout: a round is beyond 2^52 bytes (4 PiB), the largest a layout may use");
-            acc += l->stripe * n;
-        }
-        l->G = acc;
-        return PXS_OK;
-    }
-    if (pxs_json_streq(type, "regions")) {
-        const pxs_json *rg = pxs_json_get(d, "regions");
-        if (!rg)
-            return ERR("layout JSON of type 'regions' is missing key 'regions'");
-        if (rg->type != PXS_JARR || rg->n == 0)
-            return ERR("region layout: needs at least one region");
-        l->kind = PXS_REGIONS;
-        l->nr = (int)rg->n;
-        l->rs = calloc(rg->n, sizeof *l->rs);
-        l->re = calloc(rg->n, sizeof *l->re);
-        l->rl = calloc(rg->n, sizeof *l->rl);
-        if (!l->rs || !l->re || !l->rl)
-            return PXS_ENOMEM;
-        for (int k = 0; k < l->nr; k++) {
-            const pxs_json *r = rg->v[k];
-            const pxs_json *s = pxs_json_get(r, "start"), *e = pxs_json_get(r, "end"), *ly = pxs_json_get(r, "layout");
-            if (r->type != PXS_JOBJ || !s || !ly)
-                return ERR("layout JSON of type 'regions' is missing key '%s'", !s ? "start" : "layout");
-            if (pxs_parse_size(s, &l->rs[k]))
-                return ERR("bad layout 'region': bad size");
-            if (!e || e->type == PXS_JNULL)
-                l->re[k] = INT64_MAX;
-            else if (pxs_parse_size(e, &l->re[k]) || l->re[k] == INT64_MAX)
-                return ERR("bad layout 'region': bad size");
-            if ((rc = parse_rec(c, ly, depth + 1, &l->rl[k])))
-                return rc;
-            if (l->rl[k]->kind == PXS_REGIONS || l->rl[k]->kind == PXS_EXTENTS)
-                return ERR("region layout: a region's layout must be striped or 2-D");
-            if (l->re[k] <= l->rs[k])
-                return ERR("region layout: a region must have end > start");
-            if (l->rs[k] > PXS_LAYOUT_MAX || (l->re[k] != INT64_MAX && l->re[k] > PXS_LAYOUT_MAX))
-                return ERR("region layout: a region bound is beyond 2^52 bytes (4 PiB), the largest a layout may use");
-        }
-        if (l->rs[0] != 0)
-            return ERR("region layout: the first region must start at offset 0");
-        for (int k = 0; k + 1 < l->nr; k++)
-            if (l->re[k] == INT64_MAX || l->re[k] != l->rs[k + 1])
-                return ERR("region layout: regions must be contiguous and only the last may be open-ended");
-        /* servers_used: first seen, over the regions in order */
-        for (int k = 0; k < l->nr; k++)
-            for (int i = 0; i < l->rl[k]->nsrv; i++) {
-                int s = l->rl[k]->srv[i], seen = 0;
-                for (int q = 0; q < l->nsrv; q++)
-                    seen |= l->srv[q] == s;
-                if (seen)
-                    continue;
-                int *ns = realloc(l->srv, (size_t)(l->nsrv + 1) * sizeof *ns);
-                if (!ns)
-                    return PXS_ENOMEM;
-                l->srv = ns;
-                l->srv[l->nsrv++] = s;
-            }
-        if ((rc = set_pos_of(l, c->n)))
-            return rc;
-        /* bases(): per region, server → bytes the earlier regions put there */
-        l->rbase = calloc((size_t)l->nr * (size_t)(c->n > 0 ? c->n : 1), sizeof *l->rbase);
-        int64_t *cnt = malloc((size_t)(l->nsrv + 1) * sizeof *cnt);
-        if (!l->rbase || !cnt) {
-            free(cnt);
-            return PXS_ENOMEM;
-        }
-        for (int k = 0; k < l->nr; k++) {
-            if (k > 0)
-                memcpy(&l->rbase[(size_t)k * c->n], &l->rbase[(size_t)(k - 1) * c->n], (size_t)c->n * sizeof *cnt);
-            if (k == 0 || l->re[k - 1] == INT64_MAX)
-                continue;
-            const pxs_layout *pl = l->rl[k - 1];
-            pxs_layout_counts(pl, l->re[k - 1] - l->rs[k - 1], cnt);
-            for (int i = 0; i < pl->nsrv; i++)
-                l->rbase[(size_t)k * c->n + pl->srv[i]] += cnt[i];
-        }
-        free(cnt);
-        return PXS_OK;
-    }
-    if (pxs_json_streq(type, "extents")) {
-        const pxs_json *rows = pxs_json_get(d, "extents");
-        if (!rows)
-            return ERR("layout JSON of type 'extents' is missing key 'extents'");
-        if (rows->type != PXS_JARR)
-            return ERR("layout: 'extents' must be a list of [offset, length, server, local, datafile]");
-        size_t n = rows->n;
-        l->kind = PXS_EXTENTS;
-        l->ne = n;
-        size_t m = n ? n : 1;
-        int64_t *o = malloc(m * 8), *ln = malloc(m * 8), *lc = malloc(m * 8);
-        int *sv = malloc(m * sizeof(int)), *df = malloc(m * sizeof(int));
-        size_t *ix = malloc(m * sizeof *ix);
-        l->eo = malloc(m * 8);
-        l->el = malloc(m * 8);
-        l->eloc = malloc(m * 8);
-        l->es = malloc(m * sizeof(int));
-        l->edf = malloc(m * sizeof(int));
-        rc = PXS_OK;
-        if (!o || !ln || !lc || !sv || !df || !ix || !l->eo || !l->el || !l->eloc || !l->es || !l->edf)
-            rc = PXS_ENOMEM;
-        for (size_t i = 0; !rc && i < n; i++) {
-            const pxs_json *r = rows->v[i];
-            ix[i] = i;
-            if (r->type != PXS_JARR || r->n < 4) {
-                rc = ERR("layout JSON of type 'extents' is malformed (a row needs offset, length, server, local)");
-                break;
-            }
-            if (pxs_parse_size(r->v[0], &o[i]) || pxs_parse_size(r->v[1], &ln[i]) || pxs_parse_size(r->v[3], &lc[i])) {
-                rc = ERR("bad layout 'extents': bad offset, length or local offset");
-                break;
-            }
-            const pxs_json *s = r->v[2];
-            if (s->type == PXS_JSTR) {
-                if (server_of(c, s, &sv[i])) {
-                    rc = PXS_EINVAL;
-                    break;
-                }
-            } else if (s->type == PXS_JNUM && s->is_int && s->i >= 0 && s->i < c->n) {
-                sv[i] = (int)s->i;
-            } else {
-                rc = ERR("extent map: server index out of range");
-                break;
-            }
-            df[i] = 1;
-            if (r->n > 4) {
-                const pxs_json *f = r->v[4];
-                if (f->type != PXS_JNUM || !f->is_int || f->i < 0 || f->i > 1000000) {
-                    rc = ERR("extent map: bad data file number");
-                    break;
-                }
-                df[i] = (int)f->i;
-            }
-            if (ln[i] <= 0)
-                rc = ERR("extent map: extents need length > 0 and non-negative offsets/servers");
-            else if (o[i] > PXS_LAYOUT_MAX - ln[i] || lc[i] > PXS_LAYOUT_MAX - ln[i])
-                rc = ERR("extent map: an extent ends beyond 2^52 bytes (4 PiB), the largest a layout may use");
-        }
-        if (!rc) {
-            /* stable sort by offset (numpy argsort kind="stable") */
-            qsort_r(ix, n, sizeof *ix, cmp_idx_off, o);
-            for (size_t i = 0; i < n; i++) {
-                size_t k = ix[i];
-                l->eo[i] = o[k];
-                l->el[i] = ln[k];
-                l->eloc[i] = lc[k];
-                l->es[i] = sv[k];
-                l->edf[i] = df[k];
-            }
-            for (size_t i = 1; i < n && !rc; i++)
-                if (l->eo[i] < l->eo[i - 1] + l->el[i - 1])
-                    rc = ERR("extent map: extents overlap");
-        }
-        free(o);
-        free(ln);
-        free(lc);
-        free(sv);
-        free(df);
-        free(ix);
-        if (rc)
-            return rc;
-        const pxs_json *dj = pxs_json_get(d, "default");
-        if (dj && dj->type != PXS_JNULL) {
-            if ((rc = parse_rec(c, dj, depth + 1, &l->def)))
-                return rc;
-            if (l->def->kind == PXS_EXTENTS)
-                return ERR("extent map: the default layout cannot itself be an extent map");
-        }
-        /* servers_used: the extents' servers (first seen), then the default's */
-        l->srv = malloc((size_t)(n + (l->def ? (size_t)l->def->nsrv : 0) + 1) * sizeof *l->srv);
-        if (!l->srv)
-            return PXS_ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-            int seen = 0;
-            for (int q = 0; q < l->nsrv && !seen; q++)
-                seen = l->srv[q] == l->es[i];
-            if (!seen)
-                l->srv[l->nsrv++] = l->es[i];
-        }
-        for (int i = 0; l->def && i < l->def->nsrv; i++) {
-            int seen = 0;
-            for (int q = 0; q < l->nsrv && !seen; q++)
-                seen = l->srv[q] == l->def->srv[i];
-            if (!seen)
-                l->srv[l->nsrv++] = l->def->srv[i];
-        }
-        return PXS_OK;
-    }
+    if (pxs_json_streq(type, "fixed"))
+        return parse_fixed(c, d, l);
+    if (pxs_json_streq(type, "striped") || pxs_json_streq(type, "varied"))
+        return parse_striped(c, d, type, l);
+    if (pxs_json_streq(type, "grouped"))
+        return parse_grouped(c, d, l);
+    if (pxs_json_streq(type, "regions"))
+        return parse_regions(c, d, depth, l);
+    if (pxs_json_streq(type, "extents"))
+        return parse_extents(c, d, depth, l);
     if (!type)
         return ERR("layout JSON must be an object with a 'type' key");
     return ERR("unknown layout type '%.60s' (striped, fixed, grouped, regions, extents)",
@@ -565,6 +619,31 @@ int pxs_layout_parse_text(const char *text, const char *const *names, int nserve
     rc = pxs_layout_parse(j, names, nservers, out, err, errlen);
     pxs_json_free(j);
     return rc;
+}
+
+int pxs_layout_extents(size_t n, const int64_t *off, const int64_t *len, const int64_t *server, const int64_t *local,
+                       const int64_t *datafile, int nservers, pxs_layout *def, pxs_layout **out, char *err,
+                       size_t errlen)
+{
+    *out = NULL;
+    pxs_layout *l = calloc(1, sizeof *l);
+    if (!l) {
+        pxs_layout_free(def);
+        return PXS_ENOMEM;
+    }
+    int rc = extents_rows(l, n, off, len, server, local, datafile, nservers, err, errlen);
+    if (rc)
+        pxs_layout_free(def);
+    else
+        rc = extents_default(l, def, err, errlen);
+    if (!rc)
+        rc = set_pos_of(l, nservers);
+    if (rc) {
+        pxs_layout_free(l);
+        return rc;
+    }
+    *out = l;
+    return PXS_OK;
 }
 
 /* ------------------------------------------------------------------ byte-count functions */

@@ -86,6 +86,11 @@ int pxs_layout_parse(const pxs_json *j, const char *const *names, int nservers, 
 int pxs_layout_parse_text(const char *text, const char *const *names, int nservers, pxs_layout **out, char *err,
                           size_t errlen);
 void pxs_layout_free(pxs_layout *l);
+/* an extent map from its rows (any order; checked as the JSON's are) over nservers servers,
+ * with default layout def (NULL: none; owned by the map from here, freed on failure too) */
+int pxs_layout_extents(size_t n, const int64_t *off, const int64_t *len, const int64_t *server, const int64_t *local,
+                       const int64_t *datafile, int nservers, pxs_layout *def, pxs_layout **out, char *err,
+                       size_t errlen);
 
 /* C_j(x) for the nsrv servers of srv (monotone layouts only; PXS_EINVAL for extents) */
 int pxs_layout_counts(const pxs_layout *l, int64_t x, int64_t *c);

@@ -33,32 +33,31 @@ enum {
     PXS_EEXIST = -10    /* a file of that name exists already */
 };
 
-/* one server of the store's profile: its data directory and the α, β the hybrid routing
- * cost uses (pario.store.hybrid.profile_cost: reads, random access) */
+/* one server of the store's profile: where the data plane keeps its data and the α, β the
+ * hybrid routing cost uses (pario.store.hybrid.profile_cost: reads, random access) */
 typedef struct {
     char *name;
-    char *dir;          /* local backend: absolute or relative to the current directory */
-    char *pool;         /* rados backend: the server's pool (store.json "pools") */
+    char *place;        /* the plane's: a directory (local: absolute or relative to the current
+                         * directory), a pool (rados) -- store/planes/plane.h */
     double alpha;       /* alpha_read_rand, else alpha */
     double beta;        /* beta_read, else beta */
 } pxs_server;
 
-/* the data plane of a store (store.json "backend", store/planes/plane.h) */
-enum { PXS_BACKEND_LOCAL = 0, PXS_BACKEND_RADOS = 1 };
-
+/* store.json (store/config.c) */
 typedef struct {
     char *root;
     char *id;           /* the store id (store.json "id"; the RADOS namespace of a rados store) */
     char *system;       /* the profile's name */
-    int backend;        /* PXS_BACKEND_* */
-    char *cluster;      /* rados: the cluster directory (its ceph.conf) */
-    int64_t object_size;/* rados: bytes per object (store.json "object_size", default 4 MiB) */
+    char *plane;        /* the data plane (store.json "backend", default "local"; planes/plane.h) */
+    void *plane_cfg;    /* what the plane read from store.json (its configure), freed by plane_free */
+    void (*plane_free)(void *plane_cfg);
+    char *coord;        /* the coordination member (store.json "coord", default "host"; store/coord.h) */
     int nservers;
     pxs_server *servers;
 } pxs_config;
 
-#define PXS_OBJECT_SIZE ((int64_t)4 << 20)   /* pario.store.rados.OBJECT_SIZE */
-
+/* read DIR/store.json (store/config.c): the profile's servers, then the data plane's own
+ * entries and every server's place (planes/plane.h, the plane's configure) */
 int pxs_config_read(const char *root, pxs_config *cfg, char *err, size_t errlen);
 void pxs_config_free(pxs_config *cfg);
 /* server index of a name, -1 if none */
@@ -112,5 +111,7 @@ void pxs_strv_free(char **v, size_t n);
 
 /* read a whole (small) file; NULL and errno on failure */
 char *pxs_read_text(const char *path, size_t *len, size_t max);
+/* "a/b", malloc'ed (NULL: no memory) */
+char *pxs_join(const char *a, const char *b);
 
 #endif

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +21,26 @@
 
 #define LOCK(st) pthread_mutex_lock(&(st)->mu)
 #define UNLOCK(st) pthread_mutex_unlock(&(st)->mu)
+
+/* the store of this layer: the data path's store (storefile.h: configuration, metadata,
+ * data plane, RMT, coordination) first, then what only the redirection owns.  Every
+ * pxs_store this file hands out is the `base` of one (pxs_store_open allocates it). */
+typedef struct {
+    pxs_store base;             /* first: (rstore *)st is the store's own object */
+    pxs_file *files;            /* open redirected files */
+    pxs_lazy *lazy;             /* background synchronisation of hybrid replicas (lazysync.h) */
+    int lazy_off;               /* no background synchronisation (the opener's choice; tests) */
+    int recovering;             /* the first opener's recovery is running */
+    int hold;                   /* PXS_HOLD: the opener drives recovery, sharing, the last close */
+    int flush_at_end;           /* PXS_FLUSH_AT_END: DIRTY bytes flushed at the store's close */
+    pxs_cost_fn cost_fn;        /* the routing cost (pxs_store_set_cost), NULL: the profile's */
+    void *cost_ctx;
+} rstore;
+
+static inline rstore *RS(pxs_store *st)
+{
+    return (rstore *)st;
+}
 
 /* the one-line message of an RMT core error (as pyrmt.c) */
 static int rmt_fail(pxs_store *st, int rc, const char *what)
@@ -50,11 +69,11 @@ static int rmt_fail(pxs_store *st, int rc, const char *what)
 /* one change in a transaction of its own (or the caller's) */
 static int rmt_change(pxs_store *st, int type, int a16, const uint64_t *u, const char *what)
 {
-    int rc = rmt_begin(&st->rmt, st->timeout);
+    int rc = pxs_coord_journal_lock(st->co, &st->rmt, st->timeout);
     if (rc)
         return rmt_fail(st, rc, what);
     rc = rmt_op(&st->rmt, type, a16, u, NULL, 0);
-    int rc2 = rmt_commit(&st->rmt);
+    int rc2 = pxs_coord_journal_publish(st->co, &st->rmt);
     if (rc || rc2)
         return rmt_fail(st, rc ? rc : rc2, what);
     return PXS_OK;
@@ -63,7 +82,7 @@ static int rmt_change(pxs_store *st, int type, int a16, const uint64_t *u, const
 static int catch_up(pxs_store *st)
 {
     /* follow = 0: the tests' negative control of a process that does not follow others */
-    int rc = st->shared && st->rmt.follow ? rmt_catch_up(&st->rmt) : RMT_OK;
+    int rc = st->shared && st->rmt.follow ? pxs_coord_journal_follow(st->co, &st->rmt) : RMT_OK;
     return rc ? rmt_fail(st, rc, "reading the journal") : PXS_OK;
 }
 
@@ -78,15 +97,22 @@ const char *pxs_store_error(const pxs_store *st)
 void pxs_store_set_cost(pxs_store *st, pxs_cost_fn fn, void *ctx)
 {
     LOCK(st);
-    st->cost_fn = fn;
-    st->cost_ctx = ctx;
+    RS(st)->cost_fn = fn;
+    RS(st)->cost_ctx = ctx;
+    UNLOCK(st);
+}
+
+void pxs_store_set_lazy(pxs_store *st, int on)
+{
+    LOCK(st);
+    RS(st)->lazy_off = !on;
     UNLOCK(st);
 }
 
 int pxs_cost(pxs_store *st, const pxs_sfile *h, int64_t off, int64_t len, double *cost)
 {
-    if (st->cost_fn)
-        return st->cost_fn(st->cost_ctx, h->id, off, len, cost);
+    if (RS(st)->cost_fn)
+        return RS(st)->cost_fn(RS(st)->cost_ctx, h->id, off, len, cost);
     const pxs_layout *l = h->lay;
     pxs_subs s = {0};
     char lerr[300];
@@ -241,7 +267,7 @@ int pxs_open(pxs_store *st, const char *name, pxs_file **out)
 {
     *out = NULL;
     LOCK(st);
-    for (pxs_file *f = st->files; f; f = f->next)
+    for (pxs_file *f = RS(st)->files; f; f = f->next)
         if (strcmp(f->name, name) == 0) {
             f->refs++;
             *out = f;
@@ -268,8 +294,8 @@ int pxs_open(pxs_store *st, const char *name, pxs_file **out)
         UNLOCK(st);
         return rc;
     }
-    f->next = st->files;
-    st->files = f;
+    f->next = RS(st)->files;
+    RS(st)->files = f;
     *out = f;
     UNLOCK(st);
     return PXS_OK;
@@ -285,9 +311,10 @@ int pxs_close(pxs_file *f)
         UNLOCK(st);
         return PXS_OK;
     }
-    pxs_lazy_forget(st, f);
-    int rc = st->flush_at_end ? PXS_OK : flush_locked(f);
-    for (pxs_file **p = &st->files; *p; p = &(*p)->next)
+    if (RS(st)->lazy)
+        pxs_lazy_forget(RS(st)->lazy, f);
+    int rc = RS(st)->flush_at_end ? PXS_OK : flush_locked(f);
+    for (pxs_file **p = &RS(st)->files; *p; p = &(*p)->next)
         if (*p == f) {
             *p = f->next;
             break;
@@ -501,7 +528,7 @@ static int write_range(pxs_file *f, int64_t off, const char *buf, int64_t n)
     }
     if (!rc && f->nfull && e > f->h->size) {
         /* hybrid full replicas grow with the file, stale where they grow, before the bytes */
-        rc = rmt_begin(&st->rmt, st->timeout);
+        rc = pxs_coord_journal_lock(st->co, &st->rmt, st->timeout);
         if (rc) {
             rc = rmt_fail(st, rc, "growing a full replica");
         } else {
@@ -510,7 +537,7 @@ static int write_range(pxs_file *f, int64_t off, const char *buf, int64_t n)
                 uint64_t u[3] = {f->fid, f->full[i], (uint64_t)e};
                 r1 = rmt_op(&st->rmt, REC_GROW, 0, u, NULL, 0);
             }
-            int r2 = rmt_commit(&st->rmt);
+            int r2 = pxs_coord_journal_publish(st->co, &st->rmt);
             if (r1 || r2)
                 rc = rmt_fail(st, r1 ? r1 : r2, "growing a full replica");
         }
@@ -577,6 +604,19 @@ static int slot_hits(const pxs_file *f, int64_t n, const int64_t *off, const int
     return 0;
 }
 
+/* lazy synchronisation (store/lazysync.h): the queue's step is one chunk of pxs_sync_step */
+static int lazy_step(void *f, int *more)
+{
+    return pxs_sync_step(f, 0, more);
+}
+
+static int lazy_enqueue(pxs_store *st, pxs_file *f)
+{
+    if (!RS(st)->lazy && !(RS(st)->lazy = pxs_lazy_new(&st->mu, lazy_step, st->err, sizeof st->err)))
+        return PXS_ENOMEM;
+    return pxs_lazy_enqueue(RS(st)->lazy, f);
+}
+
 /* [s, t) inside partial replica r's own extents, no copy readable there (rmt_all_stale: e.g.
  * rewritten after a truncation, or past the file's end): CEDA redirects the write to the
  * replica (seed 000 §4.5: a write to replicated data goes to the replica, marked dirty, and
@@ -619,7 +659,7 @@ static int write_locked(pxs_file *f, int64_t off, const char *buf, int64_t n)
     f->stats.writes++;
     int rc;
     if (st->shared) {       /* held from the lookup to the last byte */
-        rc = rmt_range_lock(&st->rmt, f->fid, off, e, 0, st->timeout);
+        rc = pxs_coord_range_lock(st->co, &st->rmt, f->fid, off, e, 0, st->timeout);
         if (rc)
             return rc == RMT_ETIMEDOUT ? rmt_fail(st, rc, "the shared range lock of a write (another process is "
                                                           "synchronising it)")
@@ -637,13 +677,13 @@ static int write_locked(pxs_file *f, int64_t off, const char *buf, int64_t n)
             rc = write_range(f, pos, buf + (pos - off), t - pos);
         pos = t;
     }
-    if (!rc && f->cheapest && pxs_lazy_enabled(st)) {   /* stale copies left: synchronised lazily */
+    if (!rc && f->cheapest && pxs_lazy_enabled(RS(st)->lazy_off)) {   /* stale copies left: synchronised lazily */
         const rmt_ofile *of = rmt_index_file(&st->rmt.ix, f->fid);
         if (of && of->nunclean)
-            rc = pxs_lazy_enqueue(st, f);
+            rc = lazy_enqueue(st, f);
     }
     if (st->shared) {
-        int r2 = rmt_range_unlock(&st->rmt, f->fid, off, e);
+        int r2 = pxs_coord_range_unlock(st->co, &st->rmt, f->fid, off, e);
         if (!rc && r2)
             rc = rmt_fail(st, r2, "a range unlock");
     }
@@ -716,7 +756,7 @@ int pxs_writev(pxs_file *f, int64_t n, const int64_t *off, const int64_t *len, c
         return rc;
     }
     int fast = 0;
-    if (st->shared && (rc = rmt_range_lock(&st->rmt, f->fid, lo, hi, 0, st->timeout)))
+    if (st->shared && (rc = pxs_coord_range_lock(st->co, &st->rmt, f->fid, lo, hi, 0, st->timeout)))
         rc = rmt_fail(st, rc, "the shared range lock of a write");
     else {
         rc = catch_up(st);
@@ -730,7 +770,7 @@ int pxs_writev(pxs_file *f, int64_t n, const int64_t *off, const int64_t *len, c
             rc = pxs_sfile_writev(f->h, n, off, len, buf, bo);
         }
         if (st->shared) {
-            int r2 = rmt_range_unlock(&st->rmt, f->fid, lo, hi);
+            int r2 = pxs_coord_range_unlock(st->co, &st->rmt, f->fid, lo, hi);
             if (!rc && r2)
                 rc = rmt_fail(st, r2, "a range unlock");
         }
@@ -915,7 +955,7 @@ static int sync_locked(pxs_file *f, const range *rg, size_t nr, int flag, int co
     for (size_t q = 0; q < nd && !rc; q++)
         rc = pxs_sfile_fsync(dsts[q], 0);    /* the bytes durable ... */
     if (!rc) {                               /* ... then the flags that vouch for them */
-        int r1 = rmt_begin(&st->rmt, st->timeout);
+        int r1 = pxs_coord_journal_lock(st->co, &st->rmt, st->timeout);
         if (r1) {
             rc = rmt_fail(st, r1, "a flag change");
         } else {
@@ -923,7 +963,7 @@ static int sync_locked(pxs_file *f, const range *rg, size_t nr, int flag, int co
                 uint64_t u[4] = {f->fid, pc[i].r, (uint64_t)pc[i].off, (uint64_t)(pc[i].off + pc[i].len)};
                 r1 = rmt_op(&st->rmt, REC_SETFLAG, pc[i].flag | RMT_CLEAN << 8, u, NULL, 0);
             }
-            int r2 = rmt_commit(&st->rmt);
+            int r2 = pxs_coord_journal_publish(st->co, &st->rmt);
             if (r1 || r2)
                 rc = rmt_fail(st, r1 ? r1 : r2, "a flag change");
         }
@@ -960,7 +1000,7 @@ static int sync_batch(pxs_file *f, const ent *batch, size_t nb, int flag, int co
     size_t held = 0;
     if (st->shared)
         for (; held < nr; held++) {
-            int r1 = rmt_range_lock(&st->rmt, f->fid, rg[held].a, rg[held].b, 1, st->timeout);
+            int r1 = pxs_coord_range_lock(st->co, &st->rmt, f->fid, rg[held].a, rg[held].b, 1, st->timeout);
             if (r1) {
                 rc = rmt_fail(st, r1, "the exclusive range lock of a synchronisation");
                 break;
@@ -969,7 +1009,7 @@ static int sync_batch(pxs_file *f, const ent *batch, size_t nb, int flag, int co
     if (!rc)
         rc = sync_locked(f, rg, nr, flag, copying);
     for (size_t i = 0; st->shared && i < held; i++)
-        rmt_range_unlock(&st->rmt, f->fid, rg[i].a, rg[i].b);
+        pxs_coord_range_unlock(st->co, &st->rmt, f->fid, rg[i].a, rg[i].b);
     free(rg);
     return rc;
 }
@@ -1040,7 +1080,7 @@ int pxs_replicate(pxs_file *f, uint64_t r, int64_t n, const int64_t *off, const 
     int64_t lo = off[0], hi = off[n - 1] + len[n - 1];
     int rc = PXS_OK, locked = 0;
     if (st->shared) {        /* waited for without the store's mutex: this process's other threads go on */
-        int r1 = rmt_range_lock(&st->rmt, f->fid, lo, hi, 1, st->timeout);
+        int r1 = pxs_coord_range_lock(st->co, &st->rmt, f->fid, lo, hi, 1, st->timeout);
         LOCK(st);
         rc = r1 ? rmt_fail(st, r1, "the exclusive range lock of a replicator chunk") : PXS_OK;
         locked = !rc;
@@ -1075,7 +1115,7 @@ int pxs_replicate(pxs_file *f, uint64_t r, int64_t n, const int64_t *off, const 
         pxs_sfile *rh = NULL;
         if (pass == 1 && ((rc = rep_handle(f, r, &rh)) || (rc = pxs_sfile_copy(f->h, o, rh, o, l, m))))
             break;
-        int r1 = rmt_begin(&st->rmt, st->timeout);
+        int r1 = pxs_coord_journal_lock(st->co, &st->rmt, st->timeout);
         if (r1) {
             rc = rmt_fail(st, r1, "a replicator transaction");
             break;
@@ -1089,7 +1129,7 @@ int pxs_replicate(pxs_file *f, uint64_t r, int64_t n, const int64_t *off, const 
                 r1 = rmt_op(&st->rmt, REC_SETFLAG, RMT_COPYING | RMT_FRESH << 8, u, NULL, 0);
             }
         }
-        int r2 = rmt_commit(&st->rmt);
+        int r2 = pxs_coord_journal_publish(st->co, &st->rmt);
         if (r1 || r2)
             rc = rmt_fail(st, r1 ? r1 : r2, pass ? "marking copied ranges FRESH" : "adding COPYING entries");
     }
@@ -1098,7 +1138,7 @@ int pxs_replicate(pxs_file *f, uint64_t r, int64_t n, const int64_t *off, const 
     free(o);
     free(l);
     if (locked)
-        rmt_range_unlock(&st->rmt, f->fid, lo, hi);
+        pxs_coord_range_unlock(st->co, &st->rmt, f->fid, lo, hi);
     UNLOCK(st);
     return rc;
 }
@@ -1137,11 +1177,11 @@ static int flush_locked(pxs_file *f)
 {
     pxs_store *st = f->st;
     int more;
-    int rc = sync_some(f, -1, st->recovering, &more);
+    int rc = sync_some(f, -1, RS(st)->recovering, &more);
     if (!rc)
         rc = pxs_sfile_fsync(f->h, 0);
     if (!rc) {
-        int r1 = rmt_sync(&st->rmt);
+        int r1 = pxs_coord_journal_sync(st->co, &st->rmt);
         if (r1)
             rc = rmt_fail(st, r1, "fdatasync");
     }
@@ -1182,7 +1222,7 @@ int pxs_fsync(pxs_file *f)
         }
     }
     if (!rc) {
-        int r1 = rmt_sync(&st->rmt);
+        int r1 = pxs_coord_journal_sync(st->co, &st->rmt);
         if (r1)
             rc = rmt_fail(st, r1, "fdatasync");
     }
@@ -1284,7 +1324,7 @@ static int recover(pxs_store *st)
 {
     rmt_core *c = &st->rmt;
     clear_shadows(st->cfg.root);
-    st->recovering = 1;
+    RS(st)->recovering = 1;
     int rc = PXS_OK;
     /* the originals first (a TRIM changes the table being walked) */
     const rmt_map *m = &c->ix.files;
@@ -1325,11 +1365,11 @@ static int recover(pxs_store *st)
     if (!rc)
         rc = flush_all(st);
     if (!rc) {
-        int r1 = rmt_sync(c);
+        int r1 = pxs_coord_journal_sync(st->co, c);
         if (r1)
             rc = rmt_fail(st, r1, "fdatasync");
     }
-    st->recovering = 0;
+    RS(st)->recovering = 0;
     return rc;
 }
 
@@ -1377,19 +1417,18 @@ static int settle_fresh(pxs_store *st)
 static void store_free(pxs_store *st)
 {
     if (st->have_rmt)
-        rmt_close(&st->rmt);
+        pxs_coord_journal_close(st->co, &st->rmt);
     st->have_rmt = 0;
     if (st->meta.db)
         pxs_meta_close(&st->meta);
     pxs_dplane_close(st->dp);
     st->dp = NULL;
-    if (st->lock_fd >= 0)
-        close(st->lock_fd);
-    st->lock_fd = -1;
+    pxs_coord_close(st->co);
+    st->co = NULL;
     free(st->names);
     pxs_config_free(&st->cfg);
     pthread_mutex_destroy(&st->mu);
-    free(st);
+    free(RS(st));
 }
 
 int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size_t errlen)
@@ -1397,26 +1436,65 @@ int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size
     return pxs_store_open_timeout(root, flags, pxs_store_timeout(), out, err, errlen);
 }
 
-int pxs_store_open_timeout(const char *root, int flags, double timeout, pxs_store **out, char *err, size_t errlen)
+/* the store lock (store/coord.h): exclusive, or first (exclusive, to recover) or shared
+ * with the others, polled until st->timeout */
+static int take_store_lock(pxs_store *st, const char *root)
 {
-    *out = NULL;
-    pxs_store *st = calloc(1, sizeof *st);
-    if (!st) {
-        snprintf(err, errlen, "out of memory");
-        return PXS_ENOMEM;
+    if (!st->shared) {
+        st->first = 1;
+        return pxs_coord_try_lock(st->co, 1) ? pxs_fail(st, PXS_EBUSY, "store %s is in use by another process", root)
+                                             : PXS_OK;
     }
-    st->lock_fd = -1;
-    pthread_mutexattr_t at;
-    pthread_mutexattr_init(&at);
-    pthread_mutexattr_settype(&at, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&st->mu, &at);
-    pthread_mutexattr_destroy(&at);
-    st->shared = !!(flags & PXS_SHARED);
-    st->direct = !!(flags & PXS_DIRECT);
-    st->flush_at_end = !!(flags & PXS_FLUSH_AT_END);
-    st->timeout = timeout;
+    /* alone: recover first, then share; else share with the others */
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long nap = 100000;
+    for (;;) {
+        if (pxs_coord_try_lock(st->co, 1) == PXS_OK) {
+            st->first = 1;
+            return PXS_OK;
+        }
+        if (pxs_coord_try_lock(st->co, 0) == PXS_OK) {
+            st->first = 0;
+            return PXS_OK;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9 >= st->timeout)
+            return pxs_fail(st, PXS_EBUSY, "timed out after %g s waiting for store %s: another process has it "
+                            "open exclusively (or is recovering it)", st->timeout, root);
+        struct timespec ts = {0, nap};
+        nanosleep(&ts, NULL);
+        nap = nap * 2 > 20000000 ? 20000000 : nap * 2;
+    }
+}
+
+/* the RMT journal through the coordination (a store made before the journal is refused) */
+static int open_journal(pxs_store *st, const char *root)
+{
+    const char *path = st->co->journal_where;
+    int probe = pxs_coord_journal_probe(st->co);
+    if (probe == PXS_ENOSYS)
+        return pxs_fail(st, PXS_ENOSYS, "store %s was made before the RMT journal: open it once with pario (pario "
+                        "store ls --store %s) to migrate it", root, root);
+    if (!st->first && probe == PXS_ENOENT)
+        return pxs_fail(st, PXS_ENOENT, "replica mapping table (RMT) %s is missing", path);
+    int r1 = pxs_coord_journal_open(st->co, &st->rmt, st->shared, st->first);
+    if (r1 == RMT_ECORRUPT)
+        return pxs_fail(st, PXS_ERMT, "replica mapping table (RMT) %s is damaged or not an RMT journal; salvage the "
+                        "store with 'pario store fsck --store %s --repair' (its replicas are dropped: the originals "
+                        "hold every byte that was flushed)", path, root);
+    if (r1 == RMT_EIO)
+        return pxs_fail(st, PXS_ERMT, "replica mapping table (RMT) %s: %s", path, strerror(errno));
+    if (r1)
+        return pxs_fail(st, PXS_ERMT, "replica mapping table (RMT) %s cannot be opened (code %d)", path, r1);
+    st->have_rmt = 1;
+    return PXS_OK;
+}
+
+/* configuration, data plane, coordination, store lock, metadata, journal */
+static int open_parts(pxs_store *st, const char *root)
+{
     int rc = pxs_config_read(root, &st->cfg, st->err, sizeof st->err);
-    char path[PATH_MAX], sync_path[PATH_MAX];
     if (!rc) {
         st->names = malloc((size_t)st->cfg.nservers * sizeof *st->names);
         if (!st->names)
@@ -1426,84 +1504,51 @@ int pxs_store_open_timeout(const char *root, int flags, double timeout, pxs_stor
     }
     if (!rc)     /* the data plane (datafile.h): local probes O_DIRECT, rados connects */
         rc = pxs_dplane_open(&st->cfg, st->direct, &st->dp, st->err, sizeof st->err);
-    if (!rc) {
-        snprintf(path, sizeof path, "%s/.lock", root);
-        st->lock_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (st->lock_fd < 0)
-            rc = pxs_fail(st, PXS_EIO, "%s: %s", path, strerror(errno));
+    if (!rc)     /* the coordination member of store.json "coord" (store/coord.h) */
+        rc = pxs_coord_open(st->cfg.coord, root, st->timeout, &st->co, st->err, sizeof st->err);
+    if (!rc)
+        rc = take_store_lock(st, root);
+    if (!rc)
+        rc = pxs_coord_meta_open(st->co, &st->meta, st->err, sizeof st->err);
+    if (!rc)
+        rc = open_journal(st, root);
+    return rc;
+}
+
+int pxs_store_open_timeout(const char *root, int flags, double timeout, pxs_store **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    rstore *rs = calloc(1, sizeof *rs);
+    if (!rs) {
+        snprintf(err, errlen, "out of memory");
+        return PXS_ENOMEM;
     }
-    if (!rc && !st->shared) {
-        if (flock(st->lock_fd, LOCK_EX | LOCK_NB) != 0)
-            rc = pxs_fail(st, PXS_EBUSY, "store %s is in use by another process", root);
-        st->first = 1;
-    } else if (!rc) {
-        /* alone: recover first, then share; else share with the others */
-        struct timespec t0, now;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        long nap = 100000;
-        for (;;) {
-            if (flock(st->lock_fd, LOCK_EX | LOCK_NB) == 0) {
-                st->first = 1;
-                break;
-            }
-            if (flock(st->lock_fd, LOCK_SH | LOCK_NB) == 0) {
-                st->first = 0;
-                break;
-            }
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9 >= st->timeout) {
-                rc = pxs_fail(st, PXS_EBUSY, "timed out after %g s waiting for store %s: another process has it "
-                              "open exclusively (or is recovering it)", st->timeout, root);
-                break;
-            }
-            struct timespec ts = {0, nap};
-            nanosleep(&ts, NULL);
-            nap = nap * 2 > 20000000 ? 20000000 : nap * 2;
-        }
-    }
-    if (!rc) {
-        snprintf(path, sizeof path, "%s/meta.db", root);
-        rc = pxs_meta_open(&st->meta, path, st->timeout, st->err, sizeof st->err);
-    }
-    if (!rc) {
-        struct stat sb;
-        snprintf(path, sizeof path, "%s/rmt.log", root);
-        snprintf(sync_path, sizeof sync_path, "%s/rmt.db", root);
-        if (stat(path, &sb) != 0 && stat(sync_path, &sb) == 0)
-            rc = pxs_fail(st, PXS_ENOSYS, "store %s was made before the RMT journal: open it once with pario (pario "
-                          "store ls --store %s) to migrate it", root, root);
-        else if (!st->first && stat(path, &sb) != 0)
-            rc = pxs_fail(st, PXS_ENOENT, "replica mapping table (RMT) %s is missing", path);
-    }
-    if (!rc) {
-        snprintf(sync_path, sizeof sync_path, "%s/.sync.lock", root);
-        int r1 = rmt_open(&st->rmt, path, st->shared ? sync_path : NULL, st->shared, st->first, st->timeout);
-        if (r1 == RMT_ECORRUPT)
-            rc = pxs_fail(st, PXS_ERMT, "replica mapping table (RMT) %s is damaged or not an RMT journal; salvage the "
-                          "store with 'pario store fsck --store %s --repair' (its replicas are dropped: the originals "
-                          "hold every byte that was flushed)", path, root);
-        else if (r1 == RMT_EIO)
-            rc = pxs_fail(st, PXS_ERMT, "replica mapping table (RMT) %s: %s", path, strerror(errno));
-        else if (r1)
-            rc = pxs_fail(st, PXS_ERMT, "replica mapping table (RMT) %s cannot be opened (code %d)", path, r1);
-        else
-            st->have_rmt = 1;
-    }
+    pxs_store *st = &rs->base;
+    pthread_mutexattr_t at;
+    pthread_mutexattr_init(&at);
+    pthread_mutexattr_settype(&at, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&st->mu, &at);
+    pthread_mutexattr_destroy(&at);
+    st->shared = !!(flags & PXS_SHARED);
+    st->direct = !!(flags & PXS_DIRECT);
+    RS(st)->flush_at_end = !!(flags & PXS_FLUSH_AT_END);
+    st->timeout = timeout;
+    int rc = open_parts(st, root);
     /* a store that ended uncleanly in another boot serves nothing until its replicas were
      * verified byte for byte (Store.verify_clean); the flag stays in the journal's header
      * until that is done, so every opener refuses, not just the first */
-    st->hold = !!(flags & PXS_HOLD);
-    if (!rc && st->rmt.verify && !(st->hold && st->first) && !(flags & PXS_UNVERIFIED))
+    RS(st)->hold = !!(flags & PXS_HOLD);
+    if (!rc && st->rmt.verify && !(RS(st)->hold && st->first) && !(flags & PXS_UNVERIFIED))
         rc = pxs_fail(st, PXS_EVERIFY, "store %s was not closed cleanly before the machine rebooted: its replicas "
                       "must be verified byte for byte before it serves; run 'pario store fsck --store %s' while no "
                       "program uses it", root, root);
-    if (!rc && st->first && !(flags & PXS_NORECOVER) && !st->hold)
+    if (!rc && st->first && !(flags & PXS_NORECOVER) && !RS(st)->hold)
         rc = recover(st);
-    if (!rc && !st->hold)
+    if (!rc && !RS(st)->hold)
         rc = pxs_store_share(st);
     if (rc) {
         snprintf(err, errlen, "%s", st->err[0] ? st->err : "cannot open the store");
-        for (pxs_file *f = st->files; f;) {     /* recovery leaves none open; be safe */
+        for (pxs_file *f = RS(st)->files; f;) {     /* recovery leaves none open; be safe */
             pxs_file *nx = f->next;
             f->refs = 1;
             pxs_close(f);
@@ -1522,7 +1567,7 @@ int pxs_store_share(pxs_store *st)
     int rc = PXS_OK;
     if (st->shared && st->first) {
         rc = pxs_store_finalize_sizes(st);
-        if (!rc && flock(st->lock_fd, LOCK_SH | LOCK_NB) != 0)
+        if (!rc && pxs_coord_downgrade(st->co) != PXS_OK)
             rc = pxs_fail(st, PXS_EBUSY, "store %s: could not share the lock after recovery", st->cfg.root);
     }
     UNLOCK(st);
@@ -1539,7 +1584,7 @@ int pxs_store_recover(pxs_store *st)
 
 int pxs_store_alone(pxs_store *st)
 {
-    return !st->shared || flock(st->lock_fd, LOCK_EX | LOCK_NB) == 0;
+    return !st->shared || pxs_coord_try_lock(st->co, 1) == PXS_OK;
 }
 
 int pxs_store_settle_fresh(pxs_store *st)
@@ -1574,7 +1619,7 @@ static int close_alone(pxs_store *st)
         uint64_t live = 64 * (c->ix.nent + c->ix.reps.n + c->ix.jobs.n) + 4096;
         uint64_t lim = 4 * live > JOURNAL_COMPACT_MIN ? 4 * live : JOURNAL_COMPACT_MIN;
         if (c->log.end > lim) {
-            int r1 = rmt_checkpoint(&st->rmt);
+            int r1 = pxs_coord_journal_checkpoint(st->co, &st->rmt);
             if (r1)
                 r = rmt_fail(st, r1, "compacting the journal");
         }
@@ -1585,7 +1630,7 @@ static int close_alone(pxs_store *st)
         for (size_t i = 0; i < m->cap; i++)
             if (m->s[i].key && m->s[i].val && ((const rmt_ofile *)m->s[i].val)->nunclean)
                 unclean = 1;
-        int r1 = rmt_set_clean(&st->rmt, !unclean);
+        int r1 = pxs_coord_journal_set_clean(st->co, &st->rmt, !unclean);
         if (r1)
             r = rmt_fail(st, r1, "marking the journal clean");
     }
@@ -1602,18 +1647,19 @@ int pxs_store_close_alone(pxs_store *st)
 
 int pxs_store_close(pxs_store *st, char *err, size_t errlen)
 {
-    int rc = pxs_lazy_stop(st);     /* before the mutex: the thread takes it */
+    int rc = RS(st)->lazy ? pxs_lazy_stop(RS(st)->lazy) : PXS_OK;     /* before the mutex: the thread takes it */
+    RS(st)->lazy = NULL;
     LOCK(st);
-    if (st->flush_at_end && st->have_rmt) {   /* the application ends: its DIRTY bytes home */
+    if (RS(st)->flush_at_end && st->have_rmt) {   /* the application ends: its DIRTY bytes home */
         int r = flush_all(st);
         rc = rc ? rc : r;
     }
-    while (st->files) {
-        st->files->refs = 1;
-        int r = pxs_close(st->files);
+    while (RS(st)->files) {
+        RS(st)->files->refs = 1;
+        int r = pxs_close(RS(st)->files);
         rc = rc ? rc : r;
     }
-    if (!st->hold && pxs_store_alone(st)) {
+    if (!RS(st)->hold && pxs_store_alone(st)) {
         int r = close_alone(st);
         rc = rc ? rc : r;
     }

@@ -50,6 +50,8 @@ typedef struct {
     int slot;       /* a registered partial replica with its own extents: writes may land in them */
 } pxs_rep;
 
+typedef struct pxs_file pxs_file;
+
 struct pxs_file {
     pxs_store *st;
     char *name;
@@ -97,6 +99,8 @@ int pxs_store_settle_fresh(pxs_store *st);
 /* the routing cost of hybrid replication: a caller's function instead of the profile's */
 typedef int (*pxs_cost_fn)(void *ctx, int64_t file_id, int64_t off, int64_t len, double *cost);
 void pxs_store_set_cost(pxs_store *st, pxs_cost_fn fn, void *ctx);
+/* hybrid replicas synchronised in the background (on, the default) or only by flush and close */
+void pxs_store_set_lazy(pxs_store *st, int on);
 /* close every file; the last process out flushes, commits final sizes, settles FRESH
  * entries, compacts the journal when large and marks it closed cleanly; the store is freed
  * in any case (err: the one-line message on failure) */

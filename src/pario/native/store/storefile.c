@@ -22,19 +22,6 @@ int pxs_fail(pxs_store *st, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* ------------------------------------------------------------------ the data plane */
-int pxs_dplane_open(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen)
-{
-    const pxs_dfops *ops = cfg->backend == PXS_BACKEND_RADOS ? &pxs_df_rados : &pxs_df_local;
-    return ops->open_plane(cfg, direct, out, err, errlen);
-}
-
-void pxs_dplane_close(pxs_dplane *dp)
-{
-    if (dp)
-        dp->ops->close_plane(dp);
-}
-
 /* ------------------------------------------------------------------ handles */
 static int open_datafile(pxs_sfile *h, int server, int df, pxs_datafile **out)
 {

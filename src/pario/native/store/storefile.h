@@ -32,31 +32,24 @@
 #include "store/layout.h"
 #include "store/meta.h"
 #include "core/rmt.h"
+#include "store/coord.h"
 
 typedef struct pxs_sfile pxs_sfile;
-typedef struct pxs_file pxs_file;
-typedef struct pxs_lazy pxs_lazy;
 
+/* the data path's store; the redirection's own state (open files, lazy synchronisation,
+ * the opener's modes, the routing cost) is in redirect.c's object around it */
 typedef struct pxs_store {
     pxs_config cfg;
     pxs_meta meta;
     pxs_dplane *dp;             /* the data plane (datafile.h) */
     const char **names;         /* server names, for layout parsing */
     int direct, shared, first;
-    int flush_at_end;           /* PXS_FLUSH_AT_END: DIRTY bytes flushed at the store's close */
     double timeout;             /* PARIO_STORE_TIMEOUT */
-    int lock_fd;                /* DIR/.lock (flock) */
+    pxs_coord *co;              /* the coordination member (store/coord.h): store lock, journal, range locks */
     int have_rmt;
     rmt_core rmt;               /* the RMT (redirect.c opens it) */
     pthread_mutex_t mu;         /* recursive: one call at a time */
     pxs_sfile *sfiles;          /* open data handles (one per name, counted) */
-    pxs_file *files;            /* open redirected files (redirect.c) */
-    int recovering;
-    pxs_lazy *lazy;             /* background synchronisation of hybrid replicas (lazysync.c) */
-    int hold;                   /* PXS_HOLD: the opener drives recovery, sharing, the last close */
-    int lazy_off;               /* no background synchronisation (the opener's choice; tests) */
-    int (*cost_fn)(void *ctx, int64_t file_id, int64_t off, int64_t len, double *cost);
-    void *cost_ctx;
     char err[PXS_ERRLEN];       /* the last error, one line */
 } pxs_store;
 

@@ -1,4 +1,4 @@
-/* pario serve: the `local` data plane (datafile.h): a data file is a file of its server's
+/* pario serve: the `local` data plane (plane.h): a data file is a file of its server's
  * directory, as pario.store.local.LocalBackend keeps it.
  *
  * Data file (i, d) of server j is `<server j dir>/<i:08d>.<d>`, opened if it exists, else
@@ -38,7 +38,35 @@ struct pxs_datafile {
 
 static const char *dir_of(const lplane *p, int server)
 {
-    return p->hdr.cfg->servers[server].dir;
+    return p->hdr.cfg->servers[server].place;
+}
+
+/* store.json "servers": every server's directory (relative to the store, else absolute),
+ * which must exist (pario.store.local.LocalBackend.options) */
+static int configure(const pxs_json *j, pxs_config *cfg, const char *path, char *err, size_t errlen)
+{
+    const pxs_json *dirs = j ? pxs_json_get(j, "servers") : NULL;
+    if (!dirs || dirs->type != PXS_JOBJ) {
+        snprintf(err, errlen, "%s: not a pario store configuration (no profile servers or server directories)", path);
+        return PXS_EINVAL;
+    }
+    for (int i = 0; i < cfg->nservers; i++) {
+        const pxs_json *d = pxs_json_get(dirs, cfg->servers[i].name);
+        if (!d || d->type != PXS_JSTR || d->slen == 0 || strlen(d->s) != d->slen) {
+            snprintf(err, errlen, "store.json has no directory for server %s", cfg->servers[i].name);
+            return PXS_EINVAL;
+        }
+        cfg->servers[i].place = d->s[0] == '/' ? strdup(d->s) : pxs_join(cfg->root, d->s);
+        if (!cfg->servers[i].place)
+            return PXS_ENOMEM;
+        struct stat sb;
+        if (stat(cfg->servers[i].place, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            snprintf(err, errlen, "server %s directory %s is missing (is its mount there?)", cfg->servers[i].name,
+                     cfg->servers[i].place);
+            return PXS_ENOENT;
+        }
+    }
+    return PXS_OK;
 }
 
 static int open_plane(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen)
@@ -47,11 +75,11 @@ static int open_plane(const pxs_config *cfg, int direct, pxs_dplane **out, char 
     if (direct) {      /* a file system refusing O_DIRECT is one line */
         for (int i = 0; i < cfg->nservers; i++) {
             char path[PATH_MAX];
-            snprintf(path, sizeof path, "%s/.pario-direct-probe", cfg->servers[i].dir);
+            snprintf(path, sizeof path, "%s/.pario-direct-probe", cfg->servers[i].place);
             int fd = open(path, O_RDWR | O_CREAT | O_DIRECT | O_NOFOLLOW | O_CLOEXEC, 0644);
             if (fd < 0) {
                 snprintf(err, errlen, errno == EINVAL ? "%s: the file system refuses O_DIRECT (older tmpfs does); "
-                         "open the store without direct I/O" : "%s: cannot probe O_DIRECT", cfg->servers[i].dir);
+                         "open the store without direct I/O" : "%s: cannot probe O_DIRECT", cfg->servers[i].place);
                 return PXS_EINVAL;
             }
             close(fd);
@@ -357,6 +385,7 @@ static int df_copy(pxs_datafile *src, int64_t spos, pxs_datafile *dst, int64_t d
 
 const pxs_dfops pxs_df_local = {
     .kind = "local",
+    .configure = configure,
     .open_plane = open_plane,
     .close_plane = close_plane,
     .open = df_open,

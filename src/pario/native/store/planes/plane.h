@@ -7,12 +7,16 @@
  * at the server-local offsets of pario.layout.map_requests.  Where a data file lives is the
  * plane's business:
  *
- *   datafile_local.c  store.json "backend": "local" (pario.store.local): the file
- *                     `<server j dir>/<i:08d>.<d>`, pread/pwrite(v), ftruncate, fallocate,
- *                     fsync; O_DIRECT in direct mode;
- *   datafile_rados.c  "backend": "rados" (pario.store.rados): the RADOS objects
- *                     `<i:08d>.<d>.<k:08x>` of object_size bytes in server j's pool, in the
- *                     store's namespace; librados loaded with dlopen at the first open.
+ *   local.c   store.json "backend": "local" (pario.store.local): the file
+ *             `<server j dir>/<i:08d>.<d>`, pread/pwrite(v), ftruncate, fallocate,
+ *             fsync; O_DIRECT in direct mode;
+ *   rados.c   "backend": "rados" (pario.store.rados): the RADOS objects
+ *             `<i:08d>.<d>.<k:08x>` of object_size bytes in server j's pool, in the
+ *             store's namespace; librados loaded with dlopen at the first open.
+ *
+ * planes.c is the registry (as IOR's aiori.c: one table of the available planes, found by
+ * name); a new plane is its file and one line there, and its Python half in
+ * pario.store.PLANES.
  *
  * Every plane reads bytes a data file does not have as 0 (holes, past its end).  Every
  * function returns PXS_OK or a negative PXS_E* code with a one-line message in err.  The
@@ -23,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/json.h"
 #include "store/meta.h"
 
 typedef struct pxs_dplane pxs_dplane;       /* a store's data plane (one per store open) */
@@ -37,7 +42,12 @@ typedef struct {
 } pxs_dseg;
 
 typedef struct pxs_dfops {
-    const char *kind;               /* "local", "rados" */
+    const char *kind;               /* "local", "rados": store.json "backend" */
+    /* store.json's entries of this plane (store/config.c, after the profile's servers): every
+     * server's place (cfg->servers[i].place) and the plane's own settings (cfg->plane_cfg,
+     * cfg->plane_free), checked; j NULL: store.json has no profile servers (say what a store
+     * of this plane needs).  path: store.json, for messages */
+    int (*configure)(const pxs_json *j, pxs_config *cfg, const char *path, char *err, size_t errlen);
     /* the plane of a store (cfg stays valid until close_plane); direct: O_DIRECT (local only) */
     int (*open_plane)(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen);
     void (*close_plane)(pxs_dplane *dp);
@@ -65,8 +75,11 @@ typedef struct pxs_dfops {
                 size_t errlen);
 } pxs_dfops;
 
-extern const pxs_dfops pxs_df_local;   /* datafile_local.c */
-extern const pxs_dfops pxs_df_rados;   /* datafile_rados.c */
+extern const pxs_dfops pxs_df_local;   /* local.c */
+extern const pxs_dfops pxs_df_rados;   /* rados.c */
+
+/* the plane named name (planes.c), NULL if there is none */
+const pxs_dfops *pxs_plane_find(const char *name);
 
 /* every plane starts with this header */
 struct pxs_dplane {
@@ -74,7 +87,7 @@ struct pxs_dplane {
     const pxs_config *cfg;
 };
 
-/* the plane of cfg->backend, opened */
+/* the plane of cfg->plane, opened (planes.c) */
 int pxs_dplane_open(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen);
 void pxs_dplane_close(pxs_dplane *dp);
 

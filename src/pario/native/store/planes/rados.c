@@ -175,7 +175,64 @@ struct pxs_datafile {
 
 static const char *pool_of(const rplane *p, int server)
 {
-    return p->hdr.cfg->servers[server].pool;
+    return p->hdr.cfg->servers[server].place;
+}
+
+/* the plane's own entries of store.json (cfg->plane_cfg) */
+typedef struct {
+    char *cluster;      /* the cluster directory (its ceph.conf) */
+    int64_t object_size;/* bytes per object ("object_size", default 4 MiB: pario.store.rados.OBJECT_SIZE) */
+} rconfig;
+
+#define OBJECT_SIZE ((int64_t)4 << 20)
+
+static void free_config(void *c)
+{
+    if (c)
+        free(((rconfig *)c)->cluster);
+    free(c);
+}
+
+/* store.json "cluster", "object_size" and "pools": every server's pool (pario.store.root.Store,
+ * pario.store.rados.RadosBackend.options) */
+static int configure(const pxs_json *j, pxs_config *cfg, const char *path, char *err, size_t errlen)
+{
+    const pxs_json *cl = j ? pxs_json_get(j, "cluster") : NULL, *osz = j ? pxs_json_get(j, "object_size") : NULL;
+    const pxs_json *pools = j ? pxs_json_get(j, "pools") : NULL;
+    if (!cl || cl->type != PXS_JSTR || cl->slen == 0 || strlen(cl->s) != cl->slen || !pools
+        || pools->type != PXS_JOBJ) {
+        snprintf(err, errlen, "%s: a rados store needs \"cluster\" and \"pools\"", path);
+        return PXS_EINVAL;
+    }
+    rconfig *rc = calloc(1, sizeof *rc);
+    if (!rc)
+        return PXS_ENOMEM;
+    cfg->plane_cfg = rc;
+    cfg->plane_free = free_config;
+    rc->object_size = OBJECT_SIZE;
+    if (osz && osz->type != PXS_JNULL) {
+        if (osz->type != PXS_JNUM || !osz->is_int || osz->i <= 0 || osz->i > ((int64_t)1 << 40)) {
+            if (osz->type == PXS_JNUM)
+                snprintf(err, errlen, "%s: object size must be an integer > 0 (store.json has %g)", path, osz->d);
+            else
+                snprintf(err, errlen, "%s: object size must be an integer > 0", path);
+            return PXS_EINVAL;
+        }
+        rc->object_size = osz->i;
+    }
+    rc->cluster = cl->s[0] == '/' ? strdup(cl->s) : pxs_join(cfg->root, cl->s);
+    if (!rc->cluster)
+        return PXS_ENOMEM;
+    for (int i = 0; i < cfg->nservers; i++) {
+        const pxs_json *p = pxs_json_get(pools, cfg->servers[i].name);
+        if (!p || p->type != PXS_JSTR || p->slen == 0 || strlen(p->s) != p->slen) {
+            snprintf(err, errlen, "store.json names no pool for server %s", cfg->servers[i].name);
+            return PXS_EINVAL;
+        }
+        if (!(cfg->servers[i].place = strdup(p->s)))
+            return PXS_ENOMEM;
+    }
+    return PXS_OK;
 }
 
 static void oid(char *out, int64_t id, int d, int64_t k)
@@ -215,12 +272,13 @@ static int open_plane(const pxs_config *cfg, int direct, pxs_dplane **out, char 
         snprintf(err, errlen, "%s", rd_why);
         return PXS_ENOSYS;
     }
+    const rconfig *rcfg = cfg->plane_cfg;
     char conf[PATH_MAX];
     struct stat sb;
-    snprintf(conf, sizeof conf, "%s/ceph.conf", cfg->cluster);
+    snprintf(conf, sizeof conf, "%s/ceph.conf", rcfg->cluster);
     if (stat(conf, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, errlen, "cluster %s: no ceph.conf (is it down? 'pario cluster up %s')", cfg->cluster,
-                 cfg->cluster);
+        snprintf(err, errlen, "cluster %s: no ceph.conf (is it down? 'pario cluster up %s')", rcfg->cluster,
+                 rcfg->cluster);
         return PXS_ENOENT;
     }
     rplane *p = calloc(1, sizeof *p);
@@ -230,7 +288,7 @@ static int open_plane(const pxs_config *cfg, int direct, pxs_dplane **out, char 
     }
     p->hdr.ops = &pxs_df_rados;
     p->hdr.cfg = cfg;
-    p->osz = cfg->object_size;
+    p->osz = rcfg->object_size;
     int rv = rd.create(&p->cluster, NULL);
     if (rv < 0) {
         p->cluster = NULL;
@@ -248,18 +306,18 @@ static int open_plane(const pxs_config *cfg, int direct, pxs_dplane **out, char 
         rv = rd.connect(p->cluster);
     if (rv < 0) {
         snprintf(err, errlen, "cannot connect to the cluster of %s: %s (is the cluster down? 'pario cluster status "
-                 "%s')", conf, why(rv), cfg->cluster);
+                 "%s')", conf, why(rv), rcfg->cluster);
         close_plane(&p->hdr);
         return PXS_EIO;
     }
     for (int i = 0; i < cfg->nservers; i++) {
-        rv = rd.ioctx_create(p->cluster, cfg->servers[i].pool, &p->io[i]);
+        rv = rd.ioctx_create(p->cluster, cfg->servers[i].place, &p->io[i]);
         if (rv < 0) {
             p->io[i] = NULL;
             if (rv == -ENOENT)
-                snprintf(err, errlen, "pool %s does not exist in the cluster", cfg->servers[i].pool);
+                snprintf(err, errlen, "pool %s does not exist in the cluster", cfg->servers[i].place);
             else
-                snprintf(err, errlen, "cannot open pool %s: %s", cfg->servers[i].pool, why(rv));
+                snprintf(err, errlen, "cannot open pool %s: %s", cfg->servers[i].place, why(rv));
             p->nio = i;
             close_plane(&p->hdr);
             return rv == -ENOENT ? PXS_ENOENT : PXS_EIO;
@@ -699,6 +757,7 @@ static int transfer(pxs_dplane *dp, const pxs_dseg *sg, size_t n, char *buf, int
 
 const pxs_dfops pxs_df_rados = {
     .kind = "rados",
+    .configure = configure,
     .open_plane = open_plane,
     .close_plane = close_plane,
     .open = df_open,

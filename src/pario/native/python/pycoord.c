@@ -1,0 +1,166 @@
+/* pario.native._rmt.StoreLock: the store lock of a store's coordination member
+ * (store/coord.h; docs/store.md, "Coordination") as a Python type, for pario.store.locks --
+ * the same lock the store engine takes (pxs_store_open), never a second implementation.
+ *
+ * StoreLock(root, member="host"): the member's coordination of the store at root, nothing
+ * held; try_exclusive() / try_shared() never wait (True: held), downgrade() exclusive ->
+ * shared, close() releases everything.  mode: None, "ex" or "sh".  Errors: pario.ParioError
+ * with the member's one-line message. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "python/bindings.h"
+#include "store/coord.h"
+#include "store/meta.h"
+
+typedef struct {
+    PyObject_HEAD
+    pxs_coord *co;          /* NULL: closed */
+    const char *mode;       /* NULL, "ex", "sh" */
+} StoreLock;
+
+static PyObject *raise(const char *msg)
+{
+    PyObject *cls = pario_error_class();
+    PyErr_SetString(cls ? cls : PyExc_RuntimeError, msg);
+    return NULL;
+}
+
+static int StoreLock_init(StoreLock *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"root", "member", "timeout", NULL};
+    const char *root, *member = "host";
+    double timeout = 60.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zd", kwlist, &root, &member, &timeout))
+        return -1;
+    pxs_coord_close(self->co);
+    self->co = NULL;
+    self->mode = NULL;
+    char err[PXS_ERRLEN];
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pxs_coord_open(member, root, timeout, &self->co, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        if (rc == PXS_ENOMEM)
+            PyErr_NoMemory();
+        else
+            raise(err);
+        return -1;
+    }
+    return 0;
+}
+
+static void StoreLock_dealloc(StoreLock *self)
+{
+    pxs_coord_close(self->co);
+    self->co = NULL;
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* PXS_OK: True, PXS_EBUSY: False, else an error */
+static PyObject *held(StoreLock *self, int rc, const char *mode)
+{
+    if (rc == PXS_OK) {
+        self->mode = mode;
+        Py_RETURN_TRUE;
+    }
+    if (rc == PXS_EBUSY)
+        Py_RETURN_FALSE;
+    return PyErr_Format(pario_error_class() ? pario_error_class() : PyExc_RuntimeError, "%s: %s",
+                        self->co->lock_where ? self->co->lock_where : "the store lock", strerror(errno));
+}
+
+static int check_open(StoreLock *self)
+{
+    if (self->co)
+        return 0;
+    raise("the store lock is closed");
+    return -1;
+}
+
+static PyObject *StoreLock_try_exclusive(StoreLock *self, PyObject *unused)
+{
+    (void)unused;
+    return check_open(self) ? NULL : held(self, pxs_coord_try_lock(self->co, 1), "ex");
+}
+
+static PyObject *StoreLock_try_shared(StoreLock *self, PyObject *unused)
+{
+    (void)unused;
+    return check_open(self) ? NULL : held(self, pxs_coord_try_lock(self->co, 0), "sh");
+}
+
+static PyObject *StoreLock_downgrade(StoreLock *self, PyObject *unused)
+{
+    (void)unused;
+    return check_open(self) ? NULL : held(self, pxs_coord_downgrade(self->co), "sh");
+}
+
+static PyObject *StoreLock_close(StoreLock *self, PyObject *unused)
+{
+    (void)unused;
+    pxs_coord_close(self->co);
+    self->co = NULL;
+    self->mode = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *StoreLock_get_mode(StoreLock *self, void *closure)
+{
+    (void)closure;
+    if (!self->mode)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(self->mode);
+}
+
+static PyObject *StoreLock_get_member(StoreLock *self, void *closure)
+{
+    (void)closure;
+    if (!self->co)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(self->co->ops->name);
+}
+
+static PyMethodDef StoreLock_methods[] = {
+    {"try_exclusive", (PyCFunction)StoreLock_try_exclusive, METH_NOARGS,
+     "try_exclusive(): the store lock exclusive, without waiting (True: held)"},
+    {"try_shared", (PyCFunction)StoreLock_try_shared, METH_NOARGS,
+     "try_shared(): the store lock shared, without waiting (True: held)"},
+    {"downgrade", (PyCFunction)StoreLock_downgrade, METH_NOARGS,
+     "downgrade(): exclusive -> shared (nobody else gets in between)"},
+    {"close", (PyCFunction)StoreLock_close, METH_NOARGS, "close(): release the lock"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef StoreLock_getset[] = {
+    {"mode", (getter)StoreLock_get_mode, NULL, "None, \"ex\" or \"sh\"", NULL},
+    {"member", (getter)StoreLock_get_member, NULL, "the coordination member (None: closed)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject StoreLockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pario.native._rmt.StoreLock",
+    .tp_basicsize = sizeof(StoreLock),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "StoreLock(root, member='host', timeout=60.0): the store lock of a store's coordination member",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)StoreLock_init,
+    .tp_dealloc = (destructor)StoreLock_dealloc,
+    .tp_methods = StoreLock_methods,
+    .tp_getset = StoreLock_getset,
+};
+
+int pycoord_register(PyObject *module)
+{
+    if (PyType_Ready(&StoreLockType) < 0)
+        return -1;
+    Py_INCREF(&StoreLockType);
+    if (PyModule_AddObject(module, "StoreLock", (PyObject *)&StoreLockType) < 0) {
+        Py_DECREF(&StoreLockType);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,129 @@
+/* pario store: coordination between the processes of a store behind one small interface
+ * (docs/store.md, "Coordination"): the store lock, the RMT journal's lock, publication and
+ * following, the byte-range synchronisation locks and the metadata's opening.  One table of
+ * functions per member (as the data planes, store/planes/plane.h); store.json "coord"
+ * chooses the member (absent: "host"); every caller (store/redirect.c, the bindings in
+ * python/) goes through the table, never through flock, the journal's mapping or
+ * DIR/.sync.lock itself.
+ *
+ * Members:
+ *   host   coord/host.c: one machine (today's mechanisms): flock on DIR/.lock, the journal
+ *          DIR/rmt.log mapped MAP_SHARED with its robust process-shared mutex (core/), fcntl
+ *          open-file-description locks on DIR/.sync.lock, SQLite WAL DIR/meta.db.
+ *
+ * What every member guarantees:
+ *  - store lock: exclusive excludes every other holder, shared excludes only an exclusive
+ *    one; try_lock never waits (the caller polls under its timeout); downgrade exclusive ->
+ *    shared never lets an exclusive holder in between; a dead holder's lock is released;
+ *  - journal: journal_lock (+ journal_publish) makes appends one process at a time and a
+ *    published record visible to every opener's journal_follow, in order; journal_sync makes
+ *    the published records durable; a dead holder's journal lock is taken over;
+ *  - range locks: [x, e) of file fid, shared or exclusive, waits at most timeout seconds
+ *    (RMT_ETIMEDOUT), released by the holder's death;
+ *  - metadata: the store's database opened with every wait bounded by the timeout.
+ * Store-lock and metadata functions return PXS_* codes (store/meta.h), journal and range
+ * functions the core's RMT_* codes (core/rmt.h). */
+#ifndef PARIO_STORE_COORD_H
+#define PARIO_STORE_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/rmt.h"
+#include "store/meta.h"
+
+typedef struct pxs_coord pxs_coord;
+
+typedef struct pxs_coord_ops {
+    const char *name;                   /* store.json "coord" */
+    /* the coordination of the store at root (nothing locked yet); err: one line */
+    int (*open)(const char *root, double timeout, pxs_coord **out, char *err, size_t errlen);
+    void (*close)(pxs_coord *co);       /* releases everything it holds */
+
+    /* ---- the store lock: PXS_OK, PXS_EBUSY (held elsewhere), PXS_EIO */
+    int (*try_lock)(pxs_coord *co, int exclusive);
+    int (*downgrade)(pxs_coord *co);    /* exclusive -> shared */
+    void (*release)(pxs_coord *co);     /* what a killed process leaves: the lock dropped */
+
+    /* ---- the metadata (store/meta.h) */
+    int (*meta_open)(pxs_coord *co, pxs_meta *m, char *err, size_t errlen);
+
+    /* ---- the RMT journal (core/rmt.h's rmt_core, owned by the caller) */
+    /* PXS_OK the journal exists, PXS_ENOENT none, PXS_ENOSYS only a pre-journal table */
+    int (*journal_probe)(pxs_coord *co);
+    int (*journal_open)(pxs_coord *co, rmt_core *c, int shared, int first);
+    void (*journal_close)(pxs_coord *co, rmt_core *c);
+    int (*journal_lock)(pxs_coord *co, rmt_core *c, double timeout);    /* a transaction begins */
+    int (*journal_publish)(pxs_coord *co, rmt_core *c);                 /* ... ends: published */
+    int (*journal_follow)(pxs_coord *co, rmt_core *c);                  /* others' records applied */
+    int (*journal_sync)(pxs_coord *co, rmt_core *c);
+    int (*journal_checkpoint)(pxs_coord *co, rmt_core *c);              /* rewritten compact */
+    int (*journal_set_clean)(pxs_coord *co, rmt_core *c, int clean);
+
+    /* ---- the byte-range synchronisation locks */
+    int (*range_lock)(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x, int64_t e, int exclusive,
+                      double timeout);
+    int (*range_unlock)(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x, int64_t e);
+} pxs_coord_ops;
+
+/* every member's instance starts with this header */
+struct pxs_coord {
+    const pxs_coord_ops *ops;
+    double timeout;
+    char *journal_where;                /* the journal, for messages ("DIR/rmt.log") */
+    char *lock_where;                   /* the store lock, for messages ("DIR/.lock") */
+};
+
+extern const pxs_coord_ops pxs_coord_host;     /* coord/host.c */
+
+/* the member named name (NULL or "": "host"); NULL if there is none */
+const pxs_coord_ops *pxs_coord_member(const char *name);
+/* open the member named name for the store at root; an unknown name: PXS_ENOSYS with
+ * "store ROOT: coordination 'NAME' is not available (members: host)" */
+int pxs_coord_open(const char *name, const char *root, double timeout, pxs_coord **out, char *err, size_t errlen);
+void pxs_coord_close(pxs_coord *co);
+
+/* the host member over explicit files instead of a store directory (a journal or metadata
+ * database by path: tests, migration, repair); any path may be NULL (that part unused) */
+int pxs_coord_host_files(const char *journal, const char *sync, const char *meta, double timeout, pxs_coord **out);
+
+/* the calls, through the member's table */
+static inline int pxs_coord_try_lock(pxs_coord *co, int exclusive) { return co->ops->try_lock(co, exclusive); }
+static inline int pxs_coord_downgrade(pxs_coord *co) { return co->ops->downgrade(co); }
+static inline void pxs_coord_release(pxs_coord *co) { co->ops->release(co); }
+static inline int pxs_coord_meta_open(pxs_coord *co, pxs_meta *m, char *err, size_t errlen)
+{
+    return co->ops->meta_open(co, m, err, errlen);
+}
+static inline int pxs_coord_journal_probe(pxs_coord *co) { return co->ops->journal_probe(co); }
+static inline int pxs_coord_journal_open(pxs_coord *co, rmt_core *c, int shared, int first)
+{
+    return co->ops->journal_open(co, c, shared, first);
+}
+static inline void pxs_coord_journal_close(pxs_coord *co, rmt_core *c) { co->ops->journal_close(co, c); }
+static inline int pxs_coord_journal_lock(pxs_coord *co, rmt_core *c, double timeout)
+{
+    return co->ops->journal_lock(co, c, timeout);
+}
+static inline int pxs_coord_journal_publish(pxs_coord *co, rmt_core *c) { return co->ops->journal_publish(co, c); }
+static inline int pxs_coord_journal_follow(pxs_coord *co, rmt_core *c) { return co->ops->journal_follow(co, c); }
+static inline int pxs_coord_journal_sync(pxs_coord *co, rmt_core *c) { return co->ops->journal_sync(co, c); }
+static inline int pxs_coord_journal_checkpoint(pxs_coord *co, rmt_core *c)
+{
+    return co->ops->journal_checkpoint(co, c);
+}
+static inline int pxs_coord_journal_set_clean(pxs_coord *co, rmt_core *c, int clean)
+{
+    return co->ops->journal_set_clean(co, c, clean);
+}
+static inline int pxs_coord_range_lock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x, int64_t e, int exclusive,
+                                       double timeout)
+{
+    return co->ops->range_lock(co, c, fid, x, e, exclusive, timeout);
+}
+static inline int pxs_coord_range_unlock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x, int64_t e)
+{
+    return co->ops->range_unlock(co, c, fid, x, e);
+}
+
+#endif
