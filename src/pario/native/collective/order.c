@@ -1,7 +1,7 @@
 /* pario: request orders of two-phase collective I/O, and their table (order.h).
  *
  * Each order reproduces the reference implementation pario had in Python (same order, ties
- * included; the numpy reference is now tests/order_oracle.py, and
+ * included; the numpy reference is now tests/oracles/order.py, and
  * tests/plan/test_order_contract.py / tests/native/test_serve_twophase.py compare against it).
  * Seed 004 = HACIO (He, Wang, Sun, Huang, Xu), /work/shared/seeds/004_159a205ecef4be05.txt.
  */
