@@ -1,4 +1,4 @@
-"""pario's packaging build: the metadata is pyproject.toml's; this adds the two C products of
+"""pario's packaging build: the metadata is pyproject.toml's; this adds the C products of
 src/pario/native/build.py (the one build definition, also scripts/build_native.py's) to
 every build of the package: ``pip install .``, ``pip install -e .``, an sdist's wheel, a wheel.
 
@@ -58,6 +58,9 @@ setup(
     ext_modules=[
         NativeProduct(native_build.RMT_MODULE, native_build.RMT_SOURCES,
                       lambda out, installed: native_build.rmt_command(out)),
+        NativeProduct(native_build.COLLECTIVE_MODULE, native_build.COLLECTIVE_MODULE_SOURCES,
+                      lambda out, installed: native_build.collective_command(
+                          out, native_build.RUNPATH_INSTALLED if installed else native_build.runpath_inplace())),
         NativeProduct("pario.native.libpario_trace", native_build.TRACER_LIB_SOURCES,
                       lambda out, installed: native_build.tracer_command(
                           out, native_build.RUNPATH_INSTALLED if installed else native_build.runpath_inplace()),

@@ -2,7 +2,7 @@
 
 The sources, flags and commands are src/pario/native/build.py's (the one build definition,
 also the packaging build's: setup.py); this script adds the developer's side: it builds
-``pario.native._rmt`` and ``libpario_trace.so`` into src/pario/native/ when a source or
+``pario.native._rmt``, ``pario.native._collective`` and ``libpario_trace.so`` into src/pario/native/ when a source or
 header is newer than the built file (or ``--force``), the library with its run path in this
 Python's environment (``build.runpath_inplace``); without ``mpicc`` the library is skipped
 with a message.  The tests load it (tests/conftest.py, ``build_native``) for the C builds
@@ -141,22 +141,36 @@ def build(force: bool = False, quiet: bool = False) -> Path:
     return target
 
 
-def build_tracer(force: bool = False, quiet: bool = False) -> Path | None:
-    """Build TRACER_LIB in place with ``mpicc`` (when stale); None when there is no ``mpicc``."""
-    if force or _stale(TRACER_LIB, _build.TRACER_LIB_SOURCES):
+def _build_mpi(target: Path, sources: list[str], command, what: str, force: bool, quiet: bool) -> Path | None:
+    """Build ``target`` in place with ``mpicc`` (``command(target, runpath)``) when stale; None
+    when there is no ``mpicc`` (``what`` says what is missing then)."""
+    if force or _stale(target, sources):
         if not _build.mpicc_show():
-            print(f"build_native: no {' '.join(mpicc())}: {TRACER_LIB.name} (pario trace run) not built",
-                  file=sys.stderr)
+            print(f"build_native: no {' '.join(mpicc())}: {target.name} ({what}) not built", file=sys.stderr)
             return None
         if not quiet:
-            print("building", TRACER_LIB.relative_to(ROOT), flush=True)
-        compile_to(_build.tracer_command(TRACER_LIB, _build.runpath_inplace()), TRACER_LIB)
-    return TRACER_LIB
+            print("building", target.relative_to(ROOT), flush=True)
+        compile_to(command(target, _build.runpath_inplace()), target)
+    return target
+
+
+def build_collective(force: bool = False, quiet: bool = False) -> Path | None:
+    """Build ``pario.native._collective`` in place with ``mpicc`` (when stale); None when there
+    is no ``mpicc``."""
+    target = NATIVE / ("_collective" + sysconfig.get_config_var("EXT_SUFFIX"))
+    return _build_mpi(target, _build.COLLECTIVE_MODULE_SOURCES, _build.collective_command,
+                      "pario.mpi collective I/O", force, quiet)
+
+
+def build_tracer(force: bool = False, quiet: bool = False) -> Path | None:
+    """Build TRACER_LIB in place with ``mpicc`` (when stale); None when there is no ``mpicc``."""
+    return _build_mpi(TRACER_LIB, _build.TRACER_LIB_SOURCES, _build.tracer_command, "pario trace run", force, quiet)
 
 
 if __name__ == "__main__":
     try:
         build(force="--force" in sys.argv, quiet="--quiet" in sys.argv)
+        build_collective(force="--force" in sys.argv, quiet="--quiet" in sys.argv)
         build_tracer(force="--force" in sys.argv, quiet="--quiet" in sys.argv)
     except BuildError as exc:
         raise SystemExit(f"build_native: {exc}") from None

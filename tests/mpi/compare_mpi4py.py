@@ -150,8 +150,8 @@ def collective_uneven_and_empty(fh, impl):
 
 @case
 def collective_large_blocks_many_cycles(fh, impl):
-    """8 KiB blocks, cb_buffer_size 128 KiB: many cycles on the pwritev/preadv (iovec) path
-    with the overlapped writer, plus a second write over the first."""
+    """8 KiB blocks, cb_buffer_size 128 KiB: many cycles of the C driver's pwritev/preadv
+    callback, plus a second write over the first."""
     t = vector_type(40, 2048, 2048 * p)
     (fh.set_view if impl == "pario" else fh.Set_view)(r * 8192, MPI.INT, t)
     data = rng.integers(0, 2**31 - 1, 40 * 2048, dtype=np.int32)

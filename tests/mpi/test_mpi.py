@@ -42,12 +42,11 @@ def _check(cp):
 
 
 # ---------------------------------------------------------------------- bytes vs mpi4py
-@pytest.mark.parametrize("overlap", ["1", "0"])
-def test_bytes_identical_to_mpi4py(tmp_path, overlap):
+def test_bytes_identical_to_mpi4py(tmp_path):
     """Independent and collective, with and without views (vector, subarray, struct, non-contiguous memory),
-    small pieces (merge path) and 8 KiB blocks over many cycles (pwritev/preadv path), with the
-    aggregator's writes overlapped with the next exchange (writer thread) and without."""
-    cp = run_mpi("compare_mpi4py.py", tmp_path, env={"PARIO_CB_OVERLAP": overlap})
+    small pieces and 8 KiB blocks over many cycles (the C driver's pwritev/preadv callback).
+    (The former numpy runtime's writer-thread variant, PARIO_CB_OVERLAP, is gone with it.)"""
+    cp = run_mpi("compare_mpi4py.py", tmp_path)
     lines = [l for l in cp.stdout.splitlines() if l.startswith(("OK", "FAIL"))]
     assert len(lines) == 18, cp.stdout + cp.stderr
     assert all(l.startswith("OK") for l in lines), "\n".join(lines)
@@ -173,3 +172,31 @@ def test_profiler_trace_rows(orders_run):
     assert tr.meta.cb_nodes == 2 and len(tr.meta.aggregators) == 2
     assert tr.meta.cb_buffer_size == 12 * 1024 and tr.meta.hint("romio_cb_write") == "enable"
     assert "orders.py" in tr.meta.command
+
+
+def test_collective_io_callbacks_read_past_eof_and_write_round_trip(tmp_path):
+    """The C driver's file accesses for pario.mpi.File (pario.native._collective): the POSIX
+    callback (pwritev/preadv in C) and the Python callback of a back end without a
+    descriptor read shuffled blocks (many past the end of the file: zeros) and write them
+    back, in one cycle and in many (tests/mpi/cycle_io.py)."""
+    cp = run_mpi("cycle_io.py", tmp_path, n=1)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert "ok" in cp.stdout
+
+
+def test_collective_layout_callback_places_pieces_as_placement(tmp_path):
+    """The C layout callback of pario.mpi.File (twophase.compile_layout's run table) cuts and
+    places an aggregator's pieces exactly as Placement.pieces (pario.layout.map_requests)
+    does, for striped, 2-D, region and extent-map layouts (tests/mpi/layout_map.py)."""
+    cp = run_mpi("layout_map.py", n=1)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert "ok" in cp.stdout
+
+
+def test_collective_errors_are_raised_on_every_rank(tmp_path):
+    """A back end's failure on one aggregator raises its ParioError on every rank of a
+    collective call (only on the failing rank when the access was independent), the driver's
+    own codes as their one line, and the file works afterwards (tests/mpi/collective_errors.py)."""
+    cp = run_mpi("collective_errors.py", tmp_path, n=2)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert "ok" in cp.stdout

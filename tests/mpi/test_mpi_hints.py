@@ -20,6 +20,8 @@ def test_bad_hints_are_one_line_errors():
         Hints.parse({"pario_direct": "maybe"}, environ={})
     with pytest.raises(ParioError, match="cb_buffer_size"):
         Hints.parse({"cb_buffer_size": "lots"}, environ={})
+    with pytest.raises(ParioError, match="cb_buffer_size must be at most 1 GiB"):   # the C driver's limit
+        Hints.parse({"cb_buffer_size": "2G"}, environ={})
     with pytest.raises(ParioError, match="expected romcio"):
         Hints.parse({"pario_order": "fastest"}, environ={})
     with pytest.raises(ParioError, match="key=value"):

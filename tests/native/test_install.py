@@ -4,8 +4,8 @@ The build definition (src/pario/native/build.py, fast, default suite): every C s
 one layer's list, the library's run path is the one asked for, error hints fit a checkout.
 
 The install (``-m install``, run by .ci/run after ./test: a few minutes): an sdist and a
-wheel built from this checkout with ``python -m build`` (setup.py builds ``_rmt`` and
-``libpario_trace.so`` with the ``mpich`` build requirement's ``mpicc``), each installed into
+wheel built from this checkout with ``python -m build`` (setup.py builds ``_rmt``,
+``_collective`` and ``libpario_trace.so``, the last two with the ``mpich`` build requirement's ``mpicc``), each installed into
 a fresh virtual environment outside the checkout; from there the store (put, get, bytes
 compared), ``pario trace run`` of a C MPI program compiled with that environment's
 ``mpicc``, and a served run (the installed library preloaded, ``PARIO_SERVE=all``, the file
@@ -39,13 +39,16 @@ BLOCK = 65536
 
 # ---------------------------------------------------------------- the build definition
 def test_every_c_source_is_in_one_layer_list():
-    layers = [build.CORE_SOURCES, build.PYTHON_SOURCES, build.STORE_SOURCES, build.COLLECTIVE_SOURCES,
-              build.INTERPOSE_SOURCES]
+    layers = [build.CORE_SOURCES, build.PYTHON_SOURCES, build.PYTHON_MPI_SOURCES, build.STORE_SOURCES,
+              build.COLLECTIVE_SOURCES, build.INTERPOSE_SOURCES]
     listed = [s for layer in layers for s in layer]
     on_disk = sorted(p.relative_to(build.NATIVE).as_posix() for p in build.NATIVE.rglob("*.c"))
     assert sorted(listed) == on_disk                       # each once, none missing
-    assert set(build.RMT_SOURCES) | set(build.TRACER_LIB_SOURCES) == set(listed)   # every source in a product
-    assert not set(build.PYTHON_SOURCES) & set(build.TRACER_LIB_SOURCES)            # no binding in the library
+    products = set(build.RMT_SOURCES) | set(build.TRACER_LIB_SOURCES) | set(build.COLLECTIVE_MODULE_SOURCES)
+    assert products == set(listed)                                                  # every source in a product
+    bindings = set(build.PYTHON_SOURCES) | set(build.PYTHON_MPI_SOURCES)
+    assert not bindings & set(build.TRACER_LIB_SOURCES)                             # no binding in the library
+    assert not set(build.PYTHON_MPI_SOURCES) & set(build.RMT_SOURCES)               # _rmt links no MPI
 
 
 def test_the_library_gets_the_run_path_asked_for_not_mpiccs(monkeypatch):
@@ -57,9 +60,14 @@ def test_the_library_gets_the_run_path_asked_for_not_mpiccs(monkeypatch):
     cmd = build.tracer_command(Path("out.so"), build.RUNPATH_INSTALLED)
     assert cmd[0] == "cc" and "-Werror" in cmd and "-std=c11" in cmd and "-lmpi" in cmd
     assert [a for a in cmd if "rpath" in a] == ["-Wl,-rpath,$ORIGIN/../../../.."]
+    cmd = build.collective_command(Path("out.so"), build.RUNPATH_INSTALLED)   # pario.native._collective
+    assert cmd[0] == "cc" and "-Werror" in cmd and "-lmpi" in cmd and any(a.endswith("pycollective.c") for a in cmd)
+    assert [a for a in cmd if "rpath" in a] == ["-Wl,-rpath,$ORIGIN/../../../.."]
     monkeypatch.setattr(build, "mpicc_show", lambda: [])
     with pytest.raises(build.BuildError, match="needs an MPI C compiler"):
         build.tracer_command(Path("out.so"), "/x")
+    with pytest.raises(build.BuildError, match="needs an MPI C compiler"):
+        build.collective_command(Path("out.so"), "/x")
 
 
 def test_a_checkout_is_told_its_set_up_script():
@@ -135,14 +143,16 @@ def venv(request, dists, wheelhouse, tmp_path_factory):
 def test_the_sdist_has_the_sources_and_the_wheel_the_products(dists):
     with tarfile.open(dists["sdist"]) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
-    want = {f"src/pario/native/{s}" for s in build.RMT_SOURCES + build.TRACER_LIB_SOURCES}
+    want = {f"src/pario/native/{s}" for s in build.RMT_SOURCES + build.TRACER_LIB_SOURCES
+            + build.COLLECTIVE_MODULE_SOURCES}
     want |= {p.relative_to(ROOT).as_posix() for p in build.headers()}
     assert want <= names and {"setup.py", "MANIFEST.in", "src/pario/native/build.py"} <= names
     assert not [n for n in names if n.endswith((".so", ".o"))]
     with zipfile.ZipFile(dists["wheel"]) as zf:
         native = sorted(n for n in zf.namelist() if n.startswith("pario/native/") and not n.endswith(".py"))
-    assert len(native) == 2 and native[1] == f"pario/native/{build.LIB_NAME}"
-    assert native[0].startswith("pario/native/_rmt.") and native[0].endswith(".so")
+    assert len(native) == 3 and native[2] == f"pario/native/{build.LIB_NAME}"
+    assert native[0].startswith("pario/native/_collective.") and native[0].endswith(".so")
+    assert native[1].startswith("pario/native/_rmt.") and native[1].endswith(".so")
 
 
 @pytest.mark.install
@@ -195,6 +205,20 @@ def test_installed_library_serves_an_unmodified_program(venv, prog, tmp_path):
     _run([pario, "store", "get", "--store", "st", "served.dat", "got.bin"], cwd=tmp_path, env=_env(venv))
     plain = (tmp_path / "plain.dat").read_bytes()
     assert len(plain) == 2 * BLOCK and (tmp_path / "got.bin").read_bytes() == plain
+
+
+@pytest.mark.install
+def test_installed_mpi_file_collective_round_trip(venv, tmp_path):
+    """pario.mpi.File's collective calls (pario.native._collective, libmpi through its run
+    path) in the installed environment, under its mpiexec."""
+    code = ("import numpy as np; from mpi4py import MPI; from pario.mpi import File\n"
+            "c = MPI.COMM_WORLD; d = np.full(4096, c.rank + 1, np.uint8)\n"
+            "f = File.open(c, 'c.dat', MPI.MODE_CREATE | MPI.MODE_RDWR, {'romio_cb_write': 'enable', "
+            "'romio_cb_read': 'enable'})\n"
+            "f.write_at_all(c.rank * 4096, d); b = np.zeros(8192, np.uint8); f.read_at_all(0, b); f.close()\n"
+            "print('rank', c.rank, 'ok', bool((b == np.repeat([1, 2], 4096)).all()))\n")
+    r = _run([venv / "bin" / "mpiexec", "-n", 2, venv / "bin" / "python", "-c", code], cwd=tmp_path, env=_env(venv))
+    assert "rank 0 ok True" in r.stdout and "rank 1 ok True" in r.stdout
 
 
 @pytest.mark.install

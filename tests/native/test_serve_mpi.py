@@ -267,7 +267,7 @@ def test_ior_aggregators_issue_the_plans_order(lib, ior_bin, tmp_path):
     """IOR -c served with collective buffering forced (hints through IOR: cb_nodes 2, 64 KiB
     buffer, so every call runs several cycles; cb_config_list *:* lets both be on this one
     node), for each order: every aggregator's accesses,
-    cycle by cycle, are exactly what pario's Python runtime (pario.mpi.twophase._plan_domain
+    cycle by cycle, are exactly what pario's former Python runtime (tests/oracles/twophase.py: _plan_domain
     with pario.plan.collective's ROMCIO / CACIO / HACIO, seed 004 Algorithm 1) plans for the
     requests the trace recorded, call by call, on the store file's layout (64 KiB over the
     6 HServers and 2 SServers of hacio-6h2s)."""

@@ -10,10 +10,10 @@ against numbers derived independently:
   ``pwrite`` calls and as a numpy model of the extents applied to the file's former bytes
   (so holes inside an aggregator's buffer are never clobbered); every collective read
   returns what ROMIO's read and a numpy gather of the file return (zeros past the end);
-* order: every aggregator's per-cycle log of the pieces it issued equals what the Python
-  runtime computes for the same requests: the file domains and the routing to aggregators
-  as pario.mpi.twophase.collective_io does them, then its own
-  ``pario.mpi.twophase._plan_domain`` with a Placement of the same layout and the orders
+* order: every aggregator's per-cycle log of the pieces it issued equals what the oracle
+  of tests/oracles/twophase.py (pario's former Python runtime) computes for the same
+  requests: the file domains and the routing to aggregators as that runtime did them,
+  then ``oracles.twophase._plan_domain`` with a Placement of the same layout and the orders
   of tests/oracles/order.py (numpy ROMCIO, CACIO, HACIO of seed 004 Algorithm 1; pario
   itself computes them with order.c's table); the aggregators equal
   pario.plan.collective.aggregator_ranks (one node);
@@ -197,13 +197,13 @@ def oracle_schedule(case: Case, P: int, layout=None) -> dict[int, list]:
     """Per aggregator rank: [(cycle, [(off, len), ...]), ...] as the Python runtime plans it
     (``layout``: [(server, stripe, kind), ...] instead of the case's named one).
 
-    Steps 1-3 of pario.mpi.twophase.collective_io (aggregate range, fd = ceil(span / naggr),
+    Steps 1-3 of the former Python runtime (aggregate range, fd = ceil(span / naggr),
     pieces cut at domain boundaries with split_periodic, routed in rank order, each rank's
-    in domain-stable data order), then _plan_domain itself (steps 4-5)."""
+    in domain-stable data order), then its _plan_domain (tests/oracles/twophase.py, steps 4-5)."""
     from unittest import mock
 
     import oracles.order as order_oracle
-    from pario.mpi import twophase
+    import oracles.twophase as twophase
     from pario.mpi.placement import split_periodic
 
     aggs = expected_aggs(case, P)

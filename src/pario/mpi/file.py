@@ -10,7 +10,8 @@ is pario's MPI-IO layer over mpi4py:
   ``get_size``, ``set_size``, ``sync``.  Through the file's back end: a plain file, or a
   pario store file whose redirector consults the RMT and replicas (CEDA §5.2, seed 002 §5).
 - Collective: ``read_at_all``, ``write_at_all``, ``read_all``, ``write_all`` — pario's own
-  two-phase I/O (:mod:`pario.mpi.twophase`) with the request order ``romcio|cacio|hacio``.
+  two-phase I/O with the request order ``romcio|cacio|hacio``: the C driver of
+  ``collective/`` (the preloaded library's), bound by :mod:`pario.mpi.twophase`.
 - ``set_view(disp, etype, filetype)`` with contiguous, vector, indexed, struct, subarray and
   resized file types (:mod:`pario.mpi.views`).
 - ``close()`` — collective: flushes dirty replicas / finishes lazy synchronisation (store),
@@ -29,7 +30,7 @@ import os
 import numpy as np
 
 from .. import ParioError
-from ..plan.collective import order_for
+from ..plan.collective import ORDERS, order_for
 from ..trace.core import READ, WRITE
 from . import twophase
 from .backend import PosixBackend, posix_flags
@@ -88,20 +89,17 @@ class File:
         except BaseException:
             self.comm.Free()
             raise
-        self.aggregators = twophase.choose_aggregators(self.comm, hints.cb_nodes)
-        self.spare_core = twophase.spare_core(self.comm)   # write overlap only with a free core
+        # the two-phase driver's private communicator (point-to-point tags of its own, the
+        # node of every rank cached on it), as ROMIO keeps one per file
+        self.tp_comm = self.comm.Dup()
+        self.aggregators = twophase.choose_aggregators(self.tp_comm, hints.cb_nodes)
         forced = getattr(self.backend, "forced_aggregators", None)
         if forced:  # a store file: its store rank aggregates (see pario.mpi.storeio)
             self.aggregators = list(forced)
         self.order = order_for(self.plan, hints.order)
+        self.order_row = ORDERS.index(self.order.lower())   # a row of collective/order.c's table
         self.placement = self.backend.placement()
-        if self.order != "romcio" and self.placement is not None:
-            # the CACIO/HACIO order (seed 004 Algorithm 1) lives in pario.plan.collective
-            # (numpy only; pario.plan loads its planners lazily): import it here, at the
-            # collective open, so that the first collective call pays no import
-            import importlib
-
-            importlib.import_module("pario.plan.collective")
+        self.tp_layout = twophase.compile_layout(self.placement)
         if hints.trace:
             from .profiler import Recorder
 
@@ -210,6 +208,7 @@ class File:
             except OSError:
                 pass
         self.comm.Barrier()
+        self.tp_comm.Free()
         self.comm.Free()
         self.closed = True
         if err:

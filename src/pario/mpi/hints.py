@@ -131,6 +131,8 @@ class Hints:
             if out.cb_nodes <= 0:
                 raise ParioError("hint cb_nodes must be > 0")
         out.cb_buffer_size = _size(h, "cb_buffer_size", ROMIO_DEFAULT_CB_BUFFER)
+        if out.cb_buffer_size > 1 << 30:   # collective/twophase.c's limit (TP_MAX_CB)
+            raise ParioError("hint cb_buffer_size must be at most 1 GiB")
         for key, attr in (("romio_cb_read", "cb_read"), ("romio_cb_write", "cb_write")):
             if key in h:
                 v = h[key].strip().lower()

@@ -11,6 +11,9 @@ The products:
 
 - ``pario.native._rmt``: the RMT core as a Python extension (core/, python/), built with
   the plain C compiler (:func:`compiler`: the RMT core does not link MPI);
+- ``pario.native._collective`` (:data:`COLLECTIVE_MODULE`): two-phase collective I/O
+  (collective/ and its binding python/pycollective.c) for ``pario.mpi.File``, built with
+  ``mpicc`` and the same run path as the library (:func:`collective_command`);
 - ``libpario_trace.so`` (:data:`LIB_NAME`): the MPI-IO tracer and server, LD_PRELOADed into
   MPI programs (every layer but python/), built with ``mpicc``.  It needs ``libmpi`` at run
   time (also in ``mpiexec`` itself, which does not link it), found through its run path
@@ -40,6 +43,8 @@ CORE_SOURCES = ["core/crc32.c", "core/rmt_index.c", "core/rmt_log.c", "core/lock
 # python/: the bindings; pario.native._rmt (the store engine, its RMT and metadata, the collective orders)
 PYTHON_SOURCES = ["python/pyrmt.c", "python/pymeta.c", "python/pystore.c", "python/pycoord.c", "python/pyorder.c",
                   "python/pylayout.c"]
+# ... and pario.native._collective (two-phase collective I/O for pario.mpi.File; MPI)
+PYTHON_MPI_SOURCES = ["python/pycollective.c"]
 # store/: pario's store data path (docs/serve.md: store.json and meta.db, layouts, data files
 # behind store/planes/plane.h -- local.c server directories, rados.c RADOS objects with
 # librados loaded by dlopen --, CEDA redirection and hybrid routing with the core); no MPI
@@ -50,17 +55,22 @@ STORE_SOURCES = ["store/json.c", "store/meta.c", "store/config.c", "store/layout
 # domains, the exchange; and the request orders (order.c, no MPI: also in the bindings)
 COLLECTIVE_SOURCES = ["collective/twophase.c", "collective/domains.c", "collective/exchange.c", "collective/order.c"]
 # interpose/: the PMPI front end (docs/traces.md, "Tracer: MPI-IO interposition"; serving:
-# docs/serve-mpi.md); its datatype flattening and file-view mapping (interpose/flatten.h) are
+# docs/serve-mpi.md): the core and its module table (runtime.c), the tracing module (trace.c),
+# the MPI-IO wrappers (mpiio.c), the serving module (serve.c); its datatype flattening and file-view mapping (interpose/flatten.h) are
 # also linked into tests/c/flatten_driver.c
 INTERPOSE_FLATTEN_SOURCES = ["interpose/flatten.c", "interpose/view.c"]
-INTERPOSE_SOURCES = ["interpose/runtime.c", "interpose/mpiio.c", "interpose/posix.c", "interpose/records.c",
-                     "interpose/handles.c", "interpose/jsonbuf.c", "interpose/serve.c"] + INTERPOSE_FLATTEN_SOURCES
+INTERPOSE_SOURCES = ["interpose/runtime.c", "interpose/trace.c", "interpose/mpiio.c", "interpose/posix.c",
+                     "interpose/records.c", "interpose/handles.c", "interpose/jsonbuf.c",
+                     "interpose/serve.c"] + INTERPOSE_FLATTEN_SOURCES
 
 # ---------------------------------------------------------------- the products
 # pario.native._rmt: the core and its bindings
 RMT_MODULE = "pario.native._rmt"
 # + the store engine (the Python store's data path), the collective orders' table (order.c: no MPI)
 RMT_SOURCES = CORE_SOURCES + STORE_SOURCES + ["collective/order.c"] + PYTHON_SOURCES
+# pario.native._collective: the two-phase driver and its binding (MPI: built with mpicc)
+COLLECTIVE_MODULE = "pario.native._collective"
+COLLECTIVE_MODULE_SOURCES = COLLECTIVE_SOURCES + PYTHON_MPI_SOURCES
 # libpario_trace.so: every layer but the bindings
 LIB_NAME = "libpario_trace.so"
 TRACER_LIB_SOURCES = INTERPOSE_SOURCES + STORE_SOURCES + COLLECTIVE_SOURCES + CORE_SOURCES
@@ -147,6 +157,18 @@ def tracer_command(out: Path, runpath: str) -> list[str]:
         raise BuildError(f"no {' '.join(mpicc())}: {LIB_NAME} needs an MPI C compiler (the mpich package's)")
     return [show[0], *CFLAGS, "-shared", f"-I{NATIVE}", *map(str, native(TRACER_LIB_SOURCES)), "-o", str(out),
             *without_runpath(show[1:]), f"-Wl,-rpath,{runpath}", "-ldl", "-lpthread", "-lm"]
+
+
+def collective_command(out: Path, runpath: str) -> list[str]:
+    """The command that builds ``pario.native._collective`` as ``out``: like
+    :func:`tracer_command` (``mpicc``'s compiler and MPI flags, ``runpath`` as the run path of
+    libmpi), with Python's headers."""
+    show = mpicc_show()
+    if not show:
+        raise BuildError(f"no {' '.join(mpicc())}: {COLLECTIVE_MODULE} needs an MPI C compiler (the mpich package's)")
+    inc = sysconfig.get_paths()["include"]
+    return [show[0], *CFLAGS, "-shared", f"-I{inc}", f"-I{NATIVE}", *map(str, native(COLLECTIVE_MODULE_SOURCES)),
+            "-o", str(out), *without_runpath(show[1:]), f"-Wl,-rpath,{runpath}", "-lm"]
 
 
 def compile_to(cmd: list[str], target: Path) -> Path:

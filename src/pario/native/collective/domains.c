@@ -359,8 +359,8 @@ static int map_order_error(int rc)
 
 /* The aggregator's plan (steps 4-5): the units of its domain, their order, the segments per
  * cycle.  On return segs[nseg] in seq order. */
-static int plan_domain(const pario_tp_params *p, int my_agg, int64_t nrecv, const int64_t *rmeta,
-                       const int32_t *rsrc, tp_seg **segs_out, int64_t *nseg_out)
+static int plan_domain(const pario_tp_params *p, int my_agg, const int64_t dom[2], int64_t nrecv,
+                       const int64_t *rmeta, const int32_t *rsrc, tp_seg **segs_out, int64_t *nseg_out)
 {
     units u = { 0 };
     int64_t *order = NULL, *twin = NULL, *first = NULL;
@@ -385,6 +385,8 @@ static int plan_domain(const pario_tp_params *p, int my_agg, int64_t nrecv, cons
         pario_order_in in = { U, u.off, u.server, u.kind, u.src, my_agg, L != NULL ? &sv : NULL };
         int method = L != NULL ? p->order : PARIO_ORDER_ROMCIO;   /* no placement: ROMCIO */
         err = map_order_error(pario_request_order(method, &in, order, &m, twin));
+        if (err == PARIO_TP_OK && p->report != NULL)
+            p->report(p->report_ctx, my_agg, dom[0], dom[1], U, u.off, u.len, u.server, u.kind, u.src, m, order);
     }
     /* Cycles: the ordered units fill B-byte buffers one after the other (a unit crossing a
      * buffer boundary is split): as many segments as units plus boundaries crossed. */
@@ -436,8 +438,9 @@ static int plan_domain(const pario_tp_params *p, int my_agg, int64_t nrecv, cons
 
 void pario_tp_plan_domain(tp_call *t, int64_t nrecv)
 {
+    int64_t dom[2] = { t->min_st + t->my_agg * t->fd, tp_min(t->max_end, t->min_st + (t->my_agg + 1) * t->fd) };
     if (t->err == PARIO_TP_OK)
-        t->err = plan_domain(t->p, t->my_agg, nrecv, t->rmeta, t->rsrc, &t->segs, &t->nseg);
+        t->err = plan_domain(t->p, t->my_agg, dom, nrecv, t->rmeta, t->rsrc, &t->segs, &t->nseg);
 }
 
 /* ------------------------------------------------------------------ 5. the cycles */

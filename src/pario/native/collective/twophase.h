@@ -69,6 +69,16 @@ typedef struct pario_tp_layout {
     const int32_t *kinds;
 } pario_tp_layout;
 
+/* An aggregator's plan, reported once per call after its pieces were ordered (optional):
+ * its index among the aggregators, its file domain [lo, hi), and its n pieces (units cut at
+ * server boundaries) -- piece order[q] (q = 0..m-1) is the q-th issued, its offset, length,
+ * server, kind and source rank off[], len[], server[], kind[], proc[]; a piece HACIO left out
+ * (line 7) is not in order[].  The arrays live for the duration of the call only.  What
+ * pario.mpi.File.last_schedule shows. */
+typedef void (*pario_tp_report_fn)(void *ctx, int aggregator, int64_t lo, int64_t hi, int64_t n,
+                                   const int64_t *off, const int64_t *len, const int32_t *server,
+                                   const int32_t *kind, const int32_t *proc, int64_t m, const int64_t *order);
+
 typedef struct pario_tp_params {
     int order;                 /* a row of pario_orders[] (order.h); without a layout: ROMCIO */
     int64_t cb_buffer_size;    /* bytes per aggregator and cycle, 1 .. 2^30 */
@@ -79,6 +89,8 @@ typedef struct pario_tp_params {
     const pario_tp_layout *layout;   /* NULL: no placement (every piece as received, ROMCIO) */
     pario_tp_io_fn io;
     void *io_ctx;
+    pario_tp_report_fn report;       /* NULL (the served runtime): no report */
+    void *report_ctx;
 } pario_tp_params;
 
 /* One collective access.  n extents (off[i], len[i]) in the rank's data order; buf holds

@@ -1,4 +1,5 @@
-/* pario tracer: the MPI-IO layer.
+/* pario interpose: the MPI-IO layer -- the MPI_File_* wrappers, their dispatch through
+ * each file's ops table (files.h) and their trace records.
  *
  * Interposes every data-access routine of MPI-4.1 §14.4 and their large-count (_c)
  * variants (§14.4.1, Table 14.1):
@@ -28,10 +29,14 @@
  *                       of the ranks' data bytes: ranks access in rank order (§14.4.4).
  * Nonblocking and split calls are recorded at issue (with the extents) and completed by a
  * PX_REC_DONE record carrying the completion time and the status's byte count.
+ *
+ * Dispatch.  MPI_File_open asks the core's modules whether one claims the file
+ * (px_core_open: the serving module, serve.c, claims the files it serves); a file no module
+ * claims gets the pass-through ops below (MPICH's PMPI_File_* routines).  Every wrapper of a
+ * file the layer keeps state for calls f->ops, and records the call around it while tracing
+ * is on (trace.h), whichever the ops.  This file knows no module but through the core.
  */
 #define _GNU_SOURCE
-#include "interpose/mpiio.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -45,10 +50,11 @@
 #include "interpose/files.h"
 #include "interpose/flatten.h"
 #include "interpose/handles.h"
+#include "interpose/jsonbuf.h"
 #include "interpose/posix.h"
 #include "interpose/records.h"
 #include "interpose/runtime.h"
-#include "interpose/serve.h"
+#include "interpose/trace.h"
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(uint64_t), "a request handle fits a map key");
 
@@ -59,16 +65,8 @@ typedef struct px_pending {
 } px_pending;
 
 static pthread_mutex_t map_mutex = PTHREAD_MUTEX_INITIALIZER;
-static px_map files;       /* MPI_File -> px_file */
-static int nfiles;         /* entries in `files` (read without the lock as a fast path) */
 static px_map pending;     /* MPI_Request -> px_pending */
 static int npending;       /* entries in `pending` (read without the lock as a fast path) */
-static int next_file_id;
-static px_buf summaries;   /* JSON objects of the files this rank summarised at close */
-static int lock_fd = -1;
-static pthread_mutex_t shared_mutex = PTHREAD_MUTEX_INITIALIZER;
-
-static uint64_t fkey(MPI_File fh) { return (uint64_t)(uintptr_t)fh; }
 
 static uint64_t rkey(MPI_Request r)
 {
@@ -77,19 +75,14 @@ static uint64_t rkey(MPI_Request r)
     return k;
 }
 
-/* The tracer's state of a file, NULL for a file it neither traces nor serves.  A file that
- * passes through costs this call only: while no file is traced or served (the table is
- * empty) no lock either.  A handle reaches a data call only after its MPI_File_open has
- * returned, so a file in the table is seen here (the count is stored before the open
- * returns; the program orders its threads' uses of the handle after that). */
+/* The layer's state of a file, NULL for a file it neither traces nor a module claimed.  A
+ * file that passes through costs this call only: while no file is traced or claimed (the
+ * core's table is empty) no lock either (runtime.h: px_core_file). */
 static px_file *lookup(MPI_File fh)
 {
-    if ((!px_on && !px_serving) || __atomic_load_n(&nfiles, __ATOMIC_ACQUIRE) == 0)
+    if (!px_on && !px_core_keep_files)
         return NULL;
-    pthread_mutex_lock(&map_mutex);
-    px_file *f = px_map_get(&files, fkey(fh));
-    pthread_mutex_unlock(&map_mutex);
-    return f;
+    return px_core_file(fh);
 }
 
 static int64_t type_size(MPI_Datatype dt)
@@ -235,34 +228,6 @@ static void snapshot_hints(px_file *f)
     px_buf_free(&json);
 }
 
-/* ------------------------------------------------------------------ shared-pointer lock */
-
-int px_mpiio_start(void)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/shared.lock", px_dir);
-    lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock_fd < 0)
-        fprintf(stderr, "pario tracer: cannot open %s: %s\n", path, strerror(errno));
-    return lock_fd >= 0 ? 0 : -1;
-}
-
-static void shared_lock(px_file *f, short type)
-{
-    if (type == F_WRLCK)
-        pthread_mutex_lock(&shared_mutex);  /* fcntl locks do not exclude this process's threads */
-    struct flock l;
-    memset(&l, 0, sizeof l);
-    l.l_type = type;
-    l.l_whence = SEEK_SET;
-    l.l_start = f->lock_byte;
-    l.l_len = 1;
-    while (fcntl(lock_fd, F_SETLKW, &l) != 0 && errno == EINTR)
-        ;
-    if (type == F_UNLCK)
-        pthread_mutex_unlock(&shared_mutex);
-}
-
 /* ------------------------------------------------------------------ POSIX class */
 
 /* What the POSIX layer attributes I/O to while an MPI call runs (posix.h). */
@@ -317,35 +282,9 @@ static void op_begin(px_op *o, px_file *f, int op, int kind, int coll, int64_t c
         o->c.pos = PMPI_File_get_position(f->fh, &p) == MPI_SUCCESS ? mul(p, es) : -1;
         break;
     case PX_POS_SHARED:
-        if (f->srv) {
-            o->c.pos = px_serve_shared_pos(f, kind, o->c.bytes);
-            break;
-        }
-        if (lock_fd < 0)
-            break;
-        shared_lock(f, F_WRLCK);
-        o->locked = 1;
-        o->c.pos = PMPI_File_get_position_shared(f->fh, &p) == MPI_SUCCESS ? mul(p, es) : -1;
+    case PX_POS_ORDERED:
+        o->c.pos = f->ops->shared_pos(f, kind, o->c.bytes, &o->locked);
         break;
-    case PX_POS_ORDERED: {
-        if (f->srv) {
-            o->c.pos = px_serve_shared_pos(f, kind, o->c.bytes);
-            break;
-        }
-        int64_t base = 0, before = 0, mine = o->c.bytes < 0 ? 0 : o->c.bytes;
-        if (f->comm == MPI_COMM_NULL) {  /* no communicator of our own: position unknown */
-            o->c.pos = -1;
-            break;
-        }
-        if (f->comm_rank == 0)
-            base = PMPI_File_get_position_shared(f->fh, &p) == MPI_SUCCESS ? mul(p, es) : -1;
-        PMPI_Bcast(&base, 1, MPI_INT64_T, 0, f->comm);
-        PMPI_Exscan(&mine, &before, 1, MPI_INT64_T, MPI_SUM, f->comm);
-        if (f->comm_rank == 0)
-            before = 0;  /* MPI_Exscan leaves rank 0's result undefined */
-        o->c.pos = base < 0 ? -1 : base + before;
-        break;
-    }
     }
     o->io = io_set(&f->watch, coll ? PX_IO_COLL : PX_IO_INDEP);
     o->c.start = px_now();
@@ -357,7 +296,7 @@ static void op_after(px_op *o, int rc)
     double t = px_now();
     io_restore(o->io);
     if (o->locked)
-        shared_lock(o->f, F_UNLCK);
+        px_trace_shared_lock(o->f->lock_byte, F_UNLCK);
     if (rc != MPI_SUCCESS)
         o->c.flags |= PX_F_ERROR;
     if ((o->c.kind & ~3) == PX_MODE_BLOCKING) {
@@ -423,9 +362,11 @@ static void record_done(const px_call *issued, double t0, double t1, int failed,
 }
 
 /* One interposed data routine.  PARAMS: its parameter list; ARGS: the pass-through call's
- * arguments; TARGS: the traced call's (the status the tracer reads); KIND, COLL, OFF, ST:
- * for op_begin; FINISH: the step after the call (blocking, nonblocking or split begin). */
-#define PX_DATA(NAME, PARAMS, ARGS, TARGS, OP, KIND, COLL, OFF, ST, REQ, FINISH)                         \
+ * arguments; PARGS: the MPI routine's arguments from a px_io_args `a` (its pmpi function);
+ * KIND, COLL, OFF, ST: for op_begin; REQ: its request (nonblocking) or NULL; FINISH: the
+ * step after the call (blocking, nonblocking or split begin). */
+#define PX_DATA(NAME, PARAMS, ARGS, PARGS, OP, KIND, COLL, OFF, ST, REQ, FINISH)                         \
+    static int pmpi_##NAME(const px_io_args *a) { return PMPI_File_##NAME PARGS; }                       \
     PX_EXPORT int MPI_File_##NAME PARAMS                                                                 \
     {                                                                                                    \
         px_file *f = lookup(fh);                                                                         \
@@ -433,62 +374,73 @@ static void record_done(const px_call *issued, double t0, double t1, int failed,
             return PMPI_File_##NAME ARGS;                                                                \
         px_op o;                                                                                         \
         op_begin(&o, f, OP, KIND, COLL, (int64_t)count, datatype, OFF, ST);                              \
-        int rc = f->srv ? px_serve_err(fh, px_serve_data(f, OP, KIND, COLL, o.c.pos, (void *)buf,      \
-                                                         (int64_t)count, datatype, o.st, REQ))           \
-                        : PMPI_File_##NAME TARGS;                                                        \
+        px_io_args a = {fh, OP, KIND, COLL, o.c.pos, OFF, (void *)buf, (int64_t)count, datatype, o.st,   \
+                        REQ, pmpi_##NAME};                                                               \
+        int rc = f->ops->data(f, &a);                                                                    \
         FINISH;                                                                                          \
         return rc;                                                                                       \
     }
 
+/* The MPI routine's arguments from `a`: explicit offset or file pointer, then the tail. */
+#define PX_A_AT(CT, BUF) a->fh, a->offset, (BUF)a->buf, (CT)a->count, a->datatype
+#define PX_A_FP(CT, BUF) a->fh, (BUF)a->buf, (CT)a->count, a->datatype
+
 /* Explicit offset, blocking. */
 #define PX_BLK_AT(NAME, CT, BUF, OP, COLL)                                                                    \
     PX_DATA(NAME, (MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype datatype, MPI_Status *status), \
-            (fh, offset, buf, count, datatype, status), (fh, offset, buf, count, datatype, o.st), OP,          \
+            (fh, offset, buf, count, datatype, status), (PX_A_AT(CT, BUF), a->status), OP,                    \
             PX_POS_AT | PX_MODE_BLOCKING, COLL, offset, status, NULL, op_blocking(&o, rc))
 
 /* File pointer (individual, shared or ordered), blocking. */
 #define PX_BLK_FP(NAME, CT, BUF, OP, POS, COLL)                                                               \
     PX_DATA(NAME, (MPI_File fh, BUF buf, CT count, MPI_Datatype datatype, MPI_Status *status),                \
-            (fh, buf, count, datatype, status), (fh, buf, count, datatype, o.st), OP, POS | PX_MODE_BLOCKING, \
+            (fh, buf, count, datatype, status), (PX_A_FP(CT, BUF), a->status), OP, POS | PX_MODE_BLOCKING,    \
             COLL, 0, status, NULL, op_blocking(&o, rc))
 
 /* Explicit offset, nonblocking. */
 #define PX_NB_AT(NAME, CT, BUF, OP, COLL)                                                                     \
     PX_DATA(NAME, (MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype datatype,                  \
                    MPI_Request *request),                                                                     \
-            (fh, offset, buf, count, datatype, request), (fh, offset, buf, count, datatype, request), OP,      \
-            PX_POS_AT | PX_MODE_NONBLOCKING, COLL, offset, MPI_STATUS_IGNORE, request,                  \
+            (fh, offset, buf, count, datatype, request), (PX_A_AT(CT, BUF), a->request), OP,                  \
+            PX_POS_AT | PX_MODE_NONBLOCKING, COLL, offset, MPI_STATUS_IGNORE, request,                        \
             op_nonblocking(&o, rc, request))
 
 /* File pointer, nonblocking. */
 #define PX_NB_FP(NAME, CT, BUF, OP, POS, COLL)                                                                \
     PX_DATA(NAME, (MPI_File fh, BUF buf, CT count, MPI_Datatype datatype, MPI_Request *request),              \
-            (fh, buf, count, datatype, request), (fh, buf, count, datatype, request), OP,                      \
+            (fh, buf, count, datatype, request), (PX_A_FP(CT, BUF), a->request), OP,                          \
             POS | PX_MODE_NONBLOCKING, COLL, 0, MPI_STATUS_IGNORE, request, op_nonblocking(&o, rc, request))
 
 /* Split collective begin, explicit offset (POS is PX_POS_AT). */
-#define PX_SPLIT_AT(NAME, CT, BUF, OP, POS)                                                                       \
+#define PX_SPLIT_AT(NAME, CT, BUF, OP, POS)                                                                   \
     PX_DATA(NAME, (MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype datatype),                 \
-            (fh, offset, buf, count, datatype), (fh, offset, buf, count, datatype), OP,                        \
-            POS | PX_MODE_SPLIT, 1, offset, MPI_STATUS_IGNORE, NULL, op_split_begin(&o, rc))
+            (fh, offset, buf, count, datatype), (PX_A_AT(CT, BUF)), OP, POS | PX_MODE_SPLIT, 1, offset,       \
+            MPI_STATUS_IGNORE, NULL, op_split_begin(&o, rc))
 
 /* Split collective begin, file pointer (individual or ordered). */
 #define PX_SPLIT_FP(NAME, CT, BUF, OP, POS)                                                                   \
     PX_DATA(NAME, (MPI_File fh, BUF buf, CT count, MPI_Datatype datatype), (fh, buf, count, datatype),        \
-            (fh, buf, count, datatype), OP, POS | PX_MODE_SPLIT, 1, 0, MPI_STATUS_IGNORE, NULL,                     \
+            (PX_A_FP(CT, BUF)), OP, POS | PX_MODE_SPLIT, 1, 0, MPI_STATUS_IGNORE, NULL,                       \
             op_split_begin(&o, rc))
 
 /* Split collective end. */
 #define PX_SPLIT_END(NAME, BUF)                                                                                 \
+    static int pmpi_##NAME(const px_io_args *a) { return PMPI_File_##NAME(a->fh, (BUF)a->buf, a->status); }   \
     PX_EXPORT int MPI_File_##NAME(MPI_File fh, BUF buf, MPI_Status *status)                                    \
     {                                                                                                          \
         px_file *f = lookup(fh);                                                                               \
         if (!f || !f->split_pending)                                                                           \
             return PMPI_File_##NAME(fh, buf, status);                                                          \
         MPI_Status own, *st = status == MPI_STATUS_IGNORE ? &own : status;                                     \
+        px_io_args a;                                                                                          \
+        memset(&a, 0, sizeof a);                                                                               \
+        a.fh = fh;                                                                                             \
+        a.buf = (void *)buf;                                                                                   \
+        a.status = st;                                                                                         \
+        a.pmpi = pmpi_##NAME;                                                                                  \
         px_io_scope io = io_set(&f->watch, PX_IO_COLL);                                                        \
         double t0 = px_now();                                                                                  \
-        int rc = f->srv ? px_serve_err(fh, px_serve_split_end(f, st)) : PMPI_File_##NAME(fh, buf, st);        \
+        int rc = f->ops->split_end(f, &a);                                                                     \
         double t1 = px_now();                                                                                  \
         io_restore(io);                                                                                        \
         f->split_pending = 0;                                                                                  \
@@ -756,49 +708,133 @@ PX_EXPORT int MPI_Request_free(MPI_Request *request)
     return rc;
 }
 
-/* ------------------------------------------------------------------ opening and closing */
+/* ------------------------------------------------------------------ the pass-through ops
+ * A file no module claimed: MPICH's own routines (files.h: px_file_ops). */
 
-const char *px_fs_path(const char *name)
+static int pass_open(px_file *f, MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
 {
-    const char *colon = strchr(name, ':');
-    if (!colon || colon - name < 2)
-        return name;
-    for (const char *p = name; p < colon; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
-            return name;
-    return colon + 1;
+    (void)f;
+    return PMPI_File_open(comm, filename, amode, info, fh);
 }
+
+static int pass_attach(px_file *f)
+{
+    (void)f;
+    return MPI_SUCCESS;
+}
+
+static int pass_close(px_file *f, MPI_File *fh, int *closed)
+{
+    (void)f;
+    int rc = PMPI_File_close(fh);
+    *closed = rc == MPI_SUCCESS;
+    return rc;
+}
+
+/* The position of a shared-pointer access, for its record: the shared pointer read under the
+ * tracer's lock (trace.h); of an ordered access: rank 0 of the file's communicator reads the
+ * shared pointer and broadcasts it, each rank adds the exclusive prefix sum of the ranks'
+ * data bytes (§14.4.4). */
+static int64_t pass_shared_pos(px_file *f, int kind, int64_t nbytes, int *locked)
+{
+    int64_t es = f->etype_size;
+    MPI_Offset p = 0;
+    if ((kind & 3) == PX_POS_SHARED) {
+        if (!px_trace_shared_lock(f->lock_byte, F_WRLCK))
+            return 0;
+        *locked = 1;
+        return PMPI_File_get_position_shared(f->fh, &p) == MPI_SUCCESS ? mul(p, es) : -1;
+    }
+    int64_t base = 0, before = 0, mine = nbytes < 0 ? 0 : nbytes;
+    if (f->comm == MPI_COMM_NULL)  /* no communicator of our own: position unknown */
+        return -1;
+    if (f->comm_rank == 0)
+        base = PMPI_File_get_position_shared(f->fh, &p) == MPI_SUCCESS ? mul(p, es) : -1;
+    PMPI_Bcast(&base, 1, MPI_INT64_T, 0, f->comm);
+    PMPI_Exscan(&mine, &before, 1, MPI_INT64_T, MPI_SUM, f->comm);
+    if (f->comm_rank == 0)
+        before = 0;  /* MPI_Exscan leaves rank 0's result undefined */
+    return base < 0 ? -1 : base + before;
+}
+
+static int pass_data(px_file *f, const px_io_args *a)
+{
+    (void)f;
+    return a->pmpi(a);
+}
+
+static int pass_get_size(px_file *f, MPI_Offset *size) { return PMPI_File_get_size(f->fh, size); }
+
+static int pass_set_size(px_file *f, MPI_Offset size, int preallocate)
+{
+    return preallocate ? PMPI_File_preallocate(f->fh, size) : PMPI_File_set_size(f->fh, size);
+}
+
+static int pass_sync(px_file *f) { return PMPI_File_sync(f->fh); }
+static int pass_get_amode(px_file *f, int *amode) { return PMPI_File_get_amode(f->fh, amode); }
+
+static int pass_seek_shared(px_file *f, MPI_Offset offset, int whence)
+{
+    return PMPI_File_seek_shared(f->fh, offset, whence);
+}
+
+static int pass_get_position_shared(px_file *f, MPI_Offset *offset)
+{
+    return PMPI_File_get_position_shared(f->fh, offset);
+}
+
+static const px_file_ops pass_ops = {
+    .name = "mpich",
+    .open = pass_open,
+    .attach = pass_attach,
+    .close = pass_close,
+    .shared_pos = pass_shared_pos,
+    .data = pass_data,
+    .split_end = pass_data,
+    .get_size = pass_get_size,
+    .set_size = pass_set_size,
+    .sync = pass_sync,
+    .get_amode = pass_get_amode,
+    .seek_shared = pass_seek_shared,
+    .get_position_shared = pass_get_position_shared,
+};
+
+/* ------------------------------------------------------------------ opening and closing */
 
 static void free_file(px_file *f);
 
 PX_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
 {
-    struct px_srv *srv = NULL;
+    const px_file_ops *ops = NULL;
+    void *state = NULL;
     uint64_t id = px_on ? px_next_id() : 0;
     double t0 = px_on ? px_now() : 0;
-    int rc = filename && fh ? px_serve_open(comm, filename, amode, info, fh, &srv) : MPI_SUCCESS;
+    int rc = filename && fh ? px_core_open(comm, filename, amode, info, fh, &ops, &state) : MPI_SUCCESS;
     if (rc != MPI_SUCCESS)
-        return px_serve_err(MPI_FILE_NULL, rc);
-    px_file *f = px_on || srv ? calloc(1, sizeof *f) : NULL;
+        return rc;
+    int claimed = ops != NULL;
+    px_file *f = px_on || claimed ? calloc(1, sizeof *f) : NULL;
     char *name = f ? strdup(filename) : NULL;
     if (!name) {
         free(f);
-        if (srv) {  /* out of memory: the file cannot be served (its shadow is open) */
+        if (claimed) {  /* out of memory: the module cannot keep the file (it is open) */
             px_file tmp;
             memset(&tmp, 0, sizeof tmp);
-            tmp.srv = srv;
+            tmp.ops = ops;
+            tmp.state = state;
             tmp.comm = comm;
-            px_serve_close(&tmp, fh);
+            int closed;
+            ops->close(&tmp, fh, &closed);
             return MPI_ERR_NO_MEM;
         }
         return PMPI_File_open(comm, filename, amode, info, fh);
     }
     f->name = name;
-    f->srv = srv;
+    f->ops = claimed ? ops : &pass_ops;
+    f->state = state;
     f->watch.path = px_fs_path(name);
     px_io_scope io = io_set(&f->watch, PX_IO_OTHER);
-    if (!srv)
-        rc = PMPI_File_open(comm, filename, amode, info, fh);
+    rc = f->ops->open(f, comm, filename, amode, info, fh);
     double t1 = px_on ? px_now() : 0;
     io_restore(io);
     if (rc != MPI_SUCCESS) {
@@ -817,28 +853,23 @@ PX_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_
         PMPI_Comm_rank(f->comm, &f->comm_rank);
         PMPI_Comm_size(f->comm, &f->comm_size);
     }
-    if (f->srv) {
-        if (f->comm == MPI_COMM_NULL) {  /* served files need a communicator of their own */
-            px_serve_close(f, fh);
-            px_posix_forget(&f->watch);
-            free(name);
-            free(f);
-            return MPI_ERR_INTERN;
-        }
-        px_serve_attach(f);
+    rc = f->ops->attach(f);
+    if (rc != MPI_SUCCESS) {
+        int closed;
+        f->ops->close(f, fh, &closed);
+        px_posix_forget(&f->watch);
+        free(name);
+        free(f);
+        return rc;
     }
     uint64_t h = f->watch.known ? (uint64_t)f->watch.ino : 1469598103934665603ULL;
     for (const char *p = f->watch.known ? "" : name; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ULL;  /* FNV-1a of the name */
     f->lock_byte = (off_t)(h % 1000003u);
-    pthread_mutex_lock(&map_mutex);
-    f->id = next_file_id++;
-    int ok = px_map_put(&files, fkey(*fh), f) == 0;
-    __atomic_store_n(&nfiles, (int)files.n, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&map_mutex);
-    if (!ok) {
-        if (f->srv) {  /* out of memory: a served file cannot be left without its state */
-            px_serve_close(f, fh);
+    if (px_core_file_add(*fh, f, &f->id) != 0) {
+        if (claimed) {  /* out of memory: a claimed file cannot be left without its state */
+            int closed;
+            f->ops->close(f, fh, &closed);
             free_file(f);
             return MPI_ERR_NO_MEM;
         }
@@ -854,44 +885,6 @@ PX_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_
     record_text(&c, name, strlen(name));
     snapshot_hints(f);
     return rc;
-}
-
-static void summary_object(px_buf *b, const px_file *f, const int64_t *rows, int nrows, int open_at_finalize)
-{
-    if (b->n)
-        px_buf_puts(b, ", ");
-    px_buf_puts(b, "{\"name\": ");
-    px_buf_json(b, f->name, strlen(f->name));
-    px_buf_printf(b, ", \"procs\": %d, \"open_at_finalize\": %s, \"hints\": %s, \"aggregators\": [", f->comm_size,
-                  open_at_finalize ? "true" : "false", f->hints_json ? f->hints_json : "{}");
-    int first = 1;
-    for (int r = 0; r < nrows; r++) {
-        const int64_t *row = rows + 7 * r;
-        if (row[1] + row[2] > 0) {
-            px_buf_printf(b, first ? "%lld" : ", %lld", (long long)row[0]);
-            first = 0;
-        }
-    }
-    px_buf_puts(b, "], \"posix_bytes\": [");
-    first = 1;
-    for (int r = 0; r < nrows; r++) {
-        const int64_t *row = rows + 7 * r;
-        if (row[1] + row[2] + row[3] + row[4] + row[5] + row[6] == 0)
-            continue;
-        px_buf_printf(b, "%s[%lld, %lld, %lld, %lld, %lld, %lld, %lld]", first ? "" : ", ", (long long)row[0],
-                      (long long)row[1], (long long)row[2], (long long)row[3], (long long)row[4],
-                      (long long)row[5], (long long)row[6]);
-        first = 0;
-    }
-    px_buf_puts(b, "]}");
-}
-
-static void counts_row(const px_posix_counts *pc, int64_t row[7])
-{
-    row[0] = px_rank;
-    for (int c = 0; c < 3; c++)
-        for (int o = 0; o < 2; o++)
-            row[1 + 2 * c + o] = pc->bytes[c][o];
 }
 
 static void free_file(px_file *f)
@@ -915,18 +908,15 @@ PX_EXPORT int MPI_File_close(MPI_File *fh)
     px_io_scope io = io_set(&f->watch, PX_IO_OTHER);
     uint64_t id = px_next_id();
     double t0 = px_now();
-    int served = f->srv != NULL;
-    int rc = served ? px_serve_close(f, fh) : PMPI_File_close(fh);
+    int closed = 0;
+    int rc = f->ops->close(f, fh, &closed);
     double t1 = px_now();
     io_restore(io);
-    if (rc != MPI_SUCCESS && !served) {
+    if (!closed) {
         record_meta(f, 0, 0, 0, id, t0, t1, rc);
         return rc;
     }
-    pthread_mutex_lock(&map_mutex);
-    px_map_take(&files, fkey(handle));
-    __atomic_store_n(&nfiles, (int)files.n, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&map_mutex);
+    px_core_file_remove(handle);
     px_posix_counts pc;
     px_posix_snapshot(&f->watch, &pc);
     px_call c = new_call(PX_REC_CLOSE, 0, f->id);
@@ -935,35 +925,9 @@ PX_EXPORT int MPI_File_close(MPI_File *fh)
     c.end = t1;
     record_text(&c, (const char *)&pc, sizeof pc);
     /* the counters of all the file's ranks, to its rank 0 (MPI_File_close is collective) */
-    if (px_on && f->comm != MPI_COMM_NULL) {
-        int64_t row[7];
-        counts_row(&pc, row);
-        int64_t *rows = f->comm_rank == 0 ? malloc(sizeof row * (size_t)f->comm_size) : NULL;
-        PMPI_Gather(row, 7, MPI_INT64_T, rows, 7, MPI_INT64_T, 0, f->comm);
-        if (rows)
-            summary_object(&summaries, f, rows, f->comm_size, 0);
-        free(rows);
-    }
+    px_trace_file_closed(f, &pc);
     free_file(f);
     return rc;
-}
-
-void px_mpiio_finish(px_buf *out)
-{
-    if (summaries.p)
-        px_buf_add(out, summaries.p, summaries.n);
-    pthread_mutex_lock(&map_mutex);
-    for (size_t i = 0; i < files.cap; i++) {
-        px_file *f = files.vals[i];
-        if (!f)
-            continue;
-        px_posix_counts pc;
-        px_posix_snapshot(&f->watch, &pc);
-        int64_t row[7];
-        counts_row(&pc, row);
-        summary_object(out, f, row, 1, 1);
-    }
-    pthread_mutex_unlock(&map_mutex);
 }
 
 /* ------------------------------------------------------------------ other file calls */
@@ -973,7 +937,7 @@ PX_EXPORT int MPI_File_delete(const char *filename, MPI_Info info)
     int rc = MPI_SUCCESS;
     uint64_t id = px_on ? px_next_id() : 0;
     double t0 = px_on ? px_now() : 0;
-    if (!filename || !px_serve_delete(filename, info, &rc))
+    if (!filename || !px_core_delete(filename, info, &rc))
         rc = PMPI_File_delete(filename, info);
     if (!px_on)
         return rc;
@@ -1054,31 +1018,28 @@ PX_EXPORT int MPI_File_set_info(MPI_File fh, MPI_Info info)
     }
 
 PX_META2(seek, PX_META_SEEK, PMPI_File_seek(fh, offset, whence))
-PX_META2(seek_shared, PX_META_SEEK_SHARED,
-         f->srv ? px_serve_err(fh, px_serve_seek_shared(f, offset, whence)) : PMPI_File_seek_shared(fh, offset, whence))
-PX_META1(set_size, PX_META_SET_SIZE, MPI_Offset,
-         f->srv ? px_serve_err(fh, px_serve_set_size(f, arg, 0)) : PMPI_File_set_size(fh, arg))
-PX_META1(preallocate, PX_META_PREALLOCATE, MPI_Offset,
-         f->srv ? px_serve_err(fh, px_serve_set_size(f, arg, 1)) : PMPI_File_preallocate(fh, arg))
+PX_META2(seek_shared, PX_META_SEEK_SHARED, f->ops->seek_shared(f, offset, whence))
+PX_META1(set_size, PX_META_SET_SIZE, MPI_Offset, f->ops->set_size(f, arg, 0))
+PX_META1(preallocate, PX_META_PREALLOCATE, MPI_Offset, f->ops->set_size(f, arg, 1))
 PX_META1(set_atomicity, PX_META_SET_ATOMICITY, int, PMPI_File_set_atomicity(fh, arg))
 
-/* Queries a served file answers itself (the shadow holds no data); pass-through otherwise. */
+/* Queries the file's ops answer (a served file's: the shadow holds no data). */
 PX_EXPORT int MPI_File_get_size(MPI_File fh, MPI_Offset *size)
 {
     px_file *f = lookup(fh);
-    return f && f->srv && size ? px_serve_get_size(f, size) : PMPI_File_get_size(fh, size);
+    return f && size ? f->ops->get_size(f, size) : PMPI_File_get_size(fh, size);
 }
 
 PX_EXPORT int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset)
 {
     px_file *f = lookup(fh);
-    return f && f->srv && offset ? px_serve_get_position_shared(f, offset) : PMPI_File_get_position_shared(fh, offset);
+    return f && offset ? f->ops->get_position_shared(f, offset) : PMPI_File_get_position_shared(fh, offset);
 }
 
 PX_EXPORT int MPI_File_get_amode(MPI_File fh, int *amode)
 {
     px_file *f = lookup(fh);
-    return f && f->srv && amode ? px_serve_get_amode(f, amode) : PMPI_File_get_amode(fh, amode);
+    return f && amode ? f->ops->get_amode(f, amode) : PMPI_File_get_amode(fh, amode);
 }
 
 PX_EXPORT int MPI_File_sync(MPI_File fh)
@@ -1088,7 +1049,7 @@ PX_EXPORT int MPI_File_sync(MPI_File fh)
         return PMPI_File_sync(fh);
     uint64_t id = px_next_id();
     double t0 = px_now();
-    int rc = f->srv ? px_serve_err(fh, px_serve_sync(f)) : PMPI_File_sync(fh);
+    int rc = f->ops->sync(f);
     record_meta(f, PX_META_SYNC, 0, 0, id, t0, px_now(), rc);
     return rc;
 }

@@ -1,4 +1,10 @@
-/* pario runtime: serving planned files from a pario store inside MPI-IO (serve.h).
+/* pario interpose: the serving module -- planned files served from a pario store inside
+ * MPI-IO (docs/serve.md, "The MPI layer"; docs/serve-mpi.md).
+ *
+ * A module of the core (runtime.h: px_core_register, at constructor priority
+ * PX_PRIO_SERVE): its open hook claims the files it serves and gives them the served ops
+ * (files.h: px_file_ops, as ROMIO's ADIOI_Fns), its delete hook empties a served name, its
+ * finalize hook closes the stores.  Nothing else in interpose/ calls into this file.
  *
  * CEDA keeps its redirector inside MPI-IO so that applications run unchanged (CEDA seed
  * 000 §5.2); HACIO reorders the aggregators' requests inside ROMIO's two-phase I/O (HACIO
@@ -28,7 +34,8 @@
  * not intercept still works.  Data never goes to the shadow.
  *
  * Data calls.  The MPI-IO layer (mpiio.c) computes where an access begins (explicit offset,
- * the individual pointer, or the shared pointer kept here) and calls px_serve_data: the
+ * the individual pointer, or the shared pointer kept here: srv_shared_pos) and calls the
+ * file's data op (srv_data): the
  * access's bytes are mapped through the file view to file extents (flatten.h, MPI-4.1
  * §14.3), the memory datatype packed when it is not contiguous, and the extents read or
  * written through the store (layout, RMT redirection, hybrid routing: store/redirect.h) —
@@ -46,8 +53,6 @@
  * program's next create gets the plan's layout again.
  */
 #define _GNU_SOURCE
-#include "interpose/serve.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -57,21 +62,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store/json.h"
+#include <mpi.h>
+
+#include "interpose/files.h"
 #include "interpose/jsonbuf.h"
+#include "store/json.h"
 #include "store/layout.h"
+#include "store/coord.h"
 #include "store/meta.h"
 #include "collective/order.h"
 #include "store/redirect.h"
 #include "interpose/runtime.h"
 #include "collective/twophase.h"
 
-int px_serving;
+static int serving;   /* this process serves (or tried to serve) a file */
 
 #define SHADOW_DIR PXS_SHADOW_DIR
 #define MAP_CAP ((int64_t)64 << 20)   /* longest range handed to the layout at once */
@@ -99,11 +107,29 @@ typedef struct srv_store {
     pxs_store *st;         /* NULL: the store was refused, and stays refused for this process */
     char *why;             /* ... why (said once) */
     int told;
-    int hold_fd;           /* refused for a pending verification: LOCK_SH on its .lock until the
-                              end of the job, so that nobody verifies it under the job */
+    pxs_coord *hold;       /* refused for a pending verification: the store lock held shared
+                              (store/coord.h) until the end of the job, so that nobody verifies
+                              it under the job */
     int32_t *kinds;        /* per server of the profile: 0 HServer, 1 SServer */
     struct srv_store *next;
 } srv_store;
+
+/* The store lock of the store at root held shared through its coordination member, or NULL
+ * (another process holds it exclusively; the store's configuration cannot be read). */
+static pxs_coord *hold_shared(const char *root)
+{
+    pxs_config cfg;
+    pxs_coord *co = NULL;
+    char err[PXS_ERRLEN];
+    if (pxs_config_read(root, &cfg, err, sizeof err) != PXS_OK)
+        return NULL;
+    if (pxs_coord_open(cfg.coord, root, 0, &co, err, sizeof err) == PXS_OK && pxs_coord_try_lock(co, 0) != PXS_OK) {
+        pxs_coord_close(co);
+        co = NULL;
+    }
+    pxs_config_free(&cfg);
+    return co;
+}
 
 typedef struct srv_plan {
     char *path;
@@ -155,7 +181,6 @@ static srv_store *get_store(const char *root)
     while (s && strcmp(s->root, root) != 0)
         s = s->next;
     if (!s && (s = calloc(1, sizeof *s)) && (s->root = strdup(root))) {
-        s->hold_fd = -1;
         char err[PXS_ERRLEN] = "";
         pxs_store *st = NULL;
         int flags = PXS_SHARED | PXS_FLUSH_AT_END |
@@ -170,15 +195,8 @@ static srv_store *get_store(const char *root)
             s->st = st;
         } else {
             s->why = strdup(err[0] ? err : "the store cannot be opened");
-            if (rc == PXS_EVERIFY) {
-                char lock[PATH_MAX];
-                snprintf(lock, sizeof lock, "%s/.lock", root);
-                s->hold_fd = open(lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-                if (s->hold_fd >= 0 && flock(s->hold_fd, LOCK_SH | LOCK_NB) != 0) {
-                    close(s->hold_fd);
-                    s->hold_fd = -1;
-                }
-            }
+            if (rc == PXS_EVERIFY)
+                s->hold = hold_shared(root);
         }
         s->next = stores;
         stores = s;
@@ -356,7 +374,7 @@ static char *create_layout(const pxs_store *st, const pxs_json *planlay, MPI_Inf
 
 /* ------------------------------------------------------------------ a served file */
 
-typedef struct px_srv {
+typedef struct srv_file {
     srv_store *ss;
     pxs_file *pf;
     char *name;
@@ -373,7 +391,9 @@ typedef struct px_srv {
     size_t next_piece;     /* ... and the one its next call most likely asks for */
     int64_t split_moved;
     int split_rc;
-} px_srv;
+} srv_file;
+
+static srv_file *srv_of(const px_file *f) { return f->state; }
 
 /* MPICH's checks of an access mode (ROMIO's MPI_File_open): exactly one of RDONLY, RDWR,
  * WRONLY; no CREATE or EXCL with RDONLY; no SEQUENTIAL with RDWR.  A mode that fails them
@@ -532,7 +552,7 @@ static void decide(srv_store *ss, const pxs_json *plan, int all, const char *nam
     dec[2] = (int64_t)token;
 }
 
-int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh, px_srv **out)
+static int srv_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh, srv_file **out)
 {
     *out = NULL;
     char *root = setting(info, "pario_store", "PARIO_STORE");
@@ -549,7 +569,8 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     char *planpath = setting(info, "pario_plan", "PARIO_PLAN");
     char *order_s = setting(info, "pario_order", "PARIO_ORDER");
     const char *name = px_fs_path(filename);
-    px_serving = 1;
+    serving = 1;
+    px_core_keep_files = 1;
     int me = 0;
     PMPI_Comm_rank(comm, &me);
 
@@ -591,7 +612,7 @@ int px_serve_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     shadow_paths(root, (uint64_t)dec[2], shadow, shfp, sizeof shadow);
 
     /* every rank opens the store file, then the shadow */
-    px_srv *s = calloc(1, sizeof *s);
+    srv_file *s = calloc(1, sizeof *s);
     pxs_file *pf = NULL;
     int opened = s && pxs_open(ss->st, name, &pf) == 0;
     int allopen = 0;
@@ -662,7 +683,7 @@ static int cb_mode(const char *v)
  * MAP_CAP bytes) answer the calls that follow it. */
 static int tp_map(void *ctx, int64_t off, int64_t len, int64_t *piece_len, int32_t *server, int32_t *kind)
 {
-    px_srv *s = ctx;
+    srv_file *s = ctx;
     const pxs_piece *p = s->next_piece < s->pieces.n ? &s->pieces.p[s->next_piece] : NULL;
     if (!p || p->off != off || p->len > len) {
         char err[128];
@@ -705,7 +726,7 @@ static void log_order(int cycle, int n, const int64_t *off, const int64_t *len)
 static int tp_io(void *ctx, int write, int cycle, int n, const int64_t *off, const int64_t *len, const int64_t *pos,
                  char *buf)
 {
-    px_srv *s = ctx;
+    srv_file *s = ctx;
     log_order(cycle, n, off, len);
     int rc = write ? pxs_writev(s->pf, n, off, len, buf, pos) : pxs_readv(s->pf, n, off, len, buf, pos);
     if (rc != 0)
@@ -713,9 +734,9 @@ static int tp_io(void *ctx, int write, int cycle, int n, const int64_t *off, con
     return rc;
 }
 
-void px_serve_attach(px_file *f)
+static void srv_attach(px_file *f)
 {
-    px_srv *s = f->srv;
+    srv_file *s = srv_of(f);
     s->cb_buffer = (int64_t)16 << 20;
     s->cb_nodes = 0;
     MPI_Info info;
@@ -866,10 +887,10 @@ static int tp_code(int rc)
     }
 }
 
-int px_serve_data(px_file *f, int op, int kind, int coll, int64_t pos, void *buf, int64_t count, MPI_Datatype dt,
+static int srv_data(px_file *f, int op, int kind, int coll, int64_t pos, void *buf, int64_t count, MPI_Datatype dt,
                   MPI_Status *status, MPI_Request *req)
 {
-    px_srv *s = f->srv;
+    srv_file *s = srv_of(f);
     int mode = kind & ~3;
     MPI_Count tsize = 0;
     int64_t nbytes;
@@ -989,9 +1010,9 @@ int px_serve_data(px_file *f, int op, int kind, int coll, int64_t pos, void *buf
     return rc;
 }
 
-int px_serve_split_end(px_file *f, MPI_Status *status)
+static int srv_split_end(px_file *f, MPI_Status *status)
 {
-    px_srv *s = f->srv;
+    srv_file *s = srv_of(f);
     if (s->split_rc == MPI_SUCCESS)
         set_status(status, s->split_moved);
     return s->split_rc;
@@ -1034,9 +1055,9 @@ static int64_t shfp_add(int fd, int64_t add, int set)
     return v;
 }
 
-int64_t px_serve_shared_pos(px_file *f, int kind, int64_t nbytes)
+static int64_t srv_shared_pos(px_file *f, int kind, int64_t nbytes)
 {
-    px_srv *s = f->srv;
+    srv_file *s = srv_of(f);
     int64_t es = f->etype_size > 0 ? f->etype_size : 1, n = nbytes < 0 ? 0 : nbytes / es;
     if ((kind & 3) == PX_POS_SHARED) {
         int64_t p = shfp_add(s->shfp, n, 0);
@@ -1066,9 +1087,9 @@ int64_t px_serve_shared_pos(px_file *f, int kind, int64_t nbytes)
     return bad || base < 0 ? -1 : (base + before) * es;
 }
 
-int px_serve_seek_shared(px_file *f, MPI_Offset offset, int whence)
+static int srv_seek_shared(px_file *f, MPI_Offset offset, int whence)
 {
-    px_srv *s = f->srv;
+    srv_file *s = srv_of(f);
     int rc = MPI_SUCCESS;
     if (f->comm_rank == 0) {
         int64_t cur = 0;
@@ -1098,9 +1119,9 @@ int px_serve_seek_shared(px_file *f, MPI_Offset offset, int whence)
     return rc;
 }
 
-int px_serve_get_position_shared(px_file *f, MPI_Offset *offset)
+static int srv_get_position_shared(px_file *f, MPI_Offset *offset)
 {
-    px_srv *s = f->srv;
+    srv_file *s = srv_of(f);
     if (s->shfp < 0 || shfp_lock(s->shfp, F_RDLCK) != 0)
         return MPI_ERR_IO;
     int64_t v = shfp_read(s->shfp);
@@ -1113,18 +1134,18 @@ int px_serve_get_position_shared(px_file *f, MPI_Offset *offset)
 
 /* ------------------------------------------------------------------ size, sync, close */
 
-int px_serve_get_size(px_file *f, MPI_Offset *size)
+static int srv_get_size(px_file *f, MPI_Offset *size)
 {
     int64_t v = 0;
-    if (pxs_size(f->srv->pf, &v) != 0)
+    if (pxs_size(srv_of(f)->pf, &v) != 0)
         return MPI_ERR_IO;
     *size = (MPI_Offset)v;
     return MPI_SUCCESS;
 }
 
-int px_serve_set_size(px_file *f, MPI_Offset size, int preallocate)
+static int srv_set_size(px_file *f, MPI_Offset size, int preallocate)
 {
-    px_srv *s = f->srv;
+    srv_file *s = srv_of(f);
     int rc = MPI_SUCCESS;
     if (size < 0)
         return MPI_ERR_ARG;
@@ -1153,24 +1174,24 @@ int px_serve_set_size(px_file *f, MPI_Offset size, int preallocate)
     return rc;
 }
 
-int px_serve_sync(px_file *f)
+static int srv_sync(px_file *f)
 {
-    int rc = pxs_fsync(f->srv->pf) == 0 ? MPI_SUCCESS : MPI_ERR_IO;
+    int rc = pxs_fsync(srv_of(f)->pf) == 0 ? MPI_SUCCESS : MPI_ERR_IO;
     int all = 0;
     if (PMPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, f->comm) != MPI_SUCCESS)
         return MPI_ERR_IO;
     return all;
 }
 
-int px_serve_get_amode(px_file *f, int *amode)
+static int srv_get_amode(px_file *f, int *amode)
 {
-    *amode = f->srv->amode;
+    *amode = srv_of(f)->amode;
     return MPI_SUCCESS;
 }
 
-int px_serve_close(px_file *f, MPI_File *fh)
+static int srv_close(px_file *f, MPI_File *fh)
 {
-    px_srv *s = f->srv;
+    srv_file *s = srv_of(f);
     int rc = pxs_close(s->pf) == 0 ? MPI_SUCCESS : MPI_ERR_IO;
     if (rc != MPI_SUCCESS)
         say("%s: %s", s->name, pxs_store_error(s->ss->st));
@@ -1210,11 +1231,11 @@ int px_serve_close(px_file *f, MPI_File *fh)
     free(s->tp_kinds);
     free(s->name);
     free(s);
-    f->srv = NULL;
+    f->state = NULL;
     return rc != MPI_SUCCESS ? rc : crc;
 }
 
-int px_serve_delete(const char *filename, MPI_Info info, int *rc)
+static int srv_delete(const char *filename, MPI_Info info, int *rc)
 {
     char *root = setting(info, "pario_store", "PARIO_STORE");
     if (!root)
@@ -1248,7 +1269,7 @@ int px_serve_delete(const char *filename, MPI_Info info, int *rc)
     return 1;
 }
 
-void px_serve_finish(void)
+static void srv_finish(void)
 {
     pthread_mutex_lock(&reg_mu);
     while (stores) {
@@ -1257,8 +1278,7 @@ void px_serve_finish(void)
         char err[PXS_ERRLEN];
         if (s->st && pxs_store_close(s->st, err, sizeof err) != 0)
             say("closing the store %s: %s", s->root, err);
-        if (s->hold_fd >= 0)
-            close(s->hold_fd);
+        pxs_coord_close(s->hold);
         free(s->why);
         free(s->kinds);
         free(s->root);
@@ -1273,4 +1293,108 @@ void px_serve_finish(void)
         free(p);
     }
     pthread_mutex_unlock(&reg_mu);
+}
+
+/* ------------------------------------------------------------------ the served ops and the module */
+
+/* A served call's error goes to the file's error handler, as MPICH's own do (MPI-4.1 §9.3:
+ * the handler of the file, of MPI_FILE_NULL for MPI_File_open); returns rc. */
+static int serve_err(MPI_File fh, int rc)
+{
+    if (rc != MPI_SUCCESS)
+        PMPI_File_call_errhandler(fh, rc);
+    return rc;
+}
+
+/* The shadow was opened when the file was claimed (srv_open). */
+static int ops_open(px_file *f, MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
+{
+    (void)f, (void)comm, (void)filename, (void)amode, (void)info, (void)fh;
+    return MPI_SUCCESS;
+}
+
+/* Served files need a communicator of their own. */
+static int ops_attach(px_file *f)
+{
+    if (f->comm == MPI_COMM_NULL)
+        return MPI_ERR_INTERN;
+    srv_attach(f);
+    return MPI_SUCCESS;
+}
+
+/* The store file and the shadow are closed whatever the outcome. */
+static int ops_close(px_file *f, MPI_File *fh, int *closed)
+{
+    *closed = 1;
+    return srv_close(f, fh);
+}
+
+static int64_t ops_shared_pos(px_file *f, int kind, int64_t nbytes, int *locked)
+{
+    (void)locked;
+    return srv_shared_pos(f, kind, nbytes);
+}
+
+static int ops_data(px_file *f, const px_io_args *a)
+{
+    return serve_err(f->fh, srv_data(f, a->op, a->kind, a->coll, a->pos, a->buf, a->count, a->datatype, a->status,
+                                     a->request));
+}
+
+static int ops_split_end(px_file *f, const px_io_args *a) { return serve_err(f->fh, srv_split_end(f, a->status)); }
+
+static int ops_set_size(px_file *f, MPI_Offset size, int preallocate)
+{
+    return serve_err(f->fh, srv_set_size(f, size, preallocate));
+}
+
+static int ops_sync(px_file *f) { return serve_err(f->fh, srv_sync(f)); }
+
+static int ops_seek_shared(px_file *f, MPI_Offset offset, int whence)
+{
+    return serve_err(f->fh, srv_seek_shared(f, offset, whence));
+}
+
+static const px_file_ops served_ops = {
+    .name = "pario-store",
+    .open = ops_open,
+    .attach = ops_attach,
+    .close = ops_close,
+    .shared_pos = ops_shared_pos,
+    .data = ops_data,
+    .split_end = ops_split_end,
+    .get_size = srv_get_size,
+    .set_size = ops_set_size,
+    .sync = ops_sync,
+    .get_amode = srv_get_amode,
+    .seek_shared = ops_seek_shared,
+    .get_position_shared = srv_get_position_shared,
+};
+
+/* The module's open hook: served or not (runtime.h: px_module.open). */
+static int serve_claim(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh,
+                       const px_file_ops **ops, void **state)
+{
+    srv_file *s = NULL;
+    int rc = srv_open(comm, filename, amode, info, fh, &s);
+    if (rc != MPI_SUCCESS)
+        return serve_err(MPI_FILE_NULL, rc);
+    if (s) {
+        *ops = &served_ops;
+        *state = s;
+    }
+    return MPI_SUCCESS;
+}
+
+static void serve_finalize(void)
+{
+    if (serving)
+        srv_finish();
+}
+
+__attribute__((constructor(PX_PRIO_SERVE))) static void serve_register(void)
+{
+    static const px_module serve = {.name = "serve", .finalize = serve_finalize, .open = serve_claim,
+                                    .del = srv_delete};
+    px_core_register(&serve);
 }

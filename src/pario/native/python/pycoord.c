@@ -24,7 +24,7 @@ typedef struct {
 
 static PyObject *raise(const char *msg)
 {
-    PyObject *cls = pario_error_class();
+    PyObject *cls = pyx_error_class();
     PyErr_SetString(cls ? cls : PyExc_RuntimeError, msg);
     return NULL;
 }
@@ -70,7 +70,7 @@ static PyObject *held(StoreLock *self, int rc, const char *mode)
     }
     if (rc == PXS_EBUSY)
         Py_RETURN_FALSE;
-    return PyErr_Format(pario_error_class() ? pario_error_class() : PyExc_RuntimeError, "%s: %s",
+    return PyErr_Format(pyx_error_class() ? pyx_error_class() : PyExc_RuntimeError, "%s: %s",
                         self->co->lock_where ? self->co->lock_where : "the store lock", strerror(errno));
 }
 
@@ -153,7 +153,7 @@ static PyTypeObject StoreLockType = {
     .tp_getset = StoreLock_getset,
 };
 
-int pycoord_register(PyObject *module)
+int pyx_coord_register(PyObject *module)
 {
     if (PyType_Ready(&StoreLockType) < 0)
         return -1;

@@ -40,7 +40,7 @@ typedef struct {
 
 static void set_error(const char *msg)
 {
-    PyObject *cls = pario_error_class();
+    PyObject *cls = pyx_error_class();
     PyErr_SetString(cls ? cls : PyExc_ValueError, msg);
 }
 
@@ -259,7 +259,7 @@ static PyTypeObject LayoutType = {
     .tp_methods = layout_methods,
 };
 
-int pylayout_register(PyObject *m)
+int pyx_layout_register(PyObject *m)
 {
     if (PyType_Ready(&LayoutType) < 0)
         return -1;

@@ -5,6 +5,6 @@
 #include <Python.h>
 
 /* Add the Layout type to the module m: 0, or -1 with an exception set. */
-int pylayout_register(PyObject *m);
+int pyx_layout_register(PyObject *m);
 
 #endif

@@ -18,7 +18,7 @@
 
 typedef struct {
     PyObject_HEAD
-    pxs_meta *m;             /* own_m, or a store engine's (borrowed: pymeta_borrow) */
+    pxs_meta *m;             /* own_m, or a store engine's (borrowed: pyx_meta_borrow) */
     pthread_mutex_t *mu;     /* own_mu, or the engine's mutex */
     PyObject *owner;         /* borrowed: the engine object, kept alive */
     pxs_meta own_m;
@@ -43,7 +43,7 @@ static void give(Meta *self)
 
 static PyObject *raise(const char *msg)
 {
-    PyObject *cls = pario_error_class();
+    PyObject *cls = pyx_error_class();
     PyErr_SetString(cls ? cls : PyExc_RuntimeError, msg);
     return NULL;
 }
@@ -397,7 +397,7 @@ static PyMethodDef functions[] = {
     {"meta_init", meta_init, METH_VARARGS, "meta_init(path): a new, empty metadata database"},
     {NULL, NULL, 0, NULL}};
 
-PyObject *pymeta_borrow(pxs_meta *m, pthread_mutex_t *mu, PyObject *owner)
+PyObject *pyx_meta_borrow(pxs_meta *m, pthread_mutex_t *mu, PyObject *owner)
 {
     Meta *self = (Meta *)MetaType.tp_alloc(&MetaType, 0);
     if (!self)
@@ -410,12 +410,12 @@ PyObject *pymeta_borrow(pxs_meta *m, pthread_mutex_t *mu, PyObject *owner)
     return (PyObject *)self;
 }
 
-void pymeta_disown(PyObject *meta)
+void pyx_meta_disown(PyObject *meta)
 {
     ((Meta *)meta)->open = 0;
 }
 
-int pymeta_register(PyObject *module)
+int pyx_meta_register(PyObject *module)
 {
     if (PyType_Ready(&MetaType) < 0)
         return -1;

@@ -127,7 +127,7 @@ static PyMethodDef order_methods[] = {
      "request_order(row, offset, server, kind, proc, aggregator, servers, kinds, order, twin) -> (code, norder)"},
     {NULL, NULL, 0, NULL}};
 
-int pario_py_add_orders(PyObject *m)
+int pyx_orders_register(PyObject *m)
 {
     return PyModule_AddFunctions(m, order_methods);
 }

@@ -6,6 +6,6 @@
 
 /* Add order_names, order_find, order_strerror and request_order to the module m: 0, or -1
  * with an exception set. */
-int pario_py_add_orders(PyObject *m);
+int pyx_orders_register(PyObject *m);
 
 #endif

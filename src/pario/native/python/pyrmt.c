@@ -24,7 +24,7 @@ static PyObject *error_class;   /* pario.ParioError, set by set_error_class() */
 
 typedef struct {
     PyObject_HEAD
-    rmt_core *c;             /* own_c, or the RMT of a store engine (borrowed: pyrmt_borrow) */
+    rmt_core *c;             /* own_c, or the RMT of a store engine (borrowed: pyx_rmt_borrow) */
     pxs_coord *co;           /* its coordination (store/coord.h): own (the host member over the
                                 given files) or the engine's */
     pxs_coord *own_co;
@@ -905,7 +905,7 @@ static PyObject *Core_close(Core *self, PyObject *unused)
 
 static PyTypeObject CoreType;
 
-PyObject *pyrmt_borrow(rmt_core *c, pxs_coord *co, pthread_mutex_t *mu, PyObject *owner)
+PyObject *pyx_rmt_borrow(rmt_core *c, pxs_coord *co, pthread_mutex_t *mu, PyObject *owner)
 {
     Core *self = (Core *)CoreType.tp_alloc(&CoreType, 0);
     if (!self)
@@ -919,7 +919,7 @@ PyObject *pyrmt_borrow(rmt_core *c, pxs_coord *co, pthread_mutex_t *mu, PyObject
     return (PyObject *)self;
 }
 
-void pyrmt_disown(PyObject *core)
+void pyx_rmt_disown(PyObject *core)
 {
     ((Core *)core)->open = 0;
 }
@@ -1007,7 +1007,7 @@ static PyTypeObject CoreType = {
     .tp_new = PyType_GenericNew,
 };
 
-PyObject *pario_error_class(void)
+PyObject *pyx_error_class(void)
 {
     return error_class;
 }
@@ -1050,8 +1050,8 @@ PyMODINIT_FUNC PyInit__rmt(void)
     PyModule_AddIntConstant(m, "ROUTE_REPLICA", RMT_ROUTE_REPLICA);
     PyModule_AddIntConstant(m, "ROUTE_CHEAPEST", RMT_ROUTE_CHEAPEST);
     PyModule_AddIntConstant(m, "VERSION", RMT_VERSION);
-    if (pymeta_register(m) < 0 || pystore_register(m) < 0 || pycoord_register(m) < 0
-        || pario_py_add_orders(m) < 0 || pylayout_register(m) < 0) {   /* metadata, the store engine, its store
+    if (pyx_meta_register(m) < 0 || pyx_store_register(m) < 0 || pyx_coord_register(m) < 0
+        || pyx_orders_register(m) < 0 || pyx_layout_register(m) < 0) {   /* metadata, the store engine, its store
                                                    lock, the collective orders, the layout mapping */
         Py_DECREF(m);
         return NULL;

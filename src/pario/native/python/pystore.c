@@ -50,7 +50,7 @@ static PyTypeObject EngineType, FileType, SFileType;
 
 static PyObject *fail_msg(const char *msg)
 {
-    PyObject *cls = pario_error_class();
+    PyObject *cls = pyx_error_class();
     PyErr_SetString(cls ? cls : PyExc_RuntimeError, msg);
     return NULL;
 }
@@ -147,9 +147,9 @@ static int Engine_init(Engine *self, PyObject *args, PyObject *kw)
 static void engine_drop_views(Engine *self)
 {
     if (self->core)
-        pyrmt_disown(self->core);
+        pyx_rmt_disown(self->core);
     if (self->meta)
-        pymeta_disown(self->meta);
+        pyx_meta_disown(self->meta);
     Py_CLEAR(self->core);
     Py_CLEAR(self->meta);
 }
@@ -199,7 +199,7 @@ static PyObject *Engine_core(Engine *self, PyObject *unused)
     (void)unused;
     if (engine_open(self))
         return NULL;
-    if (!self->core && !(self->core = pyrmt_borrow(&self->st->rmt, self->st->co, &self->st->mu, (PyObject *)self)))
+    if (!self->core && !(self->core = pyx_rmt_borrow(&self->st->rmt, self->st->co, &self->st->mu, (PyObject *)self)))
         return NULL;
     return Py_NewRef(self->core);
 }
@@ -209,7 +209,7 @@ static PyObject *Engine_meta(Engine *self, PyObject *unused)
     (void)unused;
     if (engine_open(self))
         return NULL;
-    if (!self->meta && !(self->meta = pymeta_borrow(&self->st->meta, &self->st->mu, (PyObject *)self)))
+    if (!self->meta && !(self->meta = pyx_meta_borrow(&self->st->meta, &self->st->mu, (PyObject *)self)))
         return NULL;
     return Py_NewRef(self->meta);
 }
@@ -873,7 +873,7 @@ static PyTypeObject SFileType = {
     .tp_getset = SFile_getset,
 };
 
-int pystore_register(PyObject *module)
+int pyx_store_register(PyObject *module)
 {
     PyTypeObject *types[] = {&EngineType, &FileType, &SFileType};
     const char *names[] = {"Engine", "EngineFile", "SFile"};
