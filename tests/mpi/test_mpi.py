@@ -185,9 +185,10 @@ def test_collective_io_callbacks_read_past_eof_and_write_round_trip(tmp_path):
 
 
 def test_collective_layout_callback_places_pieces_as_placement(tmp_path):
-    """The C layout callback of pario.mpi.File (twophase.compile_layout's run table) cuts and
-    places an aggregator's pieces exactly as Placement.pieces (pario.layout.map_requests)
-    does, for striped, 2-D, region and extent-map layouts (tests/mpi/layout_map.py)."""
+    """The C layout callback of pario.mpi.File (the store engine's layout of the file, cut into
+    pieces in C) cuts and places an aggregator's pieces as the independent numpy mapping
+    (tests/oracles/layout.py) says -- maximal runs of bytes on one server back to back -- for
+    striped, 2-D, region and extent-map layouts (tests/mpi/layout_map.py)."""
     cp = run_mpi("layout_map.py", n=1)
     assert cp.returncode == 0, cp.stderr[-3000:]
     assert "ok" in cp.stdout

@@ -204,7 +204,7 @@ def oracle_schedule(case: Case, P: int, layout=None) -> dict[int, list]:
 
     import oracles.order as order_oracle
     import oracles.twophase as twophase
-    from pario.mpi.placement import split_periodic
+    from oracles.placement import split_periodic
 
     aggs = expected_aggs(case, P)
     naggr = len(aggs)

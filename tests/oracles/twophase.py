@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pario.mpi.placement import split_periodic
+from oracles.placement import pieces, split_periodic
 from pario.plan.collective import request_order
 
 _I64 = np.int64
@@ -54,7 +54,7 @@ def _plan_domain(f, agg: int, src, off, ln, B: int, sched: Schedule, split: int 
     Bx = max(1, B // split)
     placement = f.placement
     if placement is not None and len(off):
-        idx, p_off, p_len, server, kind = placement.pieces(off, ln)
+        idx, p_off, p_len, server, kind = pieces(placement, off, ln)
         p_src = src[idx]
         servers = placement.servers
         order, twin = request_order(f.order, p_off, server, kind, agg, proc=p_src, servers=servers,

@@ -107,6 +107,15 @@ def _engine_value(layout: Layout):
     return _parse(layout)
 
 
+def engine_json(layout: Layout, nservers: int = 0) -> tuple[str, int]:
+    """``(text, n)``: the layout's JSON with its servers named by index (``"0"`` .. ``"n-1"``,
+    ``n`` at least ``nservers``), the form the engine parses (``pxs_layout_parse_indexed``)."""
+    from .spec import layout_to_dict
+
+    n = max(_top_server(layout) + 1, nservers)
+    return json.dumps(layout_to_dict(layout, _Names(n))), n
+
+
 def _parse(layout: Layout):
     from ..native import extension
     from .spec import layout_to_dict
@@ -116,7 +125,7 @@ def _parse(layout: Layout):
     if isinstance(layout, ExtentMap):      # its rows as arrays (no JSON of 10^5 rows)
         default = None if layout.default is None else json.dumps(layout_to_dict(layout.default, _Names(n)))
         return eng.extent_map(layout.offset, layout.length, layout.server, layout.local, layout.datafile, default, n)
-    return eng.Layout(json.dumps(layout_to_dict(layout, _Names(n))), n)
+    return eng.Layout(*engine_json(layout))
 
 
 def map_requests(layout: Layout, offset, length) -> SubRequests:

@@ -8,8 +8,8 @@ module is its Python side, through the extension ``pario.native._collective``
 (``python/pycollective.c``, built with ``mpicc``):
 
 - :func:`choose_aggregators`: ROMIO's choice (``pario_tp_choose_aggregators``);
-- :func:`compile_layout`: the file's :class:`~pario.mpi.placement.Placement` as the run
-  table the C layout callback maps pieces with (no Python call per piece);
+- :func:`compile_layout`: the file's :class:`~pario.mpi.placement.Placement` as the store
+  engine's layout, which the C layout callback cuts pieces with (no Python call per piece);
 - :func:`collective_io`: one collective access on the file's private communicator (a
   ``Dup`` of the file's, as ROMIO keeps one).  A POSIX file is read and written in C
   (``pwritev``/``preadv`` on its descriptor, the GIL released); another back end (a store
@@ -34,7 +34,6 @@ from .backend import PosixBackend
 from .views import gather, scatter
 
 _I64 = np.int64
-_INF = np.iinfo(np.int64).max
 _CB_MODE = {"enable": 0, "automatic": 1, "disable": 2}   # PARIO_TP_CB_*
 
 
@@ -81,73 +80,20 @@ def choose_aggregators(comm, cb_nodes: int | None) -> list[int]:
     return ranks
 
 
-# ---------------------------------------------------------------- the layout as a run table
-def _runs(layout) -> list[tuple]:
-    """The layout's bytes as runs ``(start, end, base, period, marks, servers, fixed)``: run
-    bytes ``[start, end)`` are cut into stripe units at ``base + k·period + marks[i]``, unit
-    ``i`` on ``servers[i]`` (or every unit on ``fixed`` >= 0) -- the cuts and servers of
-    :meth:`Placement.pieces <pario.mpi.placement.Placement.pieces>`."""
-    from ..layout import ExtentMap, Grouped, Regions, Striped
-
-    if isinstance(layout, Striped):
-        keep = [(s, w) for s, w in zip(layout.servers, layout.stripes) if w > 0]
-        widths = np.array([w for _, w in keep], _I64)
-        marks = np.concatenate(([0], np.cumsum(widths)[:-1])).tolist()
-        return [(0, _INF, 0, int(widths.sum()), marks, [s for s, _ in keep], -1)]
-    if isinstance(layout, Grouped):   # a block of stripe·|g| per group, striped inside: unit i on server i
-        servers = list(layout.servers_used())
-        return [(0, _INF, 0, layout.stripe * len(servers), [layout.stripe * i for i in range(len(servers))],
-                 servers, -1)]
-    if isinstance(layout, Regions):
-        out = []
-        for r in layout.regions:
-            end = _INF if r.end is None else r.end
-            for run in _runs(r.layout):
-                out += _clip(_shift(run, r.start), r.start, end)
-        return out
-    if isinstance(layout, ExtentMap):
-        default = _runs(layout.default) if layout.default is not None else []
-        out, prev = [], 0
-        for o, n, s in zip(layout.offset.tolist(), layout.length.tolist(), layout.server.tolist()):
-            for run in default:    # the default's cuts inside the extent, its server fixed
-                out += [c[:6] + (int(s),) for c in _clip(run, o, o + n)]
-            if not default:
-                out.append((o, o + n, 0, 0, [], [], int(s)))
-            for run in default:    # the gap before it: the default layout
-                out += _clip(run, prev, o)
-            prev = o + n
-        for run in default:
-            out += _clip(run, prev, _INF)
-        return out
-    raise ParioError(f"collective I/O: no placement for a layout of kind {getattr(layout, 'kind', layout)!r}")
-
-
-def _shift(run, by: int):
-    start, end, base, period, marks, servers, fixed = run
-    return (start + by, end if end == _INF else end + by, base + by, period, marks, servers, fixed)
-
-
-def _clip(run, lo: int, hi: int) -> list[tuple]:
-    start, end = max(run[0], lo), min(run[1], hi)
-    return [(start, end) + tuple(run[2:])] if start < end else []
-
-
+# ---------------------------------------------------------------- the layout
 def compile_layout(placement) -> tuple | None:
-    """The C layout callback's run table of ``placement`` (None: no placement): sorted runs
-    ``start, end, base, period`` (int64), ``mfirst`` (int64, runs + 1), ``marks`` (int64),
-    ``mserver`` (int32), ``fixed`` (int32), the layout's ``servers`` and their ``kinds``
-    (int32, the order Algorithm 1 rotates over) and the kind of every system server."""
+    """The C layout callback's layout of ``placement`` (None: no placement): the store
+    engine's parse of the file's layout (``_collective.layout``: its pieces are the mapping's,
+    :func:`pario.layout.map_requests`), the layout's ``servers`` and their ``kinds`` (int32,
+    the order Algorithm 1 rotates over) and the kind of every system server."""
     if placement is None:
         return None
-    runs = sorted(_runs(placement.layout), key=lambda r: r[0])
-    col = lambda i, dt: np.array([r[i] for r in runs], dt)   # noqa: E731
-    mfirst = np.concatenate(([0], np.cumsum([len(r[4]) for r in runs]))).astype(_I64)
-    marks = np.array([m for r in runs for m in r[4]], _I64)
-    mserver = np.array([s for r in runs for s in r[5]], np.int32)
-    servers = placement.servers.astype(np.int32)
+    from ..layout.mapping import engine_json
+
     sysk = np.asarray(placement.kinds, np.int32)
-    return (col(0, _I64), col(1, _I64), col(2, _I64), col(3, _I64), mfirst, marks, mserver, col(6, np.int32),
-            servers, sysk[servers], sysk)
+    text, n = engine_json(placement.layout, len(sysk))
+    servers = placement.servers.astype(np.int32)
+    return _native().layout(text, n), servers, sysk[servers], sysk
 
 
 # ---------------------------------------------------------------- the io callback of other back ends

@@ -70,7 +70,8 @@ RMT_MODULE = "pario.native._rmt"
 RMT_SOURCES = CORE_SOURCES + STORE_SOURCES + ["collective/order.c"] + PYTHON_SOURCES
 # pario.native._collective: the two-phase driver and its binding (MPI: built with mpicc)
 COLLECTIVE_MODULE = "pario.native._collective"
-COLLECTIVE_MODULE_SOURCES = COLLECTIVE_SOURCES + PYTHON_MPI_SOURCES
+# + the layouts of the store engine (its request mapping gives the collective's pieces)
+COLLECTIVE_MODULE_SOURCES = COLLECTIVE_SOURCES + ["store/json.c", "store/layout.c"] + PYTHON_MPI_SOURCES
 # libpario_trace.so: every layer but the bindings
 LIB_NAME = "libpario_trace.so"
 TRACER_LIB_SOURCES = INTERPOSE_SOURCES + STORE_SOURCES + COLLECTIVE_SOURCES + CORE_SOURCES

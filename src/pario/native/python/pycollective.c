@@ -11,12 +11,14 @@
  *              cb_mode, layout, fd, io, report)
  *       -> (code, moved, independent, schedule, exception)
  *   choose_aggregators(comm, cb_nodes) -> (code, [rank, ...])
+ *   layout(text, nservers) -> a layout (capsule) for collective()
  *   strerror(code) -> str
  *
  * off, len: int64 buffers (this rank's file extents in data order); buf: their bytes back
  * to back (writable for a read); aggregators: int32 buffer or None; layout: None or the
- * tuple of pario.mpi.twophase.compile_layout (a table of runs, each cut periodically into
- * stripe units on listed servers: the layout callback runs in C, no Python per piece).  The
+ * tuple of pario.mpi.twophase.compile_layout (layout(text, nservers): the store engine's
+ * parse of the file's layout; the layout's servers and their kinds; every system server's
+ * kind): the layout callback runs in C, no Python per piece.  The
  * io callback: fd >= 0 -- pwritev/preadv on that file descriptor in C (POSIX back end);
  * else io(write, cycle, off, len, pos, buf) is called once per aggregator cycle (memoryviews
  * of int64 and of the buffer) and returns the bytes moved (a store back end).  report: True
@@ -43,56 +45,69 @@
 #include <mpi.h>
 
 #include "collective/twophase.h"
+#include "store/layout.h"
+#include "store/meta.h"
 
 /* ------------------------------------------------------------------ the layout callback */
 
-/* The run table of pario.mpi.twophase.compile_layout: run r covers [start[r], end[r]); its
- * stripe units are cut at base[r] + k period[r] + marks[mfirst[r] .. mfirst[r + 1]) (period
- * 0: no cuts); a unit's server is fixed[r] when >= 0, else mserver[] of its mark.  sysk[s]:
- * the kind of system server s. */
-typedef struct lay_table {
-    Py_ssize_t nruns, nsys;
-    const int64_t *start, *end, *base, *period, *mfirst, *marks;
-    const int32_t *mserver, *fixed, *sysk;
-} lay_table;
+/* A file's layout: the store engine's (store/layout.h, parsed once per file open by
+ * layout(text, nservers), a capsule) -- the pieces of the mapping that the store and every
+ * model use.  The driver asks for the first single-server piece of [off, off + len), then of
+ * what is left of it: the pieces of the range are computed once and handed out in order. */
+#define LAYOUT_CAPSULE "pario.native._collective.layout"
+
+typedef struct lay_ctx {
+    const pxs_layout *lay;
+    const int32_t *sysk;    /* the kind of every system server */
+    Py_ssize_t nsys;
+    pxs_pieces pcs;         /* the pieces of [.., end) from pcs.p[next] on */
+    size_t next;
+    int64_t end;
+} lay_ctx;
 
 static int lay_map(void *ctx, int64_t off, int64_t len, int64_t *piece_len, int32_t *server, int32_t *kind)
 {
-    const lay_table *L = ctx;
-    Py_ssize_t lo = 0, hi = L->nruns;   /* the last run with start <= off */
-    while (hi - lo > 1) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (L->start[mid] <= off)
-            lo = mid;
-        else
-            hi = mid;
+    lay_ctx *L = ctx;
+    if (!(L->end == off + len && L->next < L->pcs.n && L->pcs.p[L->next].off == off)) {
+        char err[PXS_ERRLEN];
+        L->pcs.n = 0;
+        L->next = 0;
+        L->end = off + len;
+        if (pxs_layout_pieces(L->lay, off, len, &L->pcs, err, sizeof err) != PXS_OK || L->pcs.n == 0)
+            return -1;   /* no server holds the bytes (an extent map without a default) */
     }
-    if (L->nruns == 0 || L->start[lo] > off || off >= L->end[lo])
-        return -1;   /* no server holds the byte */
-    int64_t stop = L->end[lo] < off + len ? L->end[lo] : off + len;
-    int32_t sv = L->fixed[lo];
-    int64_t P = L->period[lo];
-    if (P > 0) {
-        int64_t rel = off - L->base[lo], q = rel / P, m = rel % P;
-        if (m < 0) {
-            m += P;
-            q--;
-        }
-        int64_t a = L->mfirst[lo], b = L->mfirst[lo + 1], j = a;
-        while (j + 1 < b && L->marks[j + 1] <= m)
-            j++;
-        int64_t next = L->base[lo] + q * P + (j + 1 < b ? L->marks[j + 1] : P);
-        if (next < stop)
-            stop = next;
-        if (sv < 0)
-            sv = L->mserver[j];
-    }
-    if (sv < 0 || sv >= L->nsys)
+    const pxs_piece *q = &L->pcs.p[L->next++];
+    if (q->server < 0 || q->server >= L->nsys || q->len <= 0 || q->len > len)
         return -1;
-    *piece_len = stop - off;
-    *server = sv;
-    *kind = L->sysk[sv];
+    *piece_len = q->len;
+    *server = q->server;
+    *kind = L->sysk[q->server];
     return 0;
+}
+
+static void layout_free(PyObject *cap)
+{
+    pxs_layout_free(PyCapsule_GetPointer(cap, LAYOUT_CAPSULE));
+}
+
+/* layout(text, nservers) -> capsule: a layout's JSON with servers named by index */
+static PyObject *layout(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *text;
+    int n;
+    if (!PyArg_ParseTuple(args, "si", &text, &n))
+        return NULL;
+    char err[PXS_ERRLEN] = "";
+    pxs_layout *lay = NULL;
+    if (pxs_layout_parse_indexed(text, n, &lay, err, sizeof err) != PXS_OK) {
+        PyErr_Format(PyExc_ValueError, "pario: error: layout: %s", err[0] ? err : "unreadable");
+        return NULL;
+    }
+    PyObject *cap = PyCapsule_New(lay, LAYOUT_CAPSULE, layout_free);
+    if (cap == NULL)
+        pxs_layout_free(lay);
+    return cap;
 }
 
 /* ------------------------------------------------------------------ the io callbacks */
@@ -285,7 +300,7 @@ static int get_buf(PyObject *o, Py_buffer *v, Py_ssize_t itemsize, Py_ssize_t n,
     return 0;
 }
 
-#define LAY_BUFS 11
+#define LAY_BUFS 3
 
 static void release(Py_buffer *b, int n)
 {
@@ -294,42 +309,26 @@ static void release(Py_buffer *b, int n)
             PyBuffer_Release(&b[i]);
 }
 
-/* The layout tuple (start, end, base, period, mfirst, marks, mserver, fixed, servers, kinds,
- * sysk) into L and tl; b holds its buffers.  0 or -1. */
-static int get_layout(PyObject *t, Py_buffer *b, lay_table *L, pario_tp_layout *tl)
+/* The layout tuple (capsule, servers, kinds, sysk) into L and tl; b holds its buffers.  0 or -1. */
+static int get_layout(PyObject *t, Py_buffer *b, lay_ctx *L, pario_tp_layout *tl)
 {
-    static const Py_ssize_t isz[LAY_BUFS] = { 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4 };
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != LAY_BUFS) {
-        PyErr_SetString(PyExc_TypeError, "pario: error: layout: a tuple of 11 buffers");
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 1 + LAY_BUFS
+        || !PyCapsule_IsValid(PyTuple_GET_ITEM(t, 0), LAYOUT_CAPSULE)) {
+        PyErr_SetString(PyExc_TypeError, "pario: error: layout: (layout(...), servers, kinds, system kinds)");
         return -1;
     }
     for (int i = 0; i < LAY_BUFS; i++)
-        if (get_buf(PyTuple_GET_ITEM(t, i), &b[i], isz[i], -1, 0, "layout") < 0)
+        if (get_buf(PyTuple_GET_ITEM(t, i + 1), &b[i], 4, -1, 0, "layout") < 0)
             return -1;
-    L->nruns = b[0].len / 8;
-    L->nsys = b[10].len / 4;
-    if (b[1].len / 8 != L->nruns || b[2].len / 8 != L->nruns || b[3].len / 8 != L->nruns ||
-        b[4].len / 8 != L->nruns + 1 || b[7].len / 4 != L->nruns || b[6].len / 4 != b[5].len / 8 ||
-        b[8].len != b[9].len || b[8].len / 4 > INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "pario: error: layout: inconsistent run table");
+    if (b[0].len != b[1].len || b[0].len / 4 > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "pario: error: layout: servers and kinds differ in length");
         return -1;
     }
-    const int64_t *mf = b[4].buf;
-    for (Py_ssize_t r = 0; r <= L->nruns; r++)
-        if (mf[r] < 0 || mf[r] > b[5].len / 8 || (r > 0 && mf[r] < mf[r - 1])) {
-            PyErr_SetString(PyExc_ValueError, "pario: error: layout: bad mark index");
-            return -1;
-        }
-    L->start = b[0].buf;
-    L->end = b[1].buf;
-    L->base = b[2].buf;
-    L->period = b[3].buf;
-    L->mfirst = mf;
-    L->marks = b[5].buf;
-    L->mserver = b[6].buf;
-    L->fixed = b[7].buf;
-    L->sysk = b[10].buf;
-    *tl = (pario_tp_layout){ lay_map, L, (int32_t)(b[8].len / 4), b[8].buf, b[9].buf };
+    memset(L, 0, sizeof *L);
+    L->lay = PyCapsule_GetPointer(PyTuple_GET_ITEM(t, 0), LAYOUT_CAPSULE);
+    L->sysk = b[2].buf;
+    L->nsys = b[2].len / 4;
+    *tl = (pario_tp_layout){ lay_map, L, (int32_t)(b[0].len / 4), b[0].buf, b[1].buf };
     return 0;
 }
 
@@ -357,7 +356,7 @@ static PyObject *collective(PyObject *mod, PyObject *args)
         return NULL;
     Py_buffer b[4 + LAY_BUFS];
     memset(b, 0, sizeof b);
-    lay_table L;
+    lay_ctx L = { 0 };
     pario_tp_layout tl;
     PyObject *ret = NULL;
     if (get_buf(ooff, &b[0], 8, -1, 0, "offsets") < 0 || get_buf(olen, &b[1], 8, b[0].len / 8, 0, "lengths") < 0 ||
@@ -416,6 +415,7 @@ static PyObject *collective(PyObject *mod, PyObject *args)
     free(c.rep);
 out:
     release(b, 4 + LAY_BUFS);
+    free(L.pcs.p);
     return ret;
 }
 
@@ -459,6 +459,7 @@ static PyObject *strerror_(PyObject *mod, PyObject *code)
 
 static PyMethodDef methods[] = {
     { "collective", collective, METH_VARARGS, "One two-phase collective access (pario_tp_collective)." },
+    { "layout", layout, METH_VARARGS, "layout(text, nservers): a layout for collective() (store/layout.h)." },
     { "choose_aggregators", choose_aggregators, METH_VARARGS,
       "ROMIO-like aggregators (pario_tp_choose_aggregators): (code, ranks)." },
     { "strerror", strerror_, METH_O, "The one-line description of a PARIO_TP_* code." },

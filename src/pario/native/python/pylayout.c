@@ -44,26 +44,6 @@ static void set_error(const char *msg)
     PyErr_SetString(cls ? cls : PyExc_ValueError, msg);
 }
 
-/* the layout of JSON text over n servers named "0" .. "n-1": PXS_OK, or a PXS_* code with err set */
-static int parse_named(const char *text, int n, pxs_layout **out, char *err, size_t errlen)
-{
-    char **names = calloc((size_t)n, sizeof *names);
-    char *store = malloc((size_t)n * 12);
-    if (names == NULL || store == NULL) {
-        free(names);
-        free(store);
-        return PXS_ENOMEM;
-    }
-    for (int i = 0; i < n; i++) {
-        names[i] = store + (size_t)i * 12;
-        snprintf(names[i], 12, "%d", i);
-    }
-    int rc = pxs_layout_parse_text(text, (const char *const *)names, n, out, err, errlen);
-    free(names);
-    free(store);
-    return rc;
-}
-
 /* raise the error of a failed layout call (rc) */
 static void raise_rc(int rc, const char *err)
 {
@@ -93,7 +73,7 @@ static int layout_init(LayoutObject *self, PyObject *args, PyObject *kw)
         return -1;
     char err[PXS_ERRLEN] = "";
     pxs_layout *lay = NULL;
-    int rc = parse_named(text, n, &lay, err, sizeof err);
+    int rc = pxs_layout_parse_indexed(text, n, &lay, err, sizeof err);
     if (rc != PXS_OK) {
         raise_rc(rc, err);
         return -1;
@@ -221,7 +201,7 @@ static PyObject *extent_map(PyObject *mod, PyObject *args)
     if (nb == 5 && (dflt == Py_None || text != NULL)) {
         char err[PXS_ERRLEN] = "";
         pxs_layout *def = NULL, *lay = NULL;
-        int rc = text ? parse_named(text, n, &def, err, sizeof err) : PXS_OK;
+        int rc = text ? pxs_layout_parse_indexed(text, n, &def, err, sizeof err) : PXS_OK;
         if (rc == PXS_OK)
             rc = pxs_layout_extents((size_t)(b[0].len / 8), b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, n, def,
                                     &lay, err, sizeof err);

@@ -621,6 +621,26 @@ int pxs_layout_parse_text(const char *text, const char *const *names, int nserve
     return rc;
 }
 
+int pxs_layout_parse_indexed(const char *text, int nservers, pxs_layout **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (nservers < 1 || nservers > 1 << 20)
+        return ERR("a layout over %d servers", nservers);
+    char **names = calloc((size_t)nservers, sizeof *names);
+    char *store = malloc((size_t)nservers * 12);
+    int rc = PXS_ENOMEM;
+    if (names && store) {
+        for (int i = 0; i < nservers; i++) {
+            names[i] = store + (size_t)i * 12;
+            snprintf(names[i], 12, "%d", i);
+        }
+        rc = pxs_layout_parse_text(text, (const char *const *)names, nservers, out, err, errlen);
+    }
+    free(names);
+    free(store);
+    return rc;
+}
+
 int pxs_layout_extents(size_t n, const int64_t *off, const int64_t *len, const int64_t *server, const int64_t *local,
                        const int64_t *datafile, int nservers, pxs_layout *def, pxs_layout **out, char *err,
                        size_t errlen)

@@ -85,6 +85,9 @@ int pxs_layout_parse(const pxs_json *j, const char *const *names, int nservers, 
                      size_t errlen);
 int pxs_layout_parse_text(const char *text, const char *const *names, int nservers, pxs_layout **out, char *err,
                           size_t errlen);
+/* the same over servers named by their index ("0" .. "nservers-1": pario.layout.mapping's
+ * engine form, the JSON of a layout whose servers are indices) */
+int pxs_layout_parse_indexed(const char *text, int nservers, pxs_layout **out, char *err, size_t errlen);
 void pxs_layout_free(pxs_layout *l);
 /* an extent map from its rows (any order; checked as the JSON's are) over nservers servers,
  * with default layout def (NULL: none; owned by the map from here, freed on failure too) */
