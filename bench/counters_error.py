@@ -18,7 +18,7 @@ with the DXT trace of that layer (:func:`pario.trace.darshan.read_darshan`) on:
 * ``time``: predicted makespan of the synthesized / the DXT trace on ``--system`` under
   ``--layout`` (independent, blocking: ``pario simulate TRACE --system S --layout L``).
 
-The table is the one in docs/traces.md ("Counters-only logs"); tests/test_darshan_counters.py
+The table is the one in docs/traces.md ("Counters-only logs"); tests/trace/test_darshan_counters.py
 recomputes some rows and checks them against it.
 """
 

@@ -44,7 +44,7 @@ class Unavailable(Exception):
     """What a build needs is not on this machine (the message says what)."""
 
 
-# IOR with its HDF5 backend (tests/test_run_variation.py): Debian's parallel HDF5 for MPICH
+# IOR with its HDF5 backend (tests/run/test_run_variation.py): Debian's parallel HDF5 for MPICH
 # (libhdf5-mpich-dev, found through its pkg-config file), linked statically so that the only
 # MPI the program loads is the wheel's libmpi.so.12 (the static library calls MPI through the
 # MPICH ABI both share).

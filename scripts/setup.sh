@@ -24,7 +24,7 @@ fi
 .venv/bin/python scripts/build_native.py --quiet
 if [ "${1:-}" = "test" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
    && ! dpkg -s libhdf5-mpich-dev >/dev/null 2>&1; then
-  # IOR's HDF5 backend in the test suite (tests/test_run_variation.py): Debian's parallel HDF5
+  # IOR's HDF5 backend in the test suite (tests/run/test_run_variation.py): Debian's parallel HDF5
   # for MPICH, linked statically into IOR (scripts/build_native.py); without it those tests
   # skip with the reason (pytest -rs)
   { DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null \

@@ -85,7 +85,7 @@ SIGKILLed first, 0–30 ms into its open (so the verification is interrupted, do
 and the next opener must still verify.  A SIGKILL loses no page of the journal, so no CLEAN
 entry may differ (a differing one would be a record the store lost); afterwards the flag is 0.
 
-The test suite runs every mode (tests/test_crash.py).
+The test suite runs every mode (tests/store/test_crash.py).
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ set — in a third of the trials a first Python recovery is SIGKILLed 0–30 ms 
 and ``pario store fsck`` (the first opener) must verify every CLEAN entry byte for byte
 unless a killed recovery finished that; every other check as above, and the flag is 0 after.
 
-tests/test_serve_kill.py runs 10 trials.
+tests/native/test_serve_kill.py runs 10 trials.
 """
 
 from __future__ import annotations

@@ -1,14 +1,19 @@
-"""Fixtures shared by the tests: an empty store, the project's C build script and the
-library it builds."""
+"""Fixtures shared by the tests in every folder of tests/: an empty store, the project's C
+build script and the library it builds.  tests/ itself is put on sys.path here, so the shared
+support (helpers.py, contracts.py, ceph_fixture.py, oracles/) imports the same way from every
+folder (``from helpers import ROOT``)."""
 
-import importlib.util
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
 
-from pario.store import Store, init_store
+import pytest  # noqa: E402
+from helpers import load_script  # noqa: E402
+
+from pario.store import Store, init_store  # noqa: E402
 
 
 @pytest.fixture
@@ -24,11 +29,7 @@ def store(tmp_path):
 def build_native():
     """scripts/build_native.py as a module: the C builds the tests need (the tracer and
     serving library, the drivers)."""
-    spec = importlib.util.spec_from_file_location(
-        "build_native", Path(__file__).resolve().parents[1] / "scripts" / "build_native.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/build_native.py", "build_native")
 
 
 @pytest.fixture(scope="session")
@@ -43,18 +44,3 @@ def lib(build_native):
         pytest.skip("no mpicc: the pario library is not built")
     return path
 
-
-def random_io(f, rng, steps: int, span: int, maxlen: int, maxread: int) -> bytearray:
-    """``steps`` random writes into ``[0, span + maxlen)`` of the open store file ``f``, each
-    followed by a random read checked against an in-memory bytearray; returns the bytearray
-    (the expected file)."""
-    ref = bytearray()
-    for _ in range(steps):
-        off, n = int(rng.integers(0, span)), int(rng.integers(1, maxlen))
-        d = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
-        f.write(off, d)
-        ref.extend(bytes(max(0, off + n - len(ref))))
-        ref[off:off + n] = d
-        o, m = int(rng.integers(0, len(ref))), int(rng.integers(0, maxread))
-        assert f.read(o, m) == bytes(ref[o:o + m])
-    return ref

@@ -5,7 +5,7 @@ planners (:data:`pario.plan.PLANNERS`), emitters (:data:`pario.apply.EMITTERS`) 
 data planes (:data:`pario.store.PLANES`) — each have one such registry; the fifth role, the
 collective request orders, is the C table ``pario_orders[]`` of ``native/collective/order.c``
 that the engine, the simulator and the served runtime share (:data:`pario.plan.collective.ORDERS`
-reads its names; tests/test_order_contract.py checks every row).  Each is a
+reads its names; tests/plan/test_order_contract.py checks every row).  Each is a
 :class:`Registry`: a small mapping written out in one place, name → ``"module:Class"``,
 imported on first use (loading a plan, what every MPI rank does, imports no planner).  Every
 member follows its role's interface — parameters in the constructor, one verb

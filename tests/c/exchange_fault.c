@@ -1,4 +1,4 @@
-/* Fault injection for tests/test_serve_twophase.py: a preloaded shim between pario's C
+/* Fault injection for tests/native/test_serve_twophase.py: a preloaded shim between pario's C
  * two-phase I/O and MPICH that makes one exchange fail the way a dead sender makes it fail
  * under MPI_ERRORS_RETURN: the receives posted since the last PMPI_Waitall are left with
  * bytes nobody sent (0xEE) and PMPI_Waitall returns MPI_ERR_OTHER.

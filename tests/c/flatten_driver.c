@@ -1,7 +1,7 @@
 /* Test driver for the tracer's flattening (src/pario/native/interpose/flatten.c, view.c).
  *
  * Reads commands from stdin, one a line, and prints one JSON object a line for each
- * command that answers (tests/test_tracer_flatten.py writes the commands and checks the
+ * command that answers (tests/trace/test_tracer_flatten.py writes the commands and checks the
  * answers against its numpy oracle, MPICH's MPIX_Type_iov and ROMIO's own file writes).
  *
  *   T id KIND args...     build and commit datatype `id` (a type argument is an id or a

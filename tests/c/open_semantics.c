@@ -1,5 +1,5 @@
 /* open_semantics: MPI_File_open's semantics that a served run must share with MPICH, errors
- * included (issue 24; tests/test_serve_open.py runs it with and without pario's library and
+ * included (issue 24; tests/native/test_serve_open.py runs it with and without pario's library and
  * compares the output line for line).
  *
  *   open_semantics DIR CASE [TRIES]

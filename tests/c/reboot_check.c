@@ -1,5 +1,5 @@
 /* reboot_check: a program's view of its own writes across an unclean end and a reboot
- * (issue 28; tests/test_reboot.py).
+ * (issue 28; tests/native/test_reboot.py).
  *
  *   reboot_check FILE GEN BLOCK MODE
  *

@@ -1,5 +1,5 @@
 /* Test driver of pario's C store data path (src/pario/native/store, core: json, meta, layout,
- * storefile, redirect) for tests/test_serve_store.py.  No MPI.
+ * storefile, redirect) for tests/native/test_serve_store.py.  No MPI.
  *
  * Reads one command per line on stdin and prints one JSON line per command:
  * {"ok": true, ...} or {"ok": false, "code": C, "error": "one line"}.  Data to write comes

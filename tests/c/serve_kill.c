@@ -1,6 +1,6 @@
 /* serve_kill: an MPI program for the crash stress of served files (issue 16, "a rank killed
  * mid-run -> the store recovers, acknowledged writes kept, fsck clean"; stress/serve_kill.py,
- * tests/test_serve_kill.py).
+ * tests/native/test_serve_kill.py).
  *
  *   serve_kill FILE LOGDIR CONFIG INIT
  *

@@ -1,4 +1,4 @@
-/* MPI_File_set_size between writes of several ranks (tests/test_serve_mpi.py runs it with
+/* MPI_File_set_size between writes of several ranks (tests/native/test_serve_mpi.py runs it with
  * and without pario's library and compares the files).
  *
  *   serve_resize FILE

@@ -1,4 +1,4 @@
-/* One MPI-IO program per access style, for tests/test_tracer.py (run with 4 ranks).
+/* One MPI-IO program per access style, for tests/trace/test_tracer.py (run with 4 ranks).
  *
  *   tracer_styles STYLE DIR B N
  *

@@ -1,5 +1,5 @@
 /* Test driver for pario's C two-phase collective I/O (src/pario/native/collective/twophase.c,
- * order.c), run by tests/test_serve_twophase.py under .venv/bin/mpiexec.
+ * order.c), run by tests/native/test_serve_twophase.py under .venv/bin/mpiexec.
  *
  *   twophase_driver SPEC     run the cases of SPEC (below), one JSON line per case on rank 0
  *   twophase_driver --bad FILE    bad arguments: one JSON line per scenario with every rank's code

@@ -1,4 +1,4 @@
-"""Run under mpiexec -n 4 on a store prepared by tests/test_mpi_store.py.
+"""Run under mpiexec -n 4 on a store prepared by tests/mpi/test_mpi_store.py.
 
 Usage: store_redirect.py STORE MODE
 The store holds "data": RECORDS records of REC bytes, record k written by rank k % 4, with

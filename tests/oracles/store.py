@@ -1,7 +1,7 @@
 """Independent oracles of the store engine's mapping and routing cost, built on
 :func:`pario.layout.map_requests` (pario's one mapping, used by the models and the simulator):
 the engine (``src/pario/native/store``) must place every byte and price every request as
-these do (tests/test_serve_store.py, tests/test_store.py).
+these do (tests/native/test_serve_store.py, tests/store/test_store.py).
 
 Cut logical ranges into single-server pieces, placed by :func:`pario.layout.map_requests`.
 
@@ -71,7 +71,7 @@ def fast_pieces(layout: Layout, x: int, L: int, b: int):
     position ``q = x mod W``, local ``r·w_i + (q − prefix_i)``); returns lists
     ``(server, datafile, local, length, buf_offset)`` or None when the range has more than
     ``FAST_MAX`` pieces or the layout has no fast path.  Tested equal to :func:`pieces`
-    (which uses ``map_requests``) in tests/test_store.py.
+    (which uses ``map_requests``) in tests/store/test_store.py.
     """
     e = x + L
     srv, loc, ln, bo = [], [], [], []
@@ -225,7 +225,7 @@ def one_piece(layout: Layout):
     position ``q = x mod W``, local ``r·w_i + (q − prefix_i)``; fixed striping needs only two
     ``divmod``), so the per-request cost is a few integer operations and no list building;
     the keys are prebuilt tuples (no allocation for the data-file lookup).  Other layouts go
-    through :func:`fast_pieces`.  Tested equal to :func:`pieces` in tests/test_store_parallel.py.
+    through :func:`fast_pieces`.  Tested equal to :func:`pieces` in tests/store/test_store_parallel.py.
     """
     if type(layout) is Striped:
         kept = [(s, w) for s, w in zip(layout.servers, layout.stripes) if w > 0]

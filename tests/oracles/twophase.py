@@ -6,8 +6,8 @@ the preloaded library directly).  This module is the independent reimplementatio
 compare it with: ROMIO's test for interleaved ranges and an aggregator's plan (its pieces cut
 at the placement's server boundaries, ordered -- ROMCIO, or CACIO / HACIO of seed 004
 Algorithm 1 --, cut into ``cb_buffer_size`` cycles) as pario had them in Python
-(``pario.mpi.twophase`` before issue 25).  tests/test_serve_twophase.py and
-tests/test_serve_mpi.py compute every aggregator's expected schedule with it.
+(``pario.mpi.twophase`` before issue 25).  tests/native/test_serve_twophase.py and
+tests/native/test_serve_mpi.py compute every aggregator's expected schedule with it.
 """
 
 from __future__ import annotations

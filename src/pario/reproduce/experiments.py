@@ -475,8 +475,8 @@ _NOT_REPRODUCED = {
 # flat once the SServers are filled (conservation of HServer bytes and sub-requests); with a
 # 4 MB buffer and 16 aggregators ROMCIO and CACIO attain the busiest-server bound of seed 004's
 # own cycle model, which HACIO cannot beat (an independent brute force of that model).
-PSA_FLAT = "tests/test_psa.py::test_search_is_flat_once_sservers_are_filled"
-HACIO_CYCLE = "tests/test_simulate.py::test_hacio_vs_cacio_in_seed004_cycle_model"
+PSA_FLAT = "tests/plan/test_psa.py::test_search_is_flat_once_sservers_are_filled"
+HACIO_CYCLE = "tests/simulate/test_simulate.py::test_hacio_vs_cacio_in_seed004_cycle_model"
 _PROOF = {
     **{(f"psa-fig{k}", i): PSA_FLAT for k in (7, 8, 9, 10, 11, 12, 13) for i in (0, 1) if (k, i) != (12, 1)},
     ("hacio-fig8", 0): HACIO_CYCLE, ("hacio-fig8", 1): HACIO_CYCLE, ("hacio-fig9", 0): HACIO_CYCLE,

@@ -21,7 +21,7 @@
   lock shared from the lookup to its last byte, a synchronisation batch exclusive; the
   engine follows other processes' journal records before every lookup.
 
-docs/store.md has the whole argument; tests/test_redirect.py and the crash stresses check it.
+docs/store.md has the whole argument; tests/store/test_redirect.py and the crash stresses check it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ with the same shift and flag are merged).
 
 ``pario store fsck`` replays the journal with it and compares the result, entry for entry,
 with the table the store serves from (:meth:`Model.diff`); the property tests feed random
-operation sequences to both implementations (tests/test_rmt.py).
+operation sequences to both implementations (tests/store/test_rmt.py).
 """
 
 from __future__ import annotations

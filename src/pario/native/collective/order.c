@@ -1,8 +1,8 @@
 /* pario: request orders of two-phase collective I/O, and their table (order.h).
  *
  * Each order reproduces the reference implementation pario had in Python (same order, ties
- * included; the numpy reference is now tests/order_oracle.py, and
- * tests/test_order_contract.py / tests/test_serve_twophase.py compare against it).
+ * included; the numpy reference is now tests/oracles/order.py, and
+ * tests/plan/test_order_contract.py / tests/native/test_serve_twophase.py compare against it).
  * Seed 004 = HACIO (He, Wang, Sun, Huang, Xu), /work/shared/seeds/004_159a205ecef4be05.txt.
  */
 #include "collective/order.h"

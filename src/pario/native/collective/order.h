@@ -13,7 +13,7 @@
  * pario_order_find) and Python (pario.plan.collective.ORDERS and request_order, through
  * the extension pario.native._rmt: python/pyorder.c) all take the orders from it.  A new
  * order is one pario_order_fn in order.c and one row of the table (and its tests:
- * tests/test_order_contract.py checks every row).
+ * tests/plan/test_order_contract.py checks every row).
  *
  * - romcio: logical file-offset order (seed 004 §2.2, Fig. 3).
  * - cacio: the pieces grouped by server, the groups issued starting at server position

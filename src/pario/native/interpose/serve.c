@@ -703,7 +703,7 @@ static int tp_map(void *ctx, int64_t off, int64_t len, int64_t *piece_len, int32
 
 /* PARIO_SERVE_ORDER_LOG=PREFIX: every access of the two-phase I/O is appended to
  * PREFIX.<world rank> as "cycle n off len off len ..." in the order it is issued (the test of
- * the plan's order: tests/test_serve_mpi.py). */
+ * the plan's order: tests/native/test_serve_mpi.py). */
 static void log_order(int cycle, int n, const int64_t *off, const int64_t *len)
 {
     const char *prefix = getenv("PARIO_SERVE_ORDER_LOG");
