@@ -36,6 +36,11 @@ static void fail(const char *what, int rc)
     int len = 0;
     MPI_Error_string(rc, msg, &len);
     fprintf(stderr, "reboot_check: %s: %s\n", what, msg);
+    fflush(stderr);
+    /* mpiexec's forwarding of this line can lose the race with the abort (an empty stderr
+     * under load): give it a moment */
+    struct timespec t = { 0, 200 * 1000 * 1000 };
+    nanosleep(&t, NULL);
     MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
