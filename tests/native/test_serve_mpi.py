@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import C_DIR, IOR_SRC, VENV_BIN, load_script
+from helpers import C_DIR, IOR_SRC, VENV_BIN, load_script, on_path
 
 STYLES_SRC = C_DIR / "tracer_styles.c"
 P, B, N = 4, 48, 8
@@ -338,6 +338,7 @@ def test_pario_run_ior_strided_reads_are_redirected(ior_bin, tmp_path):
     HDD2_SLOW2: CEDA replicates whatever the ranks' timing); run 2's reads are all served by
     the replicas (RMT hits counted from the store's RMT against run 2's trace), and the file
     equals IOR's without pario."""
+    on_path("run")   # tests/run/test_run.py, from this folder
     from test_run import HDD2_SLOW2
 
     (tmp_path / "p.toml").write_text(HDD2_SLOW2)

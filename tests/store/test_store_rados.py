@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from ceph_fixture import ceph_cluster  # noqa: F401  (the fixture)
-from helpers import random_io
+from helpers import on_path, random_io
 
 from pario.cli import main
 from pario.layout import ExtentMap, Grouped, Region, Regions, Striped, map_requests
@@ -315,6 +315,7 @@ def test_pario_mpi_file_on_rados(ceph_cluster, tmp_path):
     local store's test program unchanged): independent and collective reads through a CEDA
     replica of every odd record, rewrites while replicas are DIRTY, read-your-writes, and at
     close the original holds the new bytes and every RMT entry is clean and equal to it."""
+    on_path("mpi")   # tests/mpi/'s test modules, from this folder
     from test_mpi import _check, run_mpi
     from test_mpi_store import REC, RECORDS, _raw_original, _replicas_match_original, content
 
