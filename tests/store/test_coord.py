@@ -77,3 +77,83 @@ def test_store_lock_never_follows_a_planted_link(tmp_path):
     (root / ".lock").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(ParioError, match="symbolic link"):
         StoreLock(root / ".lock")
+
+
+def _other_machine(root, code, boot="another-machine-boot-id"):
+    """``code`` run by a process that looks like it runs on another machine (its boot id is
+    ``boot``: PARIO_BOOT_ID, as the reboot stresses use it), with ``st`` the store opened shared
+    and a ParioError printed as its one line; (exit status, output)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    prog = textwrap.dedent(f"""
+        import sys
+        from pario import ParioError
+        from pario.store import Store
+        try:
+            with Store({str(root)!r}, shared=True) as st:
+    """) + textwrap.indent(textwrap.dedent(code), " " * 8) + textwrap.dedent("""
+        except ParioError as exc:
+            print("ERROR", exc)
+            sys.exit(2)
+    """)
+    env = dict(os.environ, PARIO_BOOT_ID=boot)
+    r = subprocess.run([sys.executable, "-c", prog], env=env, capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_host_member_refuses_a_store_another_machine_has_open(tmp_path):
+    """A "host" store (the journal a shared mapping, its lock a process-shared mutex: neither
+    works between machines) open on this machine is refused to a process of another machine
+    with one line, before it maps anything; once nothing is open here, that machine may open
+    it (the name it finds in DIR/.host is then stale, not a holder)."""
+    root = init_store(tmp_path / "s", "ceda-hdd8")
+    with Store(root) as st:
+        st.create("f", "fixed:64k")
+        with st.open("f") as f:
+            f.write(0, b"a" * 5000)
+    with Store(root, shared=True) as here:
+        rc, out = _other_machine(root, "print('OPENED')")
+        assert rc == 2 and "OPENED" not in out, out
+        line = out.strip()
+        assert "\n" not in line and "is open on another machine" in line and "--coord pfs" in line
+        with here.open("f") as f:                       # this machine's use goes on unharmed
+            assert f.read(0, 5000) == b"a" * 5000
+    rc, out = _other_machine(root, "with st.open('f') as f: print('READ', f.read(0, 5000) == b'a' * 5000)")
+    assert rc == 0 and "READ True" in out, out
+
+
+def test_pfs_member_serves_processes_of_several_machines(tmp_path):
+    """The same two "machines" on a "pfs" store (fcntl locks, the journal read and written with
+    pread/pwrite, SQLite with a rollback journal): both have it open at once, a file the other
+    machine creates and writes is read here byte for byte, and its replica's RMT entries are
+    seen here through the journal."""
+    root = init_store(tmp_path / "s", "ceda-hdd8", coord="pfs")
+    assert json.loads((root / "store.json").read_text())["coord"] == "pfs"
+    data = bytes(range(256)) * 64
+    with Store(root, shared=True) as here:
+        rc, out = _other_machine(root, f"""
+            from pario.store.replicator import ReplicaSpec, replicate
+            st.create("g", "fixed:64k")
+            with st.open("g") as f:
+                f.write(0, {data!r})
+            replicate(st, [ReplicaSpec("g", "g.r1", st.layout("fixed:4k"))])
+            print("WROTE", len(st.rmt.entries("g").flag))
+        """)
+        assert rc == 0 and "WROTE" in out, out
+        theirs = int(out.split("WROTE")[1].split()[0])
+        assert theirs > 0 and len(here.rmt.entries("g").flag) == theirs      # followed through the journal
+        with here.open("g") as f:                       # served from the replica (CLEAN) and the original
+            assert f.read(0, len(data)) == data
+    import sqlite3
+
+    mode = sqlite3.connect(root / "meta.db").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "delete" and not (root / "meta.db-wal").exists()
+
+
+def test_unknown_coord_at_init_is_refused(tmp_path):
+    with pytest.raises(ParioError, match="unknown coordination 'paxos'"):
+        init_store(tmp_path / "s", "ceda-hdd8", coord="paxos")
+    assert not (tmp_path / "s").exists()

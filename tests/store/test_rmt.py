@@ -18,8 +18,14 @@ CLEAN, DIRTY, STALE, COPYING, FRESH = J.CLEAN, J.DIRTY, J.STALE, J.COPYING, J.FR
 HYP = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
 
-def core(path, shared=False, first=True, sync=None, timeout=2.0):
-    return _rmt.Core(str(path), str(sync) if sync else None, shared, first, timeout)
+def core(path, shared=False, first=True, sync=None, timeout=2.0, coord=None):
+    """The RMT of a journal file through a coordination member: "host" (the journal mapped,
+    core/journal_map.c) or "pfs" (pread/pwrite and a byte-range lock, core/journal_file.c)."""
+    return _rmt.Core(str(path), str(sync) if sync else None, shared, first, timeout, coord)
+
+
+# the journal's storages, through the members that use them (core/rmt.h, rmt_journal_ops)
+MEMBERS = pytest.mark.parametrize("coord", ["host", "pfs"])
 
 
 # ---------------------------------------------------------------------- operations
@@ -104,9 +110,10 @@ def test_core_equals_independent_replay(tmp_path_factory, ops):
     c2.close()
 
 
+@MEMBERS
 @settings(max_examples=150, **HYP)
-@given(st_.lists(st_.tuples(st_.booleans(), OPS), max_size=40))
-def test_two_processes_interleaved_agree(tmp_path_factory, ops):
+@given(ops=st_.lists(st_.tuples(st_.booleans(), OPS), max_size=40))
+def test_two_processes_interleaved_agree(tmp_path_factory, ops, coord):
     """Two processes' cores on one journal (shared), changes from either in any interleaving:
     each change is decided on the state after everything published before it (the journal
     lock, then catch-up), so both tables equal the independent replay and keep the invariant
@@ -114,8 +121,8 @@ def test_two_processes_interleaved_agree(tmp_path_factory, ops):
     rows before its transaction and could delete another process's DIRTY entry)."""
     d = tmp_path_factory.mktemp("j")
     p, s = d / "rmt.log", d / ".sync.lock"
-    a = core(p, shared=True, first=True, sync=s)
-    b = core(p, shared=True, first=False, sync=s)
+    a = core(p, coord=coord, shared=True, first=True, sync=s)
+    b = core(p, coord=coord, shared=True, first=False, sync=s)
     for use_b, op in ops:
         apply_op(b if use_b else a, op)
     model, _ = J.replay(p)
@@ -283,13 +290,14 @@ def test_damaged_journal_is_a_one_line_error(tmp_path):
         core(p)
 
 
-def test_shared_cores_follow_each_other_incrementally(tmp_path):
+@MEMBERS
+def test_shared_cores_follow_each_other_incrementally(tmp_path, coord):
     """Two processes' views (two cores on one journal, shared): each sees the other's changes
     at its next lookup by applying the new records; with following switched off (the
     negative control) the second keeps routing by what it saw before."""
     p, s = tmp_path / "rmt.log", tmp_path / ".sync.lock"
-    a = core(p, shared=True, first=True, sync=s)
-    b = core(p, shared=True, first=False, sync=s)
+    a = core(p, coord=coord, shared=True, first=True, sync=s)
+    b = core(p, coord=coord, shared=True, first=False, sync=s)
     a.register(11, 1, 0, 0, "a")
     a.add(1, 11, 0, 0, 100, CLEAN)
     assert b.route(1, 0, 10) == (11, 0)
@@ -306,12 +314,13 @@ def test_shared_cores_follow_each_other_incrementally(tmp_path):
     b.close()
 
 
-def test_journal_lock_and_range_locks_wait_with_a_limit(tmp_path):
+@MEMBERS
+def test_journal_lock_and_range_locks_wait_with_a_limit(tmp_path, coord):
     """A change waits for another process's transaction at most the timeout (one-line error);
     range locks exclude exclusive against shared holders only where the ranges overlap."""
     p, s = tmp_path / "rmt.log", tmp_path / ".sync.lock"
-    a = core(p, shared=True, first=True, sync=s)
-    b = core(p, shared=True, first=False, sync=s, timeout=0.2)
+    a = core(p, coord=coord, shared=True, first=True, sync=s)
+    b = core(p, coord=coord, shared=True, first=False, sync=s, timeout=0.2)
     a.begin()
     with pytest.raises(ParioError, match="timed out after 0.2 s") as ei:
         b.add(1, 11, 0, 0, 10, CLEAN)
@@ -330,20 +339,21 @@ def test_journal_lock_and_range_locks_wait_with_a_limit(tmp_path):
     b.close()
 
 
-def test_a_process_killed_holding_the_journal_lock_does_not_block_the_others(tmp_path):
+@MEMBERS
+def test_a_process_killed_holding_the_journal_lock_does_not_block_the_others(tmp_path, coord):
     """SIGKILL while holding the journal lock (in a transaction, a record appended but not
     published): the next process gets the lock at once (robust mutex), the unpublished
     record is not applied and is overwritten."""
     import signal
 
     p, s = tmp_path / "rmt.log", tmp_path / ".sync.lock"
-    a = core(p, shared=True, first=True, sync=s)
+    a = core(p, coord=coord, shared=True, first=True, sync=s)
     a.register(11, 1, 0, 0, "a")
     a.add(1, 11, 0, 0, 100, CLEAN)
     pid = os.fork()
     if pid == 0:                                    # the child: its own view, then dies mid-transaction
         try:
-            c = core(p, shared=True, first=False, sync=s)
+            c = core(p, coord=coord, shared=True, first=False, sync=s)
             c.begin()
             c.mark(1, 11, 0, 10)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -351,9 +361,10 @@ def test_a_process_killed_holding_the_journal_lock_does_not_block_the_others(tmp
             os._exit(1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFSIGNALED(status)
-    b = core(p, shared=True, first=False, sync=s, timeout=5)
+    b = core(p, coord=coord, shared=True, first=False, sync=s, timeout=5)
     b.mark(1, 0, 50, 60)                           # takes over the lock, appends over the dead record
-    assert b.stats()["dead_holders"] == 1
+    # the mapped journal's robust mutex tells a dead holder; a byte-range lock is just released
+    assert b.stats()["dead_holders"] == (1 if coord == "host" else 0)
     assert [f for *_, f in b.entries(1)] == [CLEAN, STALE, CLEAN]
     m, _ = J.replay(p)
     assert m.diff(a) == [] and m.diff(b) == []
@@ -361,9 +372,10 @@ def test_a_process_killed_holding_the_journal_lock_does_not_block_the_others(tmp
     b.close()
 
 
-def test_checkpoint_keeps_the_state_and_shrinks_the_journal(tmp_path):
+@MEMBERS
+def test_checkpoint_keeps_the_state_and_shrinks_the_journal(tmp_path, coord):
     p = tmp_path / "rmt.log"
-    c = core(p)
+    c = core(p, coord=coord)
     c.register(11, 1, 0, 0, "a")
     c.add(1, 11, 0, 0, 1 << 20, CLEAN)
     for k in range(2000):
@@ -376,7 +388,7 @@ def test_checkpoint_keeps_the_state_and_shrinks_the_journal(tmp_path):
     assert c.stats()["end"] - 4096 < (before - 4096) / 100    # two records (REGISTER, ADD) of 4,000
     assert model.diff(c) == []
     c.close()
-    assert J.replay(p)[0].diff(core(p)) == []
+    assert J.replay(p)[0].diff(core(p, coord=coord)) == []
 
 
 def test_old_sqlite_rmt_is_migrated(tmp_path):

@@ -1,6 +1,6 @@
 """``pario store …``: the embedded striped store (see docs/store.md).
 
-    pario store init DIR --system P [--server NAME=PATH ...]
+    pario store init DIR --system P [--server NAME=PATH ...] [--coord host|pfs]
     pario store init DIR --backend rados --cluster CLUSTER_DIR [--system P] [--object-size SIZE]
     pario store put SRC DST --store DIR --layout SPEC
     pario store get SRC DST --store DIR
@@ -35,6 +35,9 @@ def register(sub) -> None:
     i.add_argument("--cluster", metavar="CLUSTER_DIR", help="rados: the 'pario cluster up' directory")
     i.add_argument("--object-size", type=size_arg, default=None, metavar="SIZE",
                    help="rados: bytes per RADOS object (default 4m)")
+    i.add_argument("--coord", default="host", metavar="MEMBER",
+                   help="how processes share the store: host (one machine, default) or pfs (nodes of a "
+                        "parallel file system the store directory is on; docs/multinode.md)")
     i.set_defaults(func=_init)
 
     def store_arg(q):
@@ -100,7 +103,7 @@ def _init(args) -> int:
     if args.system is None and args.backend == "local":
         raise ParioError("store init: --system is required (or --backend rados --cluster DIR)")
     root = init_store(args.dir, args.system, servers, backend=args.backend, cluster=args.cluster,
-                      object_size=args.object_size)
+                      object_size=args.object_size, coord=args.coord)
     console.print(f"store {root} created")
     return 0
 

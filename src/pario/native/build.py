@@ -39,7 +39,8 @@ CFLAGS = ["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvi
 # ---------------------------------------------------------------- the sources, one list per layer
 # (docs/design.md, "native/"), paths under NATIVE.
 # core/: the RMT (core/rmt.h: the journal, the table, transactions, range locks)
-CORE_SOURCES = ["core/crc32.c", "core/rmt_index.c", "core/rmt_log.c", "core/locks.c", "core/rmt.c"]
+CORE_SOURCES = ["core/crc32.c", "core/rmt_index.c", "core/rmt_log.c", "core/journal_posix.c", "core/journal_map.c",
+                "core/journal_file.c", "core/locks.c", "core/rmt.c"]
 # python/: the bindings; pario.native._rmt (the store engine, its RMT and metadata, the collective orders)
 PYTHON_SOURCES = ["python/pyrmt.c", "python/pymeta.c", "python/pystore.c", "python/pycoord.c", "python/pyorder.c",
                   "python/pylayout.c"]
@@ -50,7 +51,7 @@ PYTHON_MPI_SOURCES = ["python/pycollective.c"]
 # librados loaded by dlopen --, CEDA redirection and hybrid routing with the core); no MPI
 # (tests/c/serve_driver.c links them with the system compiler)
 STORE_SOURCES = ["store/json.c", "store/meta.c", "store/config.c", "store/layout.c", "store/planes/planes.c",
-                 "store/planes/local.c", "store/planes/rados.c", "store/coord.c", "store/coord/host.c", "store/storefile.c", "store/redirect.c", "store/lazysync.c"]
+                 "store/planes/local.c", "store/planes/rados.c", "store/coord.c", "store/coord/posix.c", "store/storefile.c", "store/redirect.c", "store/lazysync.c"]
 # collective/: two-phase collective I/O (docs/serve-twophase.md; MPI): the driver, file
 # domains, the exchange; and the request orders (order.c, no MPI: also in the bindings)
 COLLECTIVE_SOURCES = ["collective/twophase.c", "collective/domains.c", "collective/exchange.c", "collective/order.c"]

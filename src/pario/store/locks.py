@@ -56,4 +56,11 @@ def StoreLock(path, member: str | None = None):  # noqa: N802 - the engine's typ
     return _core_module().StoreLock(str(root), member or coord_member(root), store_timeout())
 
 
-__all__ = ["StoreLock", "DEFAULT_TIMEOUT", "coord_member", "store_timeout"]
+def coord_members() -> tuple[str, ...]:
+    """The coordination members the engine has (store/coord.c's registry, in order)."""
+    from .rmt import _core_module
+
+    return tuple(_core_module().COORD_MEMBERS)
+
+
+__all__ = ["StoreLock", "DEFAULT_TIMEOUT", "coord_member", "coord_members", "store_timeout"]

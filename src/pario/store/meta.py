@@ -24,6 +24,7 @@ import sqlite3
 from pathlib import Path
 
 from .. import ParioError
+from .locks import coord_member
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files(
@@ -97,7 +98,7 @@ class Meta:
         if not os.path.lexists(path) or (not path.is_symlink() and path.stat().st_size == 0):
             if not may_create():
                 raise ParioError(missing(path))
-            _engine().meta_init(str(path))
+            _engine().meta_init(str(path), coord_member(path.parent))
 
     @classmethod
     def over(cls, m, path: Path) -> "Meta":
@@ -107,9 +108,10 @@ class Meta:
         self._m = m
         return self
 
-    def __init__(self, path: Path, *, may_create=False):
+    def __init__(self, path: Path, *, may_create=False, coord: str | None = None):
         self.path = Path(path)
         eng = _engine()
+        coord = coord or coord_member(self.path.parent)      # the store's (SQLite's journal mode)
 
         def allowed() -> bool:
             return bool(may_create() if callable(may_create) else may_create)
@@ -118,14 +120,14 @@ class Meta:
         if fresh:
             if not allowed():
                 raise ParioError(missing(self.path))
-            eng.meta_init(str(self.path))      # (the engine refuses links; so does its open)
+            eng.meta_init(str(self.path), coord)      # (the engine refuses links; so does its open)
         try:
-            self._m = eng.Meta(str(self.path), busy_timeout())
+            self._m = eng.Meta(str(self.path), busy_timeout(), coord)
         except ParioError as exc:
             msg = str(exc)
             if "no files table" in msg and allowed():      # an emptied database of a store that holds nothing
-                eng.meta_init(str(self.path))
-                self._m = eng.Meta(str(self.path), busy_timeout())
+                eng.meta_init(str(self.path), coord)
+                self._m = eng.Meta(str(self.path), busy_timeout(), coord)
             elif "no files table" in msg or "missing or empty" in msg:
                 raise ParioError(missing(self.path)) from None
             else:

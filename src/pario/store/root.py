@@ -39,7 +39,7 @@ from pathlib import Path
 from .. import ParioError
 from ..layout import Layout, parse_layout
 from ..system import System
-from .locks import StoreLock, store_timeout
+from .locks import StoreLock, coord_members, store_timeout
 from .meta import Meta, with_report
 from .planes import PLANES
 from .redirect import File
@@ -76,7 +76,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok: bool = False,
-               backend: str = "local", cluster=None, object_size: int | None = None) -> Path:
+               backend: str = "local", cluster=None, object_size: int | None = None, coord: str = "host") -> Path:
     """Create a store at ``root`` for ``system`` (profile name, file or System) on the data
     plane ``backend`` (a name of :data:`pario.store.planes.PLANES`).
 
@@ -85,10 +85,14 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
     ``root/servers/NAME``; ``rados``: the data on the Ceph cluster of the directory
     ``cluster`` (one pool per server; ``system`` defaults to the cluster's profile
     (calibrated.toml, else nominal.toml); ``object_size`` of :mod:`pario.store.rados`).
-    Returns the root path.
+    ``coord``: how processes share it (store.json ``"coord"``, docs/store.md "Coordination"):
+    ``host`` the processes of one machine, ``pfs`` processes on the nodes of a parallel file
+    system holding ``root`` (docs/multinode.md).  Returns the root path.
     """
     root = Path(root)
     plane = PLANES.get(backend)
+    if coord not in coord_members():
+        raise ParioError(f"unknown coordination {coord!r} (known: {', '.join(coord_members())})")
     system, entries = plane.configure(system, servers=servers, cluster=cluster, object_size=object_size)
     if (root / CONFIG).exists():
         if exist_ok:
@@ -102,8 +106,10 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
     plane.prepare(root, entries)
     cfg = {"pario_store": 1, "id": uuid.uuid4().hex, "backend": plane.name, "system": system.name,
            "profile": system.to_dict(), **entries}
+    if coord != "host":
+        cfg["coord"] = coord
     _atomic_write(root / CONFIG, json.dumps(cfg, indent=2) + "\n")
-    Meta(root / "meta.db", may_create=True).close()     # from now on its absence is a loss (Meta)
+    Meta(root / "meta.db", may_create=True, coord=coord).close()     # from now on its absence is a loss (Meta)
     return root
 
 

@@ -14,13 +14,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static void read_boot_id(char *out, size_t n)
+void rmt_boot_id(char *out, size_t n)
 {
     const char *env = getenv("PARIO_BOOT_ID");   /* tests: pretend the machine rebooted */
     memset(out, 0, n);
@@ -39,48 +40,20 @@ static void read_boot_id(char *out, size_t n)
     fclose(f);
 }
 
-/* the journal lock: initialised by a first opener (alone: a holder of an earlier session,
- * or of another boot, left whatever state) */
-static int init_journal_lock(rmt_hdr *h)
-{
-    pthread_mutexattr_t a;
-    if (pthread_mutexattr_init(&a))
-        return RMT_EIO;
-    int rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) || pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST)
-             || pthread_mutex_init(&h->lock.m, &a);
-    pthread_mutexattr_destroy(&a);
-    return rc ? RMT_EIO : RMT_OK;
-}
-
 static int journal_lock(rmt_core *c, double timeout)
 {
-    pthread_mutex_t *m = &c->log.hdr->lock.m;
-    int e = pthread_mutex_trylock(m);
-    if (e == EBUSY && timeout > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        double t = (double)ts.tv_nsec * 1e-9 + timeout;
-        ts.tv_sec += (time_t)t;
-        ts.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
-        e = pthread_mutex_timedlock(m, &ts);
-    }
-    if (e == EOWNERDEAD) {
-        /* the holder died (killed mid-append): its unpublished record is past `end` and the
-         * next append overwrites it */
-        pthread_mutex_consistent(m);
+    int dead = 0;
+    int rc = c->log.ops->lock(&c->log, timeout, &dead);
+    if (!rc && dead)
         c->dead_holders++;
-        return RMT_OK;
-    }
-    if (e == EBUSY || e == ETIMEDOUT)
-        return RMT_ETIMEDOUT;
-    return e ? (errno = e, RMT_EIO) : RMT_OK;
+    return rc;
 }
 
-int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, int first, double timeout)
+int rmt_open(rmt_core *c, const rmt_journal_ops *storage, const char *path, const char *sync_path, int shared, int first,
+             double timeout)
 {
     memset(c, 0, sizeof *c);
     c->sync_fd = -1;
-    c->log.fd = -1;
     c->shared = shared;
     c->follow = 1;
     c->timeout = timeout;
@@ -88,8 +61,8 @@ int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, i
     if (!c->path)
         return RMT_ENOMEM;
     rmt_index_init(&c->ix);
-    read_boot_id(c->boot_id, sizeof c->boot_id);
-    int rc = rmt_log_open(&c->log, path, first);
+    rmt_boot_id(c->boot_id, sizeof c->boot_id);
+    int rc = rmt_log_open(&c->log, storage, path, first ? RMT_OPEN_CREATE : RMT_OPEN_EXISTING);
     if (rc)
         goto fail;
     if (sync_path) {
@@ -108,12 +81,13 @@ int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, i
         c->verify = h->verify == 1 || (c->prev_other_boot && !c->prev_clean);
         rc = rmt_log_replay(&c->log, &c->ix, 0, &c->skipped);
         if (!rc)
-            rc = init_journal_lock(c->log.hdr);
+            rc = c->log.ops->lock_init(&c->log);
         if (!rc)
             rc = rmt_log_repair(&c->log, c->boot_id, c->verify);
     } else {
+        uint64_t end = c->log.ops->published(&c->log);
         c->verify = __atomic_load_n(&c->log.hdr->verify, __ATOMIC_ACQUIRE) == 1;
-        rc = rmt_log_replay(&c->log, &c->ix, __atomic_load_n(&c->log.hdr->end, __ATOMIC_ACQUIRE), &c->skipped);
+        rc = rmt_log_replay(&c->log, &c->ix, end, &c->skipped);
     }
     if (rc)
         goto fail;
@@ -142,7 +116,7 @@ int rmt_catch_up(rmt_core *c)
 {
     if (c->broken)
         return RMT_EINVAL;
-    uint64_t end = __atomic_load_n(&c->log.hdr->end, __ATOMIC_ACQUIRE);
+    uint64_t end = c->log.ops->published(&c->log);
     if (end == c->log.end)
         return RMT_OK;
     if (end < c->log.end)
@@ -169,7 +143,7 @@ int rmt_begin(rmt_core *c, double timeout)
     if (rc) {
         c->depth--;
         if (c->shared)
-            pthread_mutex_unlock(&c->log.hdr->lock.m);
+            c->log.ops->unlock(&c->log);
     }
     return rc;
 }
@@ -184,7 +158,7 @@ int rmt_commit(rmt_core *c)
     if (!c->broken)
         rmt_log_publish(&c->log);
     if (c->shared)
-        pthread_mutex_unlock(&c->log.hdr->lock.m);
+        c->log.ops->unlock(&c->log);
     return RMT_OK;
 }
 
@@ -314,7 +288,8 @@ int rmt_set_clean(rmt_core *c, int clean)
             return rc;
     }
     c->log.hdr->clean = clean ? 1 : 0;
-    return clean ? rmt_log_sync(&c->log) : RMT_OK;
+    int rc = rmt_log_put(&c->log, offsetof(rmt_hdr, clean), 4);
+    return rc ? rc : clean ? rmt_log_sync(&c->log) : RMT_OK;
 }
 
 /* The first opener verified every CLEAN entry byte for byte, refreshed the FRESH ones and
@@ -325,14 +300,16 @@ int rmt_verified(rmt_core *c)
     if (rc)
         return rc;
     __atomic_store_n(&c->log.hdr->verify, 0u, __ATOMIC_SEQ_CST);
-    rc = rmt_log_sync(&c->log);
+    rc = rmt_log_put(&c->log, offsetof(rmt_hdr, verify), 4);
+    if (!rc)
+        rc = rmt_log_sync(&c->log);
     if (!rc)
         c->verify = 0;
     return rc;
 }
 
 /* Rewrite the journal as the state it describes (one record per replica, job and entry),
- * then continue on the new file.  Only when no other process has the store open. */
+ * then continue on the new one.  Only when no other process has the store open. */
 int rmt_checkpoint(rmt_core *c)
 {
     if (c->depth > 0 || c->broken)
@@ -343,62 +320,18 @@ int rmt_checkpoint(rmt_core *c)
         return RMT_ENOMEM;
     memcpy(tmp, c->path, n);
     memcpy(tmp + n, ".new", 5);
-    uint64_t records = 0;
-    int rc = rmt_log_write_snapshot(&c->ix, tmp, &records);
-    if (rc) {
-        unlink(tmp);
-        free(tmp);
-        return rc;
-    }
-    /* the new journal must describe exactly this state: replay it into a scratch index */
     rmt_log lg;
-    rmt_index ix;
-    rmt_index_init(&ix);
-    uint64_t skipped = 0;
-    rc = rmt_log_open(&lg, tmp, 0);
+    int rc = rmt_log_rewrite(&c->log, &c->ix, tmp, &lg);
     if (!rc) {
-        rc = rmt_log_replay(&lg, &ix, 0, &skipped);
-        if (!rc && (skipped || lg.seq != records || ix.nent != c->ix.nent || ix.reps.n != c->ix.reps.n
-                    || ix.jobs.n != c->ix.jobs.n || ix.files.n != c->ix.files.n))
-            rc = RMT_ECORRUPT;
-        if (!rc)
-            rc = init_journal_lock(lg.hdr);
-        if (!rc) {
-            memcpy(lg.hdr->boot_id, c->log.hdr->boot_id, sizeof lg.hdr->boot_id);
-            lg.hdr->verify = c->log.hdr->verify;     /* a pending verification survives the rewrite */
-            lg.hdr->clean = 0;
-            if (fdatasync(lg.fd) != 0)
-                rc = RMT_EIO;
-        }
+        rc = lg.ops->replace(&lg, c->path);
         if (rc)
             rmt_log_close(&lg);
     }
-    rmt_index_free(&ix);
-    if (rc) {
+    if (rc)
         unlink(tmp);
-        free(tmp);
-        return rc;
-    }
-    if (rename(tmp, c->path) != 0) {
-        rmt_log_close(&lg);
-        unlink(tmp);
-        free(tmp);
-        return RMT_EIO;
-    }
     free(tmp);
-    /* the directory entry durable too */
-    char *dir = strdup(c->path);
-    if (dir) {
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = 0;
-        int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-        free(dir);
-    }
+    if (rc)
+        return rc;
     rmt_log_close(&c->log);
     c->log = lg;
     return RMT_OK;

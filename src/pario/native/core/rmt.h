@@ -147,22 +147,68 @@ int rmt_index_hits(const rmt_index *ix, uint64_t o, int64_t x, int64_t e);
 size_t rmt_rep_first_after(const rmt_rep *p, int64_t x);
 int rmt_index_covers(const rmt_index *ix, uint64_t o, int64_t s, rmt_cover *cov, int max);
 
-/* the journal file (rmt_log.c) as this process maps it; its header page and functions are
- * core/'s (core/rmt_private.h) */
+/* ------------------------------------------------------------------ the journal's storage
+ * The journal's records and header (format: core/rmt_private.h) live in a storage that one
+ * member of this table reaches; the format, replay, appends, publication, repair and rewrite
+ * are core/rmt_log.c's, the same for every member.  The coordination member of a store
+ * (store/coord.h) chooses the storage; core/ calls only the table, so a storage for several
+ * machines needs no change above it (docs/store.md, "The RMT journal"; docs/multinode.md).
+ *
+ * Members:
+ *   rmt_journal_map   core/journal_map.c: DIR/rmt.log mapped MAP_SHARED by every opener, the
+ *                     journal lock a robust process-shared mutex in the header page; one host;
+ *   rmt_journal_file  core/journal_file.c: DIR/rmt.log read and written with pread/pwrite
+ *                     (the kernel's page cache dropped before every read of others' bytes), the
+ *                     journal lock a byte-range lock of the file: only what a parallel file
+ *                     system guarantees between nodes (byte-range locks, close-to-open data).
+ */
 typedef struct rmt_hdr rmt_hdr;
-typedef struct {
-    int fd;
-    uint8_t *map;          /* the whole reservation, MAP_SHARED */
-    size_t reserve;        /* bytes reserved for the mapping */
-    uint64_t fsize;        /* file size as this process last saw or made it */
-    rmt_hdr *hdr;          /* = (rmt_hdr *)map */
+typedef struct rmt_log rmt_log;
+
+enum { RMT_OPEN_EXISTING = 0, RMT_OPEN_CREATE = 1, RMT_OPEN_NEW = 2 };   /* rmt_journal_ops.open */
+
+typedef struct rmt_journal_ops {
+    const char *name;
+    /* the journal at path: RMT_OPEN_EXISTING it must exist, RMT_OPEN_CREATE an empty one is made
+     * if there is none, RMT_OPEN_NEW an empty one replaces any; never through a symbolic link.
+     * Sets lg->impl, lg->hdr (the header as this process sees it) and lg->fsize. */
+    int (*open)(rmt_log *lg, const char *path, int how);
+    void (*close)(rmt_log *lg);
+    /* bytes [pos, pos + n) of the journal, pos + n <= lg->fsize; *p is valid until the next call */
+    int (*read)(rmt_log *lg, uint64_t pos, size_t n, const uint8_t **p);
+    /* n bytes at pos, the space allocated first (a full device: RMT_EIO, errno ENOSPC;
+     * beyond what the storage can hold: RMT_EFULL); lg->fsize grows to cover them */
+    int (*write)(rmt_log *lg, uint64_t pos, const void *buf, size_t n);
+    int (*stat)(rmt_log *lg);                                  /* lg->fsize as the storage has it now */
+    int (*truncate)(rmt_log *lg, uint64_t size);               /* the journal ends at size */
+    int (*sync)(rmt_log *lg);                                  /* everything written durable */
+    /* the header as published now (lg->hdr refreshed), returns its end: the generation */
+    uint64_t (*published)(rmt_log *lg);
+    int (*put_header)(rmt_log *lg, size_t off, size_t len);    /* lg->hdr bytes [off, +len) to every opener */
+    int (*lock_init)(rmt_log *lg);                             /* first opener, alone */
+    /* the journal lock: RMT_OK, RMT_ETIMEDOUT; *dead_holder = 1 when taken over from a process
+     * that died holding it (when the storage can tell) */
+    int (*lock)(rmt_log *lg, double timeout, int *dead_holder);
+    void (*unlock)(rmt_log *lg);
+    int (*replace)(rmt_log *lg, const char *path);             /* this journal becomes the one at path, durably */
+} rmt_journal_ops;
+
+struct rmt_log {
+    const rmt_journal_ops *ops;
+    void *impl;            /* the member's own state */
+    rmt_hdr *hdr;          /* the header as this process sees it */
+    uint64_t fsize;        /* bytes the storage holds, as this process last saw or made it */
     uint64_t end, seq;     /* what this process has applied */
-} rmt_log;
+};
+
+extern const rmt_journal_ops rmt_journal_map;    /* core/journal_map.c */
+extern const rmt_journal_ops rmt_journal_file;   /* core/journal_file.c */
 
 /* ------------------------------------------------------------------ rmt.c: the RMT of a store
  * One per process and store.  Exclusive (shared = 0): this process alone uses the journal.
- * Shared: appends take the journal lock (byte 0 of rmt.log), and every lookup first applies
- * the records other processes published (rmt_catch_up: one load when nothing changed). */
+ * Shared: appends take the journal lock (the storage's), and every lookup first applies the
+ * records other processes published (rmt_catch_up: with the mapped journal one load when nothing
+ * changed). */
 typedef struct {
     rmt_log log;
     rmt_index ix;
@@ -182,8 +228,9 @@ typedef struct {
     char boot_id[40];
 } rmt_core;
 
-/* ---- coordination (made by store/coord.h's members only: store/coord/host.c) */
-int rmt_open(rmt_core *c, const char *path, const char *sync_path, int shared, int first, double timeout);
+/* ---- coordination (made by store/coord.h's members only: store/coord/host.c, ...) */
+int rmt_open(rmt_core *c, const rmt_journal_ops *storage, const char *path, const char *sync_path, int shared, int first,
+             double timeout);
 void rmt_close(rmt_core *c);
 int rmt_catch_up(rmt_core *c);
 int rmt_begin(rmt_core *c, double timeout);
@@ -201,6 +248,8 @@ int rmt_write(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int 
 int rmt_all_stale(const rmt_index *ix, uint64_t o, int64_t x, int64_t e);
 int rmt_claim(rmt_core *c, uint64_t o, uint64_t r, int64_t x, int64_t e, double timeout);
 int rmt_verified(rmt_core *c);
+/* this machine's boot id (/proc/sys/kernel/random/boot_id; tests: PARIO_BOOT_ID) */
+void rmt_boot_id(char *out, size_t n);
 /* the journal header's state, for reports (pario.native._rmt Core.stats) */
 void rmt_header_state(const rmt_core *c, uint64_t *synced, uint64_t *epoch, int *clean, int *verify);
 

@@ -1,50 +1,34 @@
-/* The RMT journal file (DIR/rmt.log): header page, appending records, replaying them.
+/* The RMT journal over any storage (rmt_journal_ops, core/rmt.h): the header page, appending
+ * and publishing records, replaying them, the first opener's repair and the rewrite of a
+ * checkpoint.  The storage (core/journal_map.c one host, core/journal_file.c several) only
+ * keeps bytes, the header and the journal lock.
  *
- * Every process maps the whole file MAP_SHARED into one large reservation, so an append is
- * a copy into the page cache (no system call; it survives the process being killed), and
- * a reader sees other processes' records without reading the file.  The header's `end` is
- * the generation: an appender publishes a record by storing the new end (release) after
- * the record's bytes; a reader compares `end` with what it has applied (one load).
- * Durability against power failure comes from rmt_log_sync (fdatasync) at sync points;
- * the record format (size, crc, consecutive seq) lets a replay find the end of what
- * reached the disk.  Format: rmt.h and docs/store.md.
+ * The header's `end` is the generation: an appender publishes a record by storing the new end
+ * (release) after the record's bytes; a reader compares `end` with what it has applied.
+ * Durability against power failure comes from rmt_log_sync at sync points; the record format
+ * (size, crc, consecutive seq) lets a replay find the end of what reached the disk.  Format:
+ * core/rmt_private.h and docs/store.md.
  */
 #define _GNU_SOURCE
 #include "core/rmt_private.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 _Static_assert(sizeof(rmt_rec_head) == 24, "record head is 24 bytes");
 _Static_assert(offsetof(rmt_hdr, boot_id) == 56 && offsetof(rmt_hdr, lock) == 128, "header layout");
 _Static_assert(sizeof(pthread_mutex_t) <= 64 && sizeof(rmt_hdr) <= RMT_HDR_SIZE, "header fits its page");
 
-#define RESERVE ((size_t)1 << 36)   /* 64 GiB of address space for the mapping */
-#define GROW_MIN ((uint64_t)1 << 20)
-#define GROW_MAX ((uint64_t)64 << 20)
-
 static const int NU[REC_NTYPES] = {0, 5, 4, 4, 2, 3, 1, 2, 1};   /* u64 fields per type */
 
 static uint64_t pad8(uint64_t n)
 {
     return (n + 7) & ~(uint64_t)7;
-}
-
-static int file_size(int fd, uint64_t *size)
-{
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return RMT_EIO;
-    *size = (uint64_t)st.st_size;
-    return RMT_OK;
 }
 
 static uint64_t random64(void)
@@ -55,24 +39,7 @@ static uint64_t random64(void)
     return v ? v : 1;
 }
 
-static int write_all(int fd, const void *buf, size_t n, off_t pos)
-{
-    const char *p = buf;
-    while (n) {
-        ssize_t w = pwrite(fd, p, n, pos);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return RMT_EIO;
-        }
-        p += w;
-        pos += w;
-        n -= (size_t)w;
-    }
-    return RMT_OK;
-}
-
-static void header_init(rmt_hdr *h, uint64_t end, uint64_t seq)
+void rmt_log_header_init(rmt_hdr *h, uint64_t end, uint64_t seq)
 {
     memset(h, 0, sizeof *h);
     memcpy(h->magic, RMT_MAGIC, 8);
@@ -84,51 +51,15 @@ static void header_init(rmt_hdr *h, uint64_t end, uint64_t seq)
     h->synced = end;
 }
 
-/* a new, empty journal at path (the caller makes sure nobody else creates it) */
-static int create_file(const char *path)
-{
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return errno == EEXIST ? RMT_OK : RMT_EIO;
-    char page[RMT_HDR_SIZE];
-    memset(page, 0, sizeof page);
-    header_init((rmt_hdr *)page, RMT_HDR_SIZE, 0);
-    int rc = write_all(fd, page, sizeof page, 0);
-    if (!rc)    /* room for the first records, allocated (not sparse: see grow_to); may not fit */
-        (void)posix_fallocate(fd, RMT_HDR_SIZE, (off_t)GROW_MIN);
-    if (!rc && fsync(fd) != 0)
-        rc = RMT_EIO;
-    close(fd);
-    return rc;
-}
-
-int rmt_log_open(rmt_log *lg, const char *path, int create)
+int rmt_log_open(rmt_log *lg, const rmt_journal_ops *storage, const char *path, int how)
 {
     memset(lg, 0, sizeof *lg);
-    lg->fd = -1;
-    if (create) {
-        int rc = create_file(path);
-        if (rc)
-            return rc;
-    }
-    lg->fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);   /* never through a planted link */
-    if (lg->fd < 0)
-        return RMT_EIO;
-    if (file_size(lg->fd, &lg->fsize) || lg->fsize < RMT_HDR_SIZE) {
-        int rc = lg->fsize < RMT_HDR_SIZE ? RMT_ECORRUPT : RMT_EIO;
-        close(lg->fd);
-        lg->fd = -1;
+    lg->ops = storage;
+    int rc = storage->open(lg, path, how);
+    if (rc) {
+        lg->ops = NULL;
         return rc;
     }
-    void *m = mmap(NULL, RESERVE, PROT_READ | PROT_WRITE, MAP_SHARED, lg->fd, 0);
-    if (m == MAP_FAILED) {
-        close(lg->fd);
-        lg->fd = -1;
-        return RMT_EIO;
-    }
-    lg->map = m;
-    lg->reserve = RESERVE;
-    lg->hdr = (rmt_hdr *)m;
     if (memcmp(lg->hdr->magic, RMT_MAGIC, 8) != 0 || lg->hdr->version != RMT_VERSION
         || lg->hdr->hdr_size != RMT_HDR_SIZE) {
         rmt_log_close(lg);
@@ -141,34 +72,41 @@ int rmt_log_open(rmt_log *lg, const char *path, int create)
 
 void rmt_log_close(rmt_log *lg)
 {
-    if (lg->map)
-        munmap(lg->map, lg->reserve);
-    if (lg->fd >= 0)
-        close(lg->fd);
-    lg->map = NULL;
+    if (lg->ops)
+        lg->ops->close(lg);
+    lg->ops = NULL;
     lg->hdr = NULL;
-    lg->fd = -1;
 }
 
 /* the record at pos if it is complete and valid (fits in size bytes, crc, next seq) */
-static const rmt_rec_head *valid_at(const rmt_log *lg, uint64_t pos, uint64_t size)
+static int valid_at(rmt_log *lg, uint64_t pos, uint64_t size, const rmt_rec_head **out)
 {
+    *out = NULL;
     if (pos + sizeof(rmt_rec_head) > size)
-        return NULL;
-    const rmt_rec_head *h = (const rmt_rec_head *)(lg->map + pos);
-    uint32_t n = h->size;
-    if (n < sizeof(rmt_rec_head) || (n & 7) || pos + n > size || h->seq != lg->seq + 1)
-        return NULL;
-    if (h->type == 0 || h->type >= REC_NTYPES)
-        return NULL;
-    uint64_t want = sizeof(rmt_rec_head) + 8 * (uint64_t)NU[h->type];
-    if (h->type == REC_REGISTER || h->type == REC_JOB)
-        want += pad8(h->a32);
+        return RMT_OK;
+    const uint8_t *p;
+    int rc = lg->ops->read(lg, pos, sizeof(rmt_rec_head), &p);
+    if (rc)
+        return rc;
+    rmt_rec_head h;
+    memcpy(&h, p, sizeof h);
+    uint32_t n = h.size;
+    if (n < sizeof(rmt_rec_head) || (n & 7) || pos + n > size || h.seq != lg->seq + 1)
+        return RMT_OK;
+    if (h.type == 0 || h.type >= REC_NTYPES)
+        return RMT_OK;
+    uint64_t want = sizeof(rmt_rec_head) + 8 * (uint64_t)NU[h.type];
+    if (h.type == REC_REGISTER || h.type == REC_JOB)
+        want += pad8(h.a32);
     if (want != n)
-        return NULL;
-    if (rmt_crc32(0, (const uint8_t *)h + 8, n - 8) != h->crc)
-        return NULL;
-    return h;
+        return RMT_OK;
+    rc = lg->ops->read(lg, pos, n, &p);
+    if (rc)
+        return rc;
+    if (rmt_crc32(0, p + 8, n - 8) != h.crc)
+        return RMT_OK;
+    *out = (const rmt_rec_head *)p;
+    return RMT_OK;
 }
 
 /* Apply the records from lg->end on.  limit > 0: up to the published end `limit`, every
@@ -177,19 +115,17 @@ static const rmt_rec_head *valid_at(const rmt_log *lg, uint64_t pos, uint64_t si
  * refuses (only a damaged journal has them) are skipped and counted in *skipped. */
 int rmt_log_replay(rmt_log *lg, rmt_index *ix, uint64_t limit, uint64_t *skipped)
 {
+    if ((limit > lg->fsize || !limit) && lg->ops->stat(lg))
+        return RMT_EIO;
     uint64_t size = lg->fsize;
-    if (limit > size || !limit) {
-        if (file_size(lg->fd, &size))
-            return RMT_EIO;
-        lg->fsize = size;
-        if (size > lg->reserve)
-            size = lg->reserve;
-    }
     if (limit && limit > size)
         return RMT_ECORRUPT;
     uint64_t stop = limit ? limit : size;
     while (lg->end < stop) {
-        const rmt_rec_head *h = valid_at(lg, lg->end, stop);
+        const rmt_rec_head *h;
+        int rc = valid_at(lg, lg->end, stop, &h);
+        if (rc)
+            return rc;
         if (!h) {
             if (limit)
                 return RMT_ECORRUPT;
@@ -198,7 +134,7 @@ int rmt_log_replay(rmt_log *lg, rmt_index *ix, uint64_t limit, uint64_t *skipped
         const uint64_t *u = (const uint64_t *)(h + 1);
         const char *bytes = (const char *)(u + NU[h->type]);
         if (rmt_index_check(ix, h, u, bytes) == RMT_OK) {
-            int rc = rmt_index_apply(ix, h, u, bytes);
+            rc = rmt_index_apply(ix, h, u, bytes);
             if (rc)
                 return rc;
         } else if (skipped) {
@@ -212,50 +148,15 @@ int rmt_log_replay(rmt_log *lg, rmt_index *ix, uint64_t limit, uint64_t *skipped
 
 /* Write one record at lg->end (not yet published: rmt_log_publish).  Fills h->size, seq,
  * crc.  A zero word after the record marks the end for a recovery scan. */
-/* Make the file hold at least `need` bytes of *allocated* space: a page of the mapping that
- * the file system has not allocated would raise SIGBUS when written on a full file system
- * (tmpfs, or any disk without free blocks).  Allocates a step beyond `need`, or exactly
- * `need` when the step does not fit; a file system without fallocate gets a sparse
- * extension.  A full file system is RMT_EIO with errno ENOSPC. */
-static int grow_to(rmt_log *lg, uint64_t need)
-{
-    if (need <= lg->fsize)
-        return RMT_OK;
-    if (file_size(lg->fd, &lg->fsize))
-        return RMT_EIO;
-    if (need <= lg->fsize)
-        return RMT_OK;
-    uint64_t grow = lg->fsize / 2;
-    grow = grow < GROW_MIN ? GROW_MIN : grow > GROW_MAX ? GROW_MAX : grow;
-    uint64_t nsize = need + grow;
-    if (nsize > lg->reserve)
-        nsize = lg->reserve;
-    int e = posix_fallocate(lg->fd, (off_t)lg->fsize, (off_t)(nsize - lg->fsize));
-    if (e == ENOSPC && nsize > need) {
-        nsize = need;
-        e = posix_fallocate(lg->fd, (off_t)lg->fsize, (off_t)(nsize - lg->fsize));
-    }
-    if (e == EOPNOTSUPP || e == EINVAL) {
-        if (ftruncate(lg->fd, (off_t)nsize) != 0)
-            return RMT_EIO;
-    } else if (e) {
-        errno = e;
-        return RMT_EIO;
-    }
-    lg->fsize = nsize;
-    return RMT_OK;
-}
-
 int rmt_log_append(rmt_log *lg, rmt_rec_head *h, const uint64_t *u, int nu, const void *bytes, size_t nbytes)
 {
     uint64_t size = sizeof *h + 8 * (uint64_t)nu + pad8(nbytes);
-    uint64_t need = lg->end + size + 8;
-    if (need > lg->reserve)
-        return RMT_EFULL;
-    int rc = grow_to(lg, need);
-    if (rc)
-        return rc;
-    uint8_t *p = lg->map + lg->end;
+    if (size > UINT32_MAX)
+        return RMT_EINVAL;
+    uint8_t local[512];
+    uint8_t *p = size + 8 <= sizeof local ? local : malloc(size + 8);
+    if (!p)
+        return RMT_ENOMEM;
     h->size = (uint32_t)size;
     h->seq = lg->seq + 1;
     h->crc = 0;
@@ -264,40 +165,52 @@ int rmt_log_append(rmt_log *lg, rmt_rec_head *h, const uint64_t *u, int nu, cons
     uint8_t *b = p + sizeof *h + 8 * (size_t)nu;
     if (nbytes)
         memcpy(b, bytes, nbytes);
-    memset(b + nbytes, 0, pad8(nbytes) - nbytes);
-    memset(p + size, 0, 8);
+    memset(b + nbytes, 0, pad8(nbytes) - nbytes + 8);
     uint32_t crc = rmt_crc32(0, p + 8, size - 8);
     memcpy(p + 4, &crc, 4);
     h->crc = crc;
+    int rc = lg->ops->write(lg, lg->end, p, size + 8);
+    if (p != local)
+        free(p);
+    if (rc)
+        return rc;
     lg->end += size;
     lg->seq++;
     return RMT_OK;
+}
+
+int rmt_log_put(rmt_log *lg, size_t off, size_t len)
+{
+    return lg->ops->put_header(lg, off, len);
 }
 
 void rmt_log_publish(rmt_log *lg)
 {
     __atomic_store_n(&lg->hdr->seq, lg->seq, __ATOMIC_RELAXED);
     __atomic_store_n(&lg->hdr->end, lg->end, __ATOMIC_RELEASE);
+    _Static_assert(offsetof(rmt_hdr, seq) == offsetof(rmt_hdr, end) + 8, "end and seq are one store");
+    (void)rmt_log_put(lg, offsetof(rmt_hdr, end), 16);
 }
 
 int rmt_log_sync(rmt_log *lg)
 {
     uint64_t end = __atomic_load_n(&lg->hdr->end, __ATOMIC_ACQUIRE);
-    if (fdatasync(lg->fd) != 0)
+    if (lg->ops->sync(lg))
         return RMT_EIO;
     uint64_t old = __atomic_load_n(&lg->hdr->synced, __ATOMIC_RELAXED);
-    if (end > old)
+    if (end > old) {
         __atomic_store_n(&lg->hdr->synced, end, __ATOMIC_RELAXED);
+        return rmt_log_put(lg, offsetof(rmt_hdr, synced), 8);
+    }
     return RMT_OK;
 }
 
-/* ------------------------------------------------------------------ snapshot (checkpoint)
+/* ------------------------------------------------------------------ the rewrite (checkpoint)
  * A new journal that recreates the state: REGISTER per registered replica, JOB per job,
- * ADD per entry (with its flag).  Written with pwrite to `path` and fsync'ed; the caller
- * renames it over the journal. */
+ * ADD per entry (with its flag), written through the storage in large pieces. */
 typedef struct {
-    int fd;
-    char *buf;
+    rmt_log *lg;
+    uint8_t *buf;
     size_t n, cap;
     uint64_t pos, seq, records;
     int err;
@@ -305,11 +218,9 @@ typedef struct {
 
 static void w_flush(writer *w)
 {
-    if (w->n && !w->err) {
-        if (write_all(w->fd, w->buf, w->n, (off_t)w->pos))
-            w->err = RMT_EIO;
-        w->pos += w->n;
-    }
+    if (w->n && !w->err)
+        w->err = w->lg->ops->write(w->lg, w->pos, w->buf, w->n);
+    w->pos += w->n;
     w->n = 0;
 }
 
@@ -319,7 +230,7 @@ static void w_rec(writer *w, int type, int a16, uint32_t a32, const uint64_t *u,
     if (w->n + size > w->cap)
         w_flush(w);
     if (size > w->cap) {
-        char *nb = realloc(w->buf, size);
+        uint8_t *nb = realloc(w->buf, size);
         if (!nb) {
             w->err = RMT_ENOMEM;
             return;
@@ -327,11 +238,11 @@ static void w_rec(writer *w, int type, int a16, uint32_t a32, const uint64_t *u,
         w->buf = nb;
         w->cap = size;
     }
-    char *p = w->buf + w->n;
+    uint8_t *p = w->buf + w->n;
     rmt_rec_head h = {(uint32_t)size, 0, ++w->seq, (uint16_t)type, (uint16_t)a16, a32};
     memcpy(p, &h, sizeof h);
     memcpy(p + sizeof h, u, 8 * (size_t)NU[type]);
-    char *b = p + sizeof h + 8 * (size_t)NU[type];
+    uint8_t *b = p + sizeof h + 8 * (size_t)NU[type];
     if (nbytes)
         memcpy(b, bytes, nbytes);
     memset(b + nbytes, 0, pad8(nbytes) - nbytes);
@@ -341,19 +252,8 @@ static void w_rec(writer *w, int type, int a16, uint32_t a32, const uint64_t *u,
     w->records++;
 }
 
-int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *records)
+static void write_state(writer *w, const rmt_index *ix)
 {
-    writer w = {0};
-    w.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (w.fd < 0)
-        return RMT_EIO;
-    w.cap = 1 << 20;
-    w.buf = malloc(w.cap);
-    if (!w.buf) {
-        close(w.fd);
-        return RMT_ENOMEM;
-    }
-    w.pos = RMT_HDR_SIZE;
     for (size_t i = 0; i < ix->files.cap; i++) {
         const rmt_ofile *f = ix->files.s[i].val;
         if (!ix->files.s[i].key || !f)
@@ -363,12 +263,12 @@ int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *reco
             if (p->registered) {
                 uint64_t u[2] = {p->r, p->o};
                 size_t nl = p->name ? strlen(p->name) : 0;
-                w_rec(&w, REC_REGISTER, p->mode | p->route << 8, (uint32_t)nl, u, p->name, nl);
+                w_rec(w, REC_REGISTER, p->mode | p->route << 8, (uint32_t)nl, u, p->name, nl);
             }
             for (size_t j = 0; j < p->n; j++) {
                 const rmt_ent *c = &p->e[j];
                 uint64_t u[5] = {p->o, p->r, (uint64_t)c->off, (uint64_t)(c->off + c->delta), (uint64_t)c->len};
-                w_rec(&w, REC_ADD, c->flag, 0, u, NULL, 0);
+                w_rec(w, REC_ADD, c->flag, 0, u, NULL, 0);
             }
         }
     }
@@ -377,24 +277,67 @@ int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *reco
         if (!ix->jobs.s[i].key || !j)
             continue;
         uint64_t u[1] = {j->r};
-        w_rec(&w, REC_JOB, j->done, (uint32_t)j->len, u, j->spec, j->len);
+        w_rec(w, REC_JOB, j->done, (uint32_t)j->len, u, j->spec, j->len);
     }
-    w_flush(&w);
-    int rc = w.err;
+    uint64_t zero = 0;
+    if (w->n + 8 > w->cap)
+        w_flush(w);
+    memcpy(w->buf + w->n, &zero, 8);     /* the end mark of a recovery scan */
+    w->n += 8;
+    w_flush(w);
+    w->pos -= 8;
+}
+
+/* does the journal just written describe exactly ix?  (replayed into a scratch index) */
+static int check_rewrite(rmt_log *lg, const rmt_index *ix, uint64_t records)
+{
+    rmt_index sx;
+    rmt_index_init(&sx);
+    uint64_t skipped = 0;
+    lg->end = RMT_HDR_SIZE;
+    lg->seq = 0;
+    int rc = rmt_log_replay(lg, &sx, 0, &skipped);
+    if (!rc && (skipped || lg->seq != records || sx.nent != ix->nent || sx.reps.n != ix->reps.n
+                || sx.jobs.n != ix->jobs.n || sx.files.n != ix->files.n))
+        rc = RMT_ECORRUPT;
+    rmt_index_free(&sx);
+    return rc;
+}
+
+/* A new journal at `path` (through lg's storage) that recreates ix, with lg's boot id and
+ * pending verification, not clean, its lock initialised, durable, and replayed to check it;
+ * *out is open on it.  The caller makes it the store's journal (storage replace). */
+int rmt_log_rewrite(const rmt_log *lg, const rmt_index *ix, const char *path, rmt_log *out)
+{
+    int rc = rmt_log_open(out, lg->ops, path, RMT_OPEN_NEW);
+    if (rc)
+        return rc;
+    writer w = {.lg = out, .cap = 1 << 20, .pos = RMT_HDR_SIZE};
+    w.buf = malloc(w.cap);
+    if (!w.buf) {
+        rmt_log_close(out);
+        return RMT_ENOMEM;
+    }
+    write_state(&w, ix);
+    free(w.buf);
+    rc = w.err;
+    if (!rc)
+        rc = check_rewrite(out, ix, w.records);
     if (!rc) {
-        char page[RMT_HDR_SIZE];
-        memset(page, 0, sizeof page);
-        header_init((rmt_hdr *)page, w.pos, w.seq);
-        rc = write_all(w.fd, page, sizeof page, 0);
+        rmt_hdr *h = out->hdr;
+        memcpy(h->boot_id, lg->hdr->boot_id, sizeof h->boot_id);
+        h->verify = lg->hdr->verify;     /* a pending verification survives the rewrite */
+        h->clean = 0;
+        h->end = h->synced = out->end;
+        h->seq = out->seq;
+        rc = rmt_log_put(out, 0, offsetof(rmt_hdr, lock));
     }
     if (!rc)
-        (void)posix_fallocate(w.fd, (off_t)w.pos, (off_t)GROW_MIN);
-    if (!rc && fsync(w.fd) != 0)
+        rc = out->ops->lock_init(out);
+    if (!rc && out->ops->sync(out))
         rc = RMT_EIO;
-    free(w.buf);
-    close(w.fd);
-    if (records)
-        *records = w.records;
+    if (rc)
+        rmt_log_close(out);
     return rc;
 }
 
@@ -402,19 +345,20 @@ int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *reco
  * there, and record this boot as the one that opened it; durable before anything else
  * happens.  verify: the previous session ended uncleanly in another boot (or a verification
  * it demanded was never completed): the flag is set *before* the boot id changes (program
- * order on the shared page: a process killed between the two stores leaves the flag, a power
- * loss leaves the old boot id), and never cleared here (rmt_verified does, after the
+ * order on the shared header: a process killed between the two stores leaves the flag, a
+ * power loss leaves the old boot id), and never cleared here (rmt_verified does, after the
  * verification). */
 int rmt_log_repair(rmt_log *lg, const char *boot_id, int verify)
 {
-    if (verify)
+    if (verify) {
         __atomic_store_n(&lg->hdr->verify, 1u, __ATOMIC_SEQ_CST);
+        if (rmt_log_put(lg, offsetof(rmt_hdr, verify), 4))
+            return RMT_EIO;
+    }
     /* zeros from the end on: records of a lost session beyond the end (power loss keeps
      * pages in any order) must never line up with new ones and look valid */
-    if (ftruncate(lg->fd, (off_t)lg->end) != 0)
+    if (lg->ops->truncate(lg, lg->end))
         return RMT_EIO;
-    lg->fsize = lg->end;
-    (void)grow_to(lg, lg->end + 8);     /* room for records, allocated; a full disk leaves it for later */
     lg->hdr->seq = lg->seq;
     lg->hdr->end = lg->end;
     if (lg->hdr->synced > lg->end)
@@ -422,8 +366,8 @@ int rmt_log_repair(rmt_log *lg, const char *boot_id, int verify)
     memset(lg->hdr->boot_id, 0, sizeof lg->hdr->boot_id);
     strncpy(lg->hdr->boot_id, boot_id, sizeof lg->hdr->boot_id - 1);
     lg->hdr->clean = 0;
-    if (fdatasync(lg->fd) != 0)
+    if (rmt_log_put(lg, 0, offsetof(rmt_hdr, lock)) || lg->ops->sync(lg))
         return RMT_EIO;
     lg->hdr->synced = lg->end;
-    return RMT_OK;
+    return rmt_log_put(lg, offsetof(rmt_hdr, synced), 8);
 }

@@ -64,17 +64,33 @@ void *rmt_map_get(const rmt_map *m, uint64_t key);
 int rmt_map_put(rmt_map *m, uint64_t key, void *val);
 void *rmt_map_del(rmt_map *m, uint64_t key);
 
-/* rmt_log.c: the journal file (rmt_log in core/rmt.h) */
-int rmt_log_open(rmt_log *lg, const char *path, int create);
+/* rmt_log.c: the journal over any storage (rmt_journal_ops in core/rmt.h) */
+int rmt_log_open(rmt_log *lg, const rmt_journal_ops *storage, const char *path, int how);
 void rmt_log_close(rmt_log *lg);
 /* replay records from lg->end up to limit (0: scan until the first invalid record) */
 int rmt_log_replay(rmt_log *lg, rmt_index *ix, uint64_t limit, uint64_t *applied);
 int rmt_log_append(rmt_log *lg, rmt_rec_head *h, const uint64_t *u, int nu, const void *bytes, size_t nbytes);
 void rmt_log_publish(rmt_log *lg);
 int rmt_log_sync(rmt_log *lg);
-int rmt_log_write_snapshot(const rmt_index *ix, const char *path, uint64_t *records);
-
+int rmt_log_put(rmt_log *lg, size_t off, size_t len);
 int rmt_log_repair(rmt_log *lg, const char *boot_id, int verify);
+/* a new journal at path describing ix (the checkpoint), checked by replaying it; *out open on it */
+int rmt_log_rewrite(const rmt_log *lg, const rmt_index *ix, const char *path, rmt_log *out);
+void rmt_log_header_init(rmt_hdr *h, uint64_t end, uint64_t seq);
+
+/* journal_posix.c: what the members over a POSIX file share */
+typedef struct {
+    int fd;
+    char *path;
+} rmt_posix;
+int rmt_posix_open(rmt_posix *f, const char *path, int how);
+void rmt_posix_close(rmt_posix *f);
+int rmt_posix_write_all(int fd, const void *buf, size_t n, uint64_t pos);
+int rmt_posix_size(int fd, uint64_t *size);
+int rmt_posix_allocate(int fd, uint64_t *fsize, uint64_t need, uint64_t limit);
+int rmt_posix_replace(rmt_posix *f, const char *path);
+#define RMT_GROW_MIN ((uint64_t)1 << 20)
+#define RMT_GROW_MAX ((uint64_t)64 << 20)
 
 /* locks.c: fcntl open-file-description locks with a timeout */
 int rmt_lock(int fd, int64_t start, int64_t len, int exclusive, double timeout);

@@ -70,6 +70,14 @@ static PyObject *held(StoreLock *self, int rc, const char *mode)
     }
     if (rc == PXS_EBUSY)
         Py_RETURN_FALSE;
+    if (rc == PXS_EREMOTE) {
+        char msg[768], root[512];
+        const char *w = self->co->lock_where ? self->co->lock_where : "?";
+        const char *slash = strrchr(w, '/');
+        snprintf(root, sizeof root, "%.*s", slash ? (int)(slash - w) : (int)strlen(w), w);
+        pxs_coord_remote_message(self->co, root, msg, sizeof msg);
+        return PyErr_Format(pyx_error_class() ? pyx_error_class() : PyExc_RuntimeError, "%s", msg);
+    }
     return PyErr_Format(pyx_error_class() ? pyx_error_class() : PyExc_RuntimeError, "%s: %s",
                         self->co->lock_where ? self->co->lock_where : "the store lock", strerror(errno));
 }
@@ -160,6 +168,23 @@ int pyx_coord_register(PyObject *module)
     Py_INCREF(&StoreLockType);
     if (PyModule_AddObject(module, "StoreLock", (PyObject *)&StoreLockType) < 0) {
         Py_DECREF(&StoreLockType);
+        return -1;
+    }
+    /* the registry's names (store/coord.c): what store.json "coord" may name */
+    PyObject *names = PyList_New(0);
+    for (size_t i = 0; names && pxs_coord_nth(i); i++) {
+        PyObject *n = PyUnicode_FromString(pxs_coord_nth(i)->name);
+        if (!n || PyList_Append(names, n) < 0) {
+            Py_XDECREF(n);
+            Py_CLEAR(names);
+            break;
+        }
+        Py_DECREF(n);
+    }
+    PyObject *t = names ? PyList_AsTuple(names) : NULL;
+    Py_XDECREF(names);
+    if (!t || PyModule_AddObject(module, "COORD_MEMBERS", t) < 0) {
+        Py_XDECREF(t);
         return -1;
     }
     return 0;

@@ -69,10 +69,10 @@ static int check(Meta *self)
 
 static int Meta_init(Meta *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"path", "timeout", NULL};
-    const char *path;
+    static char *kwlist[] = {"path", "timeout", "coord", NULL};
+    const char *path, *member = NULL;
     double timeout = 60.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|d", kwlist, &path, &timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|dz", kwlist, &path, &timeout, &member))
         return -1;
     if (self->owner) {
         raise("a borrowed metadata database cannot be reopened");
@@ -81,9 +81,13 @@ static int Meta_init(Meta *self, PyObject *args, PyObject *kw)
     if (self->open)
         pxs_meta_close(self->m);
     self->open = 0;
-    pxs_coord *co = NULL;       /* the host member over this database file (store/coord.h) */
-    if (pxs_coord_host_files(NULL, NULL, path, timeout, &co) != PXS_OK) {
-        PyErr_NoMemory();
+    pxs_coord *co = NULL;       /* the store's coordination member over this database file (store/coord.h) */
+    int crc = pxs_coord_files(member, NULL, NULL, path, timeout, &co);
+    if (crc != PXS_OK) {
+        if (crc == PXS_ENOSYS)
+            raise("unknown coordination member");
+        else
+            PyErr_NoMemory();
         return -1;
     }
     int rc;
@@ -349,17 +353,18 @@ static PyObject *Meta_switch(Meta *self, PyObject *args)
     return out;
 }
 
-/* init(path): a new, empty database (a new store) */
+/* init(path, coord=None): a new, empty database (a new store) for its coordination member */
 static PyObject *meta_init(PyObject *mod, PyObject *args)
 {
     (void)mod;
-    const char *path;
-    if (!PyArg_ParseTuple(args, "s", &path))
+    const char *path, *member = NULL;
+    if (!PyArg_ParseTuple(args, "s|z", &path, &member))
         return NULL;
+    int wal = !member || strcmp(member, "pfs") != 0;
     char err[PXS_ERRLEN];
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pxs_meta_init(path, err, sizeof err);
+    rc = pxs_meta_init(path, wal, err, sizeof err);
     Py_END_ALLOW_THREADS
     if (rc)
         return raise(err);

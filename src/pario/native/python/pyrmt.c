@@ -166,11 +166,12 @@ static void Core_dealloc(Core *self)
 
 static int Core_init(Core *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"path", "sync_path", "shared", "first", "timeout", NULL};
-    const char *path, *sync_path = NULL;
+    static char *kwlist[] = {"path", "sync_path", "shared", "first", "timeout", "coord", NULL};
+    const char *path, *sync_path = NULL, *member = NULL;
     int shared = 0, first = 1;
     double timeout = 60.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zppd", kwlist, &path, &sync_path, &shared, &first, &timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zppdz", kwlist, &path, &sync_path, &shared, &first, &timeout,
+                                     &member))
         return -1;
     if (self->open) {
         PyErr_SetString(PyExc_RuntimeError, "Core already open");
@@ -183,10 +184,14 @@ static int Core_init(Core *self, PyObject *args, PyObject *kw)
     pthread_mutexattr_settype(&at, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(self->mu, &at);
     pthread_mutexattr_destroy(&at);
-    pxs_coord_close(self->own_co);       /* the host member over these files (store/coord.h) */
+    pxs_coord_close(self->own_co);       /* the member (default "host") over these files (store/coord.h) */
     self->own_co = NULL;
-    if (pxs_coord_host_files(path, sync_path, NULL, timeout, &self->own_co) != PXS_OK) {
-        PyErr_NoMemory();
+    int crc = pxs_coord_files(member, path, sync_path, NULL, timeout, &self->own_co);
+    if (crc != PXS_OK) {
+        if (crc == PXS_ENOSYS)
+            PyErr_Format(error_class ? error_class : PyExc_RuntimeError, "unknown coordination member '%s'", member);
+        else
+            PyErr_NoMemory();
         return -1;
     }
     self->co = self->own_co;

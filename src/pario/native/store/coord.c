@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const pxs_coord_ops *const members[] = {&pxs_coord_host};
+static const pxs_coord_ops *const members[] = {&pxs_coord_host, &pxs_coord_pfs};
 
 const pxs_coord_ops *pxs_coord_member(const char *name)
 {
@@ -15,6 +15,11 @@ const pxs_coord_ops *pxs_coord_member(const char *name)
         if (strcmp(members[i]->name, name) == 0)
             return members[i];
     return NULL;
+}
+
+const pxs_coord_ops *pxs_coord_nth(size_t i)
+{
+    return i < sizeof members / sizeof members[0] ? members[i] : NULL;
 }
 
 int pxs_coord_open(const char *name, const char *root, double timeout, pxs_coord **out, char *err, size_t errlen)
@@ -35,4 +40,11 @@ void pxs_coord_close(pxs_coord *co)
 {
     if (co)
         co->ops->close(co);
+}
+
+void pxs_coord_remote_message(const pxs_coord *co, const char *root, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "store %s is open on another machine, %s: its coordination '%s' serves the processes of "
+             "one machine (a store for several nodes is made with 'pario store init --coord pfs'; docs/multinode.md)",
+             root, co->remote[0] ? co->remote : "?", co->ops->name);
 }

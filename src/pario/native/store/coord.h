@@ -7,13 +7,18 @@
  * DIR/.sync.lock itself.
  *
  * Members:
- *   host   coord/host.c: one machine (today's mechanisms): flock on DIR/.lock, the journal
- *          DIR/rmt.log mapped MAP_SHARED with its robust process-shared mutex (core/), fcntl
- *          open-file-description locks on DIR/.sync.lock, SQLite WAL DIR/meta.db.
+ *   host   coord/posix.c: one machine: flock on DIR/.lock, the journal DIR/rmt.log mapped
+ *          MAP_SHARED with its robust process-shared mutex (core/journal_map.c), fcntl
+ *          open-file-description locks on DIR/.sync.lock, SQLite WAL DIR/meta.db; a store
+ *          another machine has open is refused (PXS_EREMOTE);
+ *   pfs    coord/posix.c: nodes sharing a parallel file system: fcntl locks on DIR/.lock, the
+ *          journal with pread/pwrite and a byte-range lock (core/journal_file.c), the same
+ *          range locks, SQLite with a rollback journal (docs/multinode.md).
  *
  * What every member guarantees:
  *  - store lock: exclusive excludes every other holder, shared excludes only an exclusive
- *    one; try_lock never waits (the caller polls under its timeout); downgrade exclusive ->
+ *    one; PXS_EREMOTE (nothing held) when the member cannot serve this process together with
+ *    the holders (co->remote names them); try_lock never waits (the caller polls under its timeout); downgrade exclusive ->
  *    shared never lets an exclusive holder in between; a dead holder's lock is released;
  *  - journal: journal_lock (+ journal_publish) makes appends one process at a time and a
  *    published record visible to every opener's journal_follow, in order; journal_sync makes
@@ -72,20 +77,28 @@ struct pxs_coord {
     double timeout;
     char *journal_where;                /* the journal, for messages ("DIR/rmt.log") */
     char *lock_where;                   /* the store lock, for messages ("DIR/.lock") */
+    char remote[160];                   /* after PXS_EREMOTE: the machine that has the store open */
 };
 
-extern const pxs_coord_ops pxs_coord_host;     /* coord/host.c */
+extern const pxs_coord_ops pxs_coord_host;     /* coord/posix.c: one machine */
+extern const pxs_coord_ops pxs_coord_pfs;      /* coord/posix.c: nodes of a parallel file system */
 
 /* the member named name (NULL or "": "host"); NULL if there is none */
 const pxs_coord_ops *pxs_coord_member(const char *name);
+/* the i-th registered member, NULL past the last */
+const pxs_coord_ops *pxs_coord_nth(size_t i);
 /* open the member named name for the store at root; an unknown name: PXS_ENOSYS with
  * "store ROOT: coordination 'NAME' is not available (members: host)" */
 int pxs_coord_open(const char *name, const char *root, double timeout, pxs_coord **out, char *err, size_t errlen);
 void pxs_coord_close(pxs_coord *co);
 
-/* the host member over explicit files instead of a store directory (a journal or metadata
- * database by path: tests, migration, repair); any path may be NULL (that part unused) */
-int pxs_coord_host_files(const char *journal, const char *sync, const char *meta, double timeout, pxs_coord **out);
+/* the member ("host" or "pfs"; NULL: "host") over explicit files instead of a store directory
+ * (a journal or metadata database by path: tests, migration, repair); any path may be NULL
+ * (that part unused); PXS_ENOSYS for another member */
+int pxs_coord_files(const char *member, const char *journal, const char *sync, const char *meta, double timeout,
+                    pxs_coord **out);
+/* the one line for PXS_EREMOTE from the store lock of the store at root */
+void pxs_coord_remote_message(const pxs_coord *co, const char *root, char *err, size_t errlen);
 
 /* the calls, through the member's table */
 static inline int pxs_coord_try_lock(pxs_coord *co, int exclusive) { return co->ops->try_lock(co, exclusive); }

@@ -243,7 +243,7 @@ static int exec_sql(pxs_meta *m, const char *what, char *err, size_t errlen, con
     return PXS_OK;
 }
 
-int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size_t errlen)
+int pxs_meta_open(pxs_meta *m, const char *path, double timeout, int wal, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
     pthread_once(&sq_once, sq_load);
@@ -259,8 +259,8 @@ int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size
      * to a store's data would hand a new file the id, and so the data files, of an old one; and
      * never through a link someone planted */
     char side[PATH_MAX + 8];
-    const char *sfx[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
+    const char *sfx[] = {"", "-wal", "-shm", "-journal"};
+    for (int i = 0; i < 4; i++) {
         struct stat sb;
         snprintf(side, sizeof side, "%s%s", path, sfx[i]);
         if (lstat(side, &sb) == 0 && S_ISLNK(sb.st_mode)) {
@@ -284,8 +284,9 @@ int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size
     }
     double ms = timeout * 1000.0;
     sq.busy_timeout(m->db, ms > 2e9 ? 2000000000 : (int)ms);
-    /* as pario.store.meta.connect: WAL, synchronous=FULL, a quick integrity check */
-    if ((rc = exec_sql(m, "journal mode", err, errlen, "PRAGMA journal_mode=WAL", NULL))
+    /* the coordination's journal mode, synchronous=FULL, a quick integrity check */
+    if ((rc = exec_sql(m, "journal mode", err, errlen, wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
+                       NULL))
         || (rc = exec_sql(m, "synchronous", err, errlen, "PRAGMA synchronous=FULL", NULL)))
         goto fail;
     void *st = NULL;
@@ -595,7 +596,7 @@ int pxs_meta_switch(pxs_meta *m, const char *name, int64_t old_id, int64_t new_i
     return rc;
 }
 
-int pxs_meta_init(const char *path, char *err, size_t errlen)
+int pxs_meta_init(const char *path, int wal, char *err, size_t errlen)
 {
     pthread_once(&sq_once, sq_load);
     if (sq_loaded != 1) {
@@ -610,7 +611,8 @@ int pxs_meta_init(const char *path, char *err, size_t errlen)
     int rc = sq.open_v2(path, &m.db, SQ_OPEN_READWRITE | SQ_OPEN_CREATE | SQ_OPEN_NOMUTEX | SQ_OPEN_NOFOLLOW, NULL);
     if (rc != SQ_OK)
         rc = db_fail(&m, rc, "creating it", err, errlen);
-    else if (!(rc = exec_sql(&m, "journal mode", err, errlen, "PRAGMA journal_mode=WAL", NULL)))
+    else if (!(rc = exec_sql(&m, "journal mode", err, errlen,
+                             wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE", NULL)))
         rc = exec_sql(&m, "schema", err, errlen, SCHEMA, NULL);
     pxs_meta_close(&m);
     return rc;

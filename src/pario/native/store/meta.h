@@ -30,7 +30,8 @@ enum {
     PXS_EBUSY = -7,     /* the store is in use (exclusive open) / a lock timed out */
     PXS_ENOSYS = -8,    /* something this C library does not do (the message says what) */
     PXS_EVERIFY = -9,   /* the store must be verified after an unclean end in another boot */
-    PXS_EEXIST = -10    /* a file of that name exists already */
+    PXS_EEXIST = -10,   /* a file of that name exists already */
+    PXS_EREMOTE = -11   /* the store is open on another machine and its coordination serves one */
 };
 
 /* one server of the store's profile: where the data plane keeps its data and the α, β the
@@ -80,7 +81,8 @@ typedef struct {
     int dirty;
 } pxs_meta_rec;
 
-int pxs_meta_open(pxs_meta *m, const char *path, double timeout, char *err, size_t errlen);
+/* wal: SQLite's write-ahead log (one machine), else its rollback journal (store/coord.h) */
+int pxs_meta_open(pxs_meta *m, const char *path, double timeout, int wal, char *err, size_t errlen);
 void pxs_meta_close(pxs_meta *m);
 void pxs_meta_rec_free(pxs_meta_rec *r);
 /* 1 found (rec filled), 0 no such file, < 0 error */
@@ -100,7 +102,7 @@ int64_t pxs_meta_top_id(pxs_meta *m, char *err, size_t errlen);
 int pxs_meta_switch(pxs_meta *m, const char *name, int64_t old_id, int64_t new_id, int64_t size, const int64_t *rids,
                     const char *const *rnames, size_t nr, char *err, size_t errlen);
 /* a new, empty database at path (a new store) */
-int pxs_meta_init(const char *path, char *err, size_t errlen);
+int pxs_meta_init(const char *path, int wal, char *err, size_t errlen);
 int pxs_meta_set_dirty(pxs_meta *m, const char *name, int dirty, char *err, size_t errlen);
 int pxs_meta_set_size(pxs_meta *m, const char *name, int64_t size, int dirty, char *err, size_t errlen);
 /* size = MAX(size, ?) (shared stores: several processes extend one file) */

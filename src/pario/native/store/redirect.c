@@ -1436,14 +1436,24 @@ int pxs_store_open(const char *root, int flags, pxs_store **out, char *err, size
     return pxs_store_open_timeout(root, flags, pxs_store_timeout(), out, err, errlen);
 }
 
+/* the store is open on a machine its coordination cannot serve together with this one */
+static int remote(pxs_store *st, const char *root)
+{
+    char msg[PXS_ERRLEN];
+    pxs_coord_remote_message(st->co, root, msg, sizeof msg);
+    return pxs_fail(st, PXS_EREMOTE, "%s", msg);
+}
+
 /* the store lock (store/coord.h): exclusive, or first (exclusive, to recover) or shared
  * with the others, polled until st->timeout */
 static int take_store_lock(pxs_store *st, const char *root)
 {
     if (!st->shared) {
         st->first = 1;
-        return pxs_coord_try_lock(st->co, 1) ? pxs_fail(st, PXS_EBUSY, "store %s is in use by another process", root)
-                                             : PXS_OK;
+        int rc = pxs_coord_try_lock(st->co, 1);
+        return rc == PXS_EREMOTE ? remote(st, root)
+               : rc              ? pxs_fail(st, PXS_EBUSY, "store %s is in use by another process", root)
+                                 : PXS_OK;
     }
     /* alone: recover first, then share; else share with the others */
     struct timespec t0, now;
@@ -1454,10 +1464,13 @@ static int take_store_lock(pxs_store *st, const char *root)
             st->first = 1;
             return PXS_OK;
         }
-        if (pxs_coord_try_lock(st->co, 0) == PXS_OK) {
+        int rc = pxs_coord_try_lock(st->co, 0);
+        if (rc == PXS_OK) {
             st->first = 0;
             return PXS_OK;
         }
+        if (rc == PXS_EREMOTE)
+            return remote(st, root);
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9 >= st->timeout)
             return pxs_fail(st, PXS_EBUSY, "timed out after %g s waiting for store %s: another process has it "

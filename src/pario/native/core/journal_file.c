@@ -1,0 +1,215 @@
+/* The journal storage for processes on several machines (rmt_journal_file, core/rmt.h):
+ * DIR/rmt.log on a shared (parallel) file system, with only what such a file system
+ * guarantees between nodes (../shared/notes/multinode.md for CephFS; Lustre and GPFS give the
+ * same): byte-range locks are cluster-wide, and data written and synced by one client is read
+ * by another that opens or re-reads it.  No mapping (a mapping held open on two nodes is not
+ * coherent) and no process-shared mutex (it deadlocks across nodes).
+ *
+ *   journal lock   an fcntl open-file-description lock on byte 0 of the file (released by
+ *                  the kernel, or by the file system's lease of a dead client);
+ *   publish        the appender pwrites the records, then the header's end and seq;
+ *   follow         a reader re-reads the header's end and seq and the records after what it
+ *                  has applied, with the kernel's cached pages of the file dropped first
+ *                  (POSIX_FADV_DONTNEED): a client whose page cache its file system does not
+ *                  invalidate (ceph-fuse keeps the kernel's) then asks the file system again.
+ * Records and the header's format, replay and validation are core/rmt_log.c's. */
+#define _GNU_SOURCE
+#include "core/rmt_private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WINDOW ((size_t)1 << 20)    /* bytes read ahead while replaying */
+#define HEAD offsetof(rmt_hdr, lock)  /* the header's fields (no lock in the file) */
+
+typedef struct {
+    rmt_posix f;
+    rmt_hdr hdr;           /* the header as last read or written */
+    uint8_t *buf;          /* bytes [wpos, wpos + wlen) of the file as last read */
+    size_t cap, wlen;
+    uint64_t wpos;
+} jfile;
+
+static void file_close(rmt_log *lg)
+{
+    jfile *j = lg->impl;
+    if (!j)
+        return;
+    rmt_posix_close(&j->f);
+    free(j->buf);
+    free(j);
+    lg->impl = NULL;
+    lg->hdr = NULL;
+}
+
+static int read_exact(int fd, void *buf, size_t n, uint64_t pos)
+{
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t r = pread(fd, p, n, (off_t)pos);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return RMT_EIO;
+        if (r == 0)
+            return RMT_ECORRUPT;    /* shorter than the caller was told */
+        p += r;
+        pos += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    return RMT_OK;
+}
+
+static int read_header(rmt_log *lg)
+{
+    jfile *j = lg->impl;
+    (void)posix_fadvise(j->f.fd, 0, RMT_HDR_SIZE, POSIX_FADV_DONTNEED);
+    j->wlen = 0;            /* what was read ahead may have changed too */
+    return read_exact(j->f.fd, &j->hdr, HEAD, 0);
+}
+
+static int file_stat(rmt_log *lg)
+{
+    jfile *j = lg->impl;
+    return rmt_posix_size(j->f.fd, &lg->fsize);
+}
+
+static int file_open(rmt_log *lg, const char *path, int how)
+{
+    jfile *j = calloc(1, sizeof *j);
+    if (!j)
+        return RMT_ENOMEM;
+    lg->impl = j;
+    lg->hdr = &j->hdr;
+    int rc = rmt_posix_open(&j->f, path, how);
+    if (!rc)
+        rc = file_stat(lg);
+    if (!rc && lg->fsize < RMT_HDR_SIZE)
+        rc = RMT_ECORRUPT;
+    if (!rc)
+        rc = read_header(lg);
+    if (rc) {
+        int e = errno;
+        file_close(lg);
+        errno = e;
+    }
+    return rc;
+}
+
+static int file_read(rmt_log *lg, uint64_t pos, size_t n, const uint8_t **p)
+{
+    jfile *j = lg->impl;
+    if (j->wlen && pos >= j->wpos && pos + n <= j->wpos + j->wlen) {
+        *p = j->buf + (pos - j->wpos);
+        return RMT_OK;
+    }
+    size_t want = n > WINDOW ? n : WINDOW;
+    if (pos + want > lg->fsize)
+        want = pos + n > lg->fsize ? n : (size_t)(lg->fsize - pos);
+    if (want > j->cap) {
+        uint8_t *nb = realloc(j->buf, want);
+        if (!nb)
+            return RMT_ENOMEM;
+        j->buf = nb;
+        j->cap = want;
+    }
+    j->wlen = 0;
+    (void)posix_fadvise(j->f.fd, (off_t)pos, (off_t)want, POSIX_FADV_DONTNEED);
+    int rc = read_exact(j->f.fd, j->buf, want, pos);
+    if (rc)
+        return rc;
+    j->wpos = pos;
+    j->wlen = want;
+    *p = j->buf;
+    return RMT_OK;
+}
+
+static int file_write(rmt_log *lg, uint64_t pos, const void *buf, size_t n)
+{
+    jfile *j = lg->impl;
+    j->wlen = 0;
+    int rc = rmt_posix_write_all(j->f.fd, buf, n, pos);
+    if (!rc && pos + n > lg->fsize)
+        lg->fsize = pos + n;
+    return rc;
+}
+
+static int file_truncate(rmt_log *lg, uint64_t size)
+{
+    jfile *j = lg->impl;
+    j->wlen = 0;
+    if (ftruncate(j->f.fd, (off_t)size) != 0)
+        return RMT_EIO;
+    lg->fsize = size;
+    return RMT_OK;
+}
+
+static int file_sync(rmt_log *lg)
+{
+    jfile *j = lg->impl;
+    return fdatasync(j->f.fd) == 0 ? RMT_OK : RMT_EIO;
+}
+
+static uint64_t file_published(rmt_log *lg)
+{
+    jfile *j = lg->impl;
+    if (read_header(lg))
+        return 0;           /* unreadable: below what was applied, the caller says corrupt */
+    if (j->hdr.end > lg->fsize)
+        (void)file_stat(lg);
+    return j->hdr.end;
+}
+
+static int file_put_header(rmt_log *lg, size_t off, size_t len)
+{
+    jfile *j = lg->impl;
+    if (off + len > HEAD)
+        return RMT_EINVAL;
+    return rmt_posix_write_all(j->f.fd, (const uint8_t *)&j->hdr + off, len, off);
+}
+
+static int file_lock_init(rmt_log *lg)
+{
+    (void)lg;               /* the lock is the file system's */
+    return RMT_OK;
+}
+
+static int file_lock(rmt_log *lg, double timeout, int *dead_holder)
+{
+    jfile *j = lg->impl;
+    (void)dead_holder;      /* a dead holder's lock is dropped by the kernel or the file system */
+    return rmt_lock(j->f.fd, 0, 1, 1, timeout);
+}
+
+static void file_unlock(rmt_log *lg)
+{
+    jfile *j = lg->impl;
+    (void)rmt_unlock(j->f.fd, 0, 1);
+}
+
+static int file_replace(rmt_log *lg, const char *path)
+{
+    jfile *j = lg->impl;
+    return rmt_posix_replace(&j->f, path);
+}
+
+const rmt_journal_ops rmt_journal_file = {
+    .name = "file",
+    .open = file_open,
+    .close = file_close,
+    .read = file_read,
+    .write = file_write,
+    .stat = file_stat,
+    .truncate = file_truncate,
+    .sync = file_sync,
+    .published = file_published,
+    .put_header = file_put_header,
+    .lock_init = file_lock_init,
+    .lock = file_lock,
+    .unlock = file_unlock,
+    .replace = file_replace,
+};
