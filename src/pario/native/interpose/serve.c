@@ -387,8 +387,7 @@ typedef struct srv_file {
     int cb_read, cb_write; /* PARIO_TP_CB_* */
     pario_tp_layout tpl;
     int32_t *tp_servers, *tp_kinds;
-    pxs_pieces pieces;     /* the layout callback's pieces of the range it mapped last ... */
-    size_t next_piece;     /* ... and the one its next call most likely asks for */
+    pxs_piece_cursor pieces;   /* the layout callback's pieces of the range it mapped last */
     int64_t split_moved;
     int split_rc;
 } srv_file;
@@ -684,17 +683,9 @@ static int cb_mode(const char *v)
 static int tp_map(void *ctx, int64_t off, int64_t len, int64_t *piece_len, int32_t *server, int32_t *kind)
 {
     srv_file *s = ctx;
-    const pxs_piece *p = s->next_piece < s->pieces.n ? &s->pieces.p[s->next_piece] : NULL;
-    if (!p || p->off != off || p->len > len) {
-        char err[128];
-        s->pieces.n = 0;
-        s->next_piece = 0;
-        if (pxs_layout_pieces(s->pf->h->lay, off, len < MAP_CAP ? len : MAP_CAP, &s->pieces, err, sizeof err) != 0 ||
-            s->pieces.n == 0)
-            return -1;
-        p = &s->pieces.p[0];
-    }
-    s->next_piece++;
+    const pxs_piece *p;
+    if (pxs_layout_next_piece(s->pf->h->lay, &s->pieces, off, len, MAP_CAP, &p) != PXS_OK)
+        return -1;
     *piece_len = p->len;
     *server = p->server;
     *kind = p->server >= 0 && p->server < s->ss->st->cfg.nservers ? s->ss->kinds[p->server] : 0;
@@ -1226,7 +1217,7 @@ static int srv_close(px_file *f, MPI_File *fh)
         unlink(s->shadow);
     }
     free(s->shadow);
-    free(s->pieces.p);
+    free(s->pieces.pcs.p);
     free(s->tp_servers);
     free(s->tp_kinds);
     free(s->name);

@@ -60,23 +60,15 @@ typedef struct lay_ctx {
     const pxs_layout *lay;
     const int32_t *sysk;    /* the kind of every system server */
     Py_ssize_t nsys;
-    pxs_pieces pcs;         /* the pieces of [.., end) from pcs.p[next] on */
-    size_t next;
-    int64_t end;
+    pxs_piece_cursor cur;   /* the pieces handed out in order (store/layout.h) */
 } lay_ctx;
 
 static int lay_map(void *ctx, int64_t off, int64_t len, int64_t *piece_len, int32_t *server, int32_t *kind)
 {
     lay_ctx *L = ctx;
-    if (!(L->end == off + len && L->next < L->pcs.n && L->pcs.p[L->next].off == off)) {
-        char err[PXS_ERRLEN];
-        L->pcs.n = 0;
-        L->next = 0;
-        L->end = off + len;
-        if (pxs_layout_pieces(L->lay, off, len, &L->pcs, err, sizeof err) != PXS_OK || L->pcs.n == 0)
-            return -1;   /* no server holds the bytes (an extent map without a default) */
-    }
-    const pxs_piece *q = &L->pcs.p[L->next++];
+    const pxs_piece *q;
+    if (pxs_layout_next_piece(L->lay, &L->cur, off, len, 0, &q) != PXS_OK)
+        return -1;   /* no server holds the bytes (an extent map without a default) */
     if (q->server < 0 || q->server >= L->nsys || q->len <= 0 || q->len > len)
         return -1;
     *piece_len = q->len;
@@ -415,7 +407,7 @@ static PyObject *collective(PyObject *mod, PyObject *args)
     free(c.rep);
 out:
     release(b, 4 + LAY_BUFS);
-    free(L.pcs.p);
+    free(L.cur.pcs.p);
     return ret;
 }
 

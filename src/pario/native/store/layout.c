@@ -917,3 +917,21 @@ int pxs_layout_map(const pxs_layout *l, int64_t req, int64_t x, int64_t L, pxs_s
     }
     return rc;
 }
+
+int pxs_layout_next_piece(const pxs_layout *l, pxs_piece_cursor *cur, int64_t x, int64_t L, int64_t cap,
+                          const pxs_piece **out)
+{
+    const pxs_piece *p = cur->next < cur->pcs.n ? &cur->pcs.p[cur->next] : NULL;
+    if (!p || p->off != x || p->len > L) {
+        char err[PXS_ERRLEN];
+        cur->pcs.n = 0;
+        cur->next = 0;
+        int rc = pxs_layout_pieces(l, x, cap > 0 && L > cap ? cap : L, &cur->pcs, err, sizeof err);
+        if (rc != PXS_OK || cur->pcs.n == 0)
+            return rc != PXS_OK ? rc : PXS_EINVAL;
+        p = &cur->pcs.p[0];
+    }
+    cur->next++;
+    *out = p;
+    return PXS_OK;
+}

@@ -100,6 +100,16 @@ int pxs_layout_counts(const pxs_layout *l, int64_t x, int64_t *c);
 /* append the pieces of [x, x+L) in logical order (PXS_EINVAL: an extent map without a
  * default that does not cover the range; err says which bytes) */
 int pxs_layout_pieces(const pxs_layout *l, int64_t x, int64_t L, pxs_pieces *out, char *err, size_t errlen);
+/* The pieces of a range handed out in order (the two-phase layout callbacks of the served
+ * runtime and of pario.mpi walk a range piece by piece): the first single-server piece of
+ * [x, x+L), computed with the pieces of up to `cap` bytes of the range (0: all of it) that the
+ * next calls most likely ask for.  PXS_EINVAL as pxs_layout_pieces (or no piece). */
+typedef struct {
+    pxs_pieces pcs;         /* the pieces last computed, pcs.p[next] the next one expected */
+    size_t next;
+} pxs_piece_cursor;
+int pxs_layout_next_piece(const pxs_layout *l, pxs_piece_cursor *cur, int64_t x, int64_t L, int64_t cap,
+                          const pxs_piece **out);
 /* append map_requests' rows of request number req = [x, x+L), in map_requests' order */
 int pxs_layout_map(const pxs_layout *l, int64_t req, int64_t x, int64_t L, pxs_subs *out, char *err, size_t errlen);
 /* parse a size (an integer ≥ 0 or a size string like "64k"): 0 or PXS_EINVAL */
