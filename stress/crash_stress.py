@@ -114,6 +114,7 @@ END = SIZE + EXT
 STRIPE = 64 << 10              # layout fixed:64k ...
 NSERV = 8                      # ... over the 8 servers of ceda-hdd8 (--cluster: the cluster's servers)
 CLUSTER: str | None = None     # --cluster DIR: every trial's store on RADOS (backend rados, 64 KiB objects)
+COORD = "host"                # --coord: the stores' coordination member ("pfs": the journal with pread/pwrite)
 REBOOT = False                 # --reboot: the recovery in another boot (PARIO_BOOT_ID)
 REBOOT_KILL = 1 / 3            # --reboot: share of unclean trials whose first recovery is SIGKILLed
 OBJECT_SIZE = 64 << 10
@@ -308,7 +309,7 @@ def setup(root: Path, cfg: dict) -> bytes:
     if CLUSTER:
         init_store(root, None, backend="rados", cluster=CLUSTER, object_size=OBJECT_SIZE)
     else:
-        init_store(root, "ceda-hdd8")
+        init_store(root, "ceda-hdd8", coord=COORD)
     init = data_for(cfg["tseed"], SIZE)
     with Store(root) as st:
         st.create("f", "fixed:64k")
@@ -1397,9 +1398,13 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep every trial's directory")
     ap.add_argument("--cluster", default=None, metavar="DIR",
                     help="every trial's store on this 'pario cluster' (backend rados, 64 KiB objects)")
+    ap.add_argument("--coord", default="host", metavar="MEMBER",
+                    help="every trial's store made with this coordination member (host, pfs; docs/store.md)")
     ap.add_argument("--reboot", action="store_true",
                     help="recover every trial in another boot (PARIO_BOOT_ID): the power-loss verification")
     a = ap.parse_args(argv)
+    global COORD
+    COORD = a.coord
     if a.reboot:
         global REBOOT
         REBOOT = True

@@ -118,6 +118,7 @@ TIMEOUT = 120.0                # a job that has not ended this long after the ki
 MODES = ("one-rank", "in-call", "whole-job", "no-kill")
 CYCLE = ("one-rank", "in-call", "whole-job", "one-rank", "in-call", "one-rank", "in-call", "whole-job",
          "one-rank", "no-kill")          # 200 trials: 80 one-rank, 60 in-call, 40 whole-job, 20 no-kill
+COORD = "host"                # --coord: the stores' coordination member ("pfs": the journal with pread/pwrite)
 REBOOT = False                 # --reboot: everything after the kill in another boot (PARIO_BOOT_ID)
 REUSE = 0.3                    # share of trials that reuse the previous trial's store
 CONTROL = 1 / 3                # share of killed trials with negative controls
@@ -283,7 +284,7 @@ def setup(tdir: Path, cfg: dict, carried: Path | None = None, carried_bytes: byt
         shutil.move(str(carried), str(root))
         init = carried_bytes
     else:
-        init_store(root, SYSTEM)
+        init_store(root, SYSTEM, coord=COORD)
         init = np.random.default_rng(cfg["tseed"]).bytes(SIZE)
         with Store(str(root)) as st:
             st.create(NAME, "fixed:64k")
@@ -995,9 +996,13 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep every trial's directory")
     ap.add_argument("--lib", default=None, help="preload this library (default: src/pario/native/libpario_trace.so, "
                                                 "built when stale), e.g. a deliberately broken one")
+    ap.add_argument("--coord", default="host", metavar="MEMBER",
+                    help="every trial's store made with this coordination member (host, pfs; docs/store.md)")
     ap.add_argument("--reboot", action="store_true",
                     help="everything after the kill in another boot (PARIO_BOOT_ID): the power-loss verification")
     a = ap.parse_args(argv)
+    global COORD
+    COORD = a.coord
     if a.reboot:
         global REBOOT
         REBOOT = True

@@ -600,8 +600,15 @@ static int srv_open(MPI_Comm comm, const char *filename, int amode, MPI_Info inf
 
     /* rank 0 decides, creates the file and the open's shadow files; one broadcast */
     int64_t dec[3] = {0, MPI_SUCCESS, 0};
-    if (me == 0)
+    pxs_file *pf = NULL;
+    int opened = 0;
+    if (me == 0) {
         decide(ss, plan, all, name, amode, info, root, dec);
+        /* rank 0 opens it first with every data file, so that the others open existing ones
+         * (pxs_open_all: a create racing other nodes' writes stalls them) */
+        if (dec[0] && dec[1] == MPI_SUCCESS)
+            opened = pxs_open(ss->st, name, &pf) == 0 && pxs_open_all(pf) == 0;
+    }
     PMPI_Bcast(dec, 3, MPI_INT64_T, 0, comm);
     if (!dec[0] || dec[1] != MPI_SUCCESS) {
         rc = (int)dec[1];
@@ -610,10 +617,11 @@ static int srv_open(MPI_Comm comm, const char *filename, int amode, MPI_Info inf
     char shadow[PATH_MAX + 64], shfp[PATH_MAX + 64];
     shadow_paths(root, (uint64_t)dec[2], shadow, shfp, sizeof shadow);
 
-    /* every rank opens the store file, then the shadow */
+    /* every rank opens the store file (rank 0 has), then the shadow */
     srv_file *s = calloc(1, sizeof *s);
-    pxs_file *pf = NULL;
-    int opened = s && pxs_open(ss->st, name, &pf) == 0;
+    if (me != 0)
+        opened = pxs_open(ss->st, name, &pf) == 0;
+    opened = opened && s;
     int allopen = 0;
     PMPI_Allreduce(&opened, &allopen, 1, MPI_INT, MPI_MIN, comm);
     if (!allopen) {

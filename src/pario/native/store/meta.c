@@ -122,6 +122,8 @@ static struct {
     int64_t (*last_insert_rowid)(void *);
     int (*changes)(void *);
     int (*extended_errcode)(void *);
+    void *(*vfs_find)(const char *);
+    int (*vfs_register)(void *, int);
 } sq;
 static int sq_loaded;          /* 1 ok, -1 failed */
 static char sq_why[256];
@@ -150,6 +152,7 @@ static void sq_load(void)
         {"sqlite3_errmsg", (void **)&sq.errmsg},         {"sqlite3_busy_timeout", (void **)&sq.busy_timeout},
         {"sqlite3_last_insert_rowid", (void **)&sq.last_insert_rowid},
         {"sqlite3_changes", (void **)&sq.changes},       {"sqlite3_extended_errcode", (void **)&sq.extended_errcode},
+        {"sqlite3_vfs_find", (void **)&sq.vfs_find},     {"sqlite3_vfs_register", (void **)&sq.vfs_register},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
         void *p = dlsym(h, tab[i].name);
@@ -276,7 +279,14 @@ int pxs_meta_open(pxs_meta *m, const char *path, double timeout, int wal, char *
             return PXS_ENOENT;
         }
     }
-    int rc = sq.open_v2(path, &m->db, SQ_OPEN_READWRITE | SQ_OPEN_NOMUTEX | SQ_OPEN_NOFOLLOW, NULL);
+    const char *vfs = NULL;
+    if (!wal && !(vfs = pxs_meta_vfs(sq.vfs_find, sq.vfs_register))) {
+        snprintf(err, errlen, "metadata database %s: this SQLite's default VFS cannot be made coherent between nodes",
+                 path);
+        pxs_meta_close(m);
+        return PXS_ENOSYS;
+    }
+    int rc = sq.open_v2(path, &m->db, SQ_OPEN_READWRITE | SQ_OPEN_NOMUTEX | SQ_OPEN_NOFOLLOW, vfs);
     if (rc != SQ_OK) {
         db_fail(m, rc, "open", err, errlen);
         pxs_meta_close(m);
@@ -608,7 +618,8 @@ int pxs_meta_init(const char *path, int wal, char *err, size_t errlen)
     m.path = strdup(path);
     if (!m.path)
         return PXS_ENOMEM;
-    int rc = sq.open_v2(path, &m.db, SQ_OPEN_READWRITE | SQ_OPEN_CREATE | SQ_OPEN_NOMUTEX | SQ_OPEN_NOFOLLOW, NULL);
+    const char *vfs = wal ? NULL : pxs_meta_vfs(sq.vfs_find, sq.vfs_register);
+    int rc = sq.open_v2(path, &m.db, SQ_OPEN_READWRITE | SQ_OPEN_CREATE | SQ_OPEN_NOMUTEX | SQ_OPEN_NOFOLLOW, vfs);
     if (rc != SQ_OK)
         rc = db_fail(&m, rc, "creating it", err, errlen);
     else if (!(rc = exec_sql(&m, "journal mode", err, errlen,

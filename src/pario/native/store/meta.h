@@ -103,6 +103,10 @@ int pxs_meta_switch(pxs_meta *m, const char *name, int64_t old_id, int64_t new_i
                     const char *const *rnames, size_t nr, char *err, size_t errlen);
 /* a new, empty database at path (a new store) */
 int pxs_meta_init(const char *path, int wal, char *err, size_t errlen);
+/* meta_vfs.c: the name of the VFS that reads a shared database coherently between nodes
+ * (registered at the first call with SQLite's sqlite3_vfs_find / sqlite3_vfs_register), NULL
+ * if the library's default VFS is not one it can wrap */
+const char *pxs_meta_vfs(void *(*vfs_find)(const char *), int (*vfs_register)(void *, int));
 int pxs_meta_set_dirty(pxs_meta *m, const char *name, int dirty, char *err, size_t errlen);
 int pxs_meta_set_size(pxs_meta *m, const char *name, int64_t size, int dirty, char *err, size_t errlen);
 /* size = MAX(size, ?) (shared stores: several processes extend one file) */

@@ -263,6 +263,11 @@ static int file_free(pxs_file *f)
     return rc;
 }
 
+int pxs_open_all(pxs_file *f)
+{
+    return pxs_sfile_open_all(f->h);
+}
+
 int pxs_open(pxs_store *st, const char *name, pxs_file **out)
 {
     *out = NULL;
@@ -1515,6 +1520,9 @@ static int open_parts(pxs_store *st, const char *root)
         for (int i = 0; !rc && i < st->cfg.nservers; i++)
             st->names[i] = st->cfg.servers[i].name;
     }
+    const pxs_coord_ops *member = rc ? NULL : pxs_coord_member(st->cfg.coord);
+    if (member && member->uncached_data)
+        st->direct = 1;       /* data files held open on several nodes (store/coord.h) */
     if (!rc)     /* the data plane (datafile.h): local probes O_DIRECT, rados connects */
         rc = pxs_dplane_open(&st->cfg, st->direct, &st->dp, st->err, sizeof st->err);
     if (!rc)     /* the coordination member of store.json "coord" (store/coord.h) */

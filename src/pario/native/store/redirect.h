@@ -110,6 +110,8 @@ const char *pxs_store_error(const pxs_store *st);
 int pxs_store_flush(pxs_store *st);
 
 int pxs_open(pxs_store *st, const char *name, pxs_file **out);
+/* every data file of the file's layout opened, created if missing (pxs_sfile_open_all) */
+int pxs_open_all(pxs_file *f);
 /* flush, then close (the last reference) */
 int pxs_close(pxs_file *f);
 /* read n bytes at off into buf: bytes past the end read as 0, *got = bytes inside the file */

@@ -259,6 +259,25 @@ int pxs_sfile_recovered_size(pxs_sfile *h, int64_t *size)
     return recover_size(h, h->size, size);
 }
 
+/* Every data file the layout names, opened (created if missing, as a first write would).
+ * The served runtime's first rank does it at a collective open, so the ranks of other nodes
+ * open existing files: on a parallel file system a create racing another client's open and
+ * write stalls that write for the file system's cap timeouts (docs/multinode.md). */
+int pxs_sfile_open_all(pxs_sfile *h)
+{
+    const pxs_layout *l = h->lay;
+    pxs_datafile *df = NULL;
+    int rc = PXS_OK;
+    if (l->kind == PXS_EXTENTS) {
+        for (size_t i = 0; !rc && i < l->ne; i++)
+            rc = open_datafile(h, l->es[i], l->edf[i], &df);
+        l = l->def;
+    }
+    for (int i = 0; !rc && l && i < l->nsrv; i++)
+        rc = open_datafile(h, l->srv[i], 0, &df);
+    return rc;
+}
+
 int pxs_sfile_extend(pxs_sfile *h, int64_t end)
 {
     return extend(h, end);

@@ -93,6 +93,8 @@ int pxs_sfile_writev(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t 
  * extent maps: the handle's), whatever the metadata says (fsck: a lost committed size) */
 int pxs_sfile_recovered_size(pxs_sfile *h, int64_t *size);
 /* the logical size grows to end (bytes written elsewhere, e.g. a replica) */
+/* every data file of the layout opened, created if missing */
+int pxs_sfile_open_all(pxs_sfile *h);
 int pxs_sfile_extend(pxs_sfile *h, int64_t end);
 int pxs_sfile_reserve(pxs_sfile *h, int64_t end);
 /* another process truncated the file to size: the handle's size, no extension to commit */

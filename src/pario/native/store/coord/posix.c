@@ -360,10 +360,10 @@ static int host_range_unlock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x
     return rmt_range_unlock(c, fid, x, e);
 }
 
-/* the two members differ in their open (the variant) only */
-#define POSIX_MEMBER(NAME, OPEN)                                                                             \
+/* the two members differ in their open (the variant) and in how data files are opened */
+#define POSIX_MEMBER(NAME, OPEN, UNCACHED)                                                                   \
     {                                                                                                        \
-        .name = NAME, .open = OPEN, .close = host_close, .try_lock = host_try_lock,                          \
+        .name = NAME, .uncached_data = UNCACHED, .open = OPEN, .close = host_close, .try_lock = host_try_lock,                          \
         .downgrade = host_downgrade, .release = host_release, .meta_open = host_meta_open,                   \
         .journal_probe = host_journal_probe, .journal_open = host_journal_open,                              \
         .journal_close = host_journal_close, .journal_lock = host_journal_lock,                              \
@@ -373,5 +373,5 @@ static int host_range_unlock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x
         .range_unlock = host_range_unlock,                                                                   \
     }
 
-const pxs_coord_ops pxs_coord_host = POSIX_MEMBER("host", host_open);
-const pxs_coord_ops pxs_coord_pfs = POSIX_MEMBER("pfs", pfs_open);
+const pxs_coord_ops pxs_coord_host = POSIX_MEMBER("host", host_open, 0);
+const pxs_coord_ops pxs_coord_pfs = POSIX_MEMBER("pfs", pfs_open, 1);
