@@ -95,3 +95,34 @@ def test_pfs_store_serves_ior_across_nodes(cluster3, ior_mn, lib, sdir, hosts, c
     for n in nodes:                                      # one after the other (fsck holds the store alone)
         rc, fs = cluster3.run(n, f"{PARIO} store fsck --store {store}", check=False)
         assert rc == 0 and any(ln.startswith("clean:") for ln in by_node(fs)[n]), fs
+
+
+def test_replica_reads_are_redirected_on_every_node(cluster3, ior_mn, lib, sdir):
+    """A CEDA partial replica of a whole file (one extent on H1), copied by `pario replicate`
+    on n1: the original's data files are then overwritten with zeros behind pario's back, so
+    only reads redirected to the replica can return IOR's bytes.  IOR's read-back check (-R)
+    passes on ranks of n2 and n3 alike: every node routes through the RMT it follows from the
+    journal; the original's data files are still zeros afterwards."""
+    store = sdir / "store"
+    _init(cluster3, store, "pfs")
+    data = str(sdir / "ior.dat")
+    base = ["-a", "MPIIO", "-k", "-G", "5", "-b", "512k", "-t", "64k", "-s", "3", "-o", data]
+    cp = cluster3.mpi("n1,n2", 2, [ior_mn, "-w", *base], env=_served(lib, store), timeout=180)
+    assert cp.returncode == 0, (cp.stdout + cp.stderr)[-3000:]
+    size = 2 * 3 * 512 * 1024
+    plan = {"pario_plan": 1, "scheme": "ceda", "system": "ceda-hdd8", "layouts": {},
+            "replicas": {data: [{"name": "ior.r1",
+                                 "layout": {"type": "extents", "extents": [[0, size, "H1", 0, 1]], "default": None}}]}}
+    cluster3.run("n1", f"cat > {sdir}/plan.json <<'EOF'\n{json.dumps(plan)}\nEOF\n"
+                       f"find {store}/servers -type f | sort > {sdir}/originals && "
+                       f"{PARIO} replicate {sdir}/plan.json --store {store}")
+    _, out = cluster3.run("n1", f"for f in $(cat {sdir}/originals); do "
+                                f"dd if=/dev/zero of=$f bs=64k count=$(( $(stat -c %s $f) / 65536 )) conv=notrunc "
+                                f"status=none; done; wc -l < {sdir}/originals")
+    assert int(by_node(out)["n1"][-1]) == 8                # the original's 8 data files (fixed 64K x 8)
+    cp = cluster3.mpi("n2,n3", 2, [ior_mn, "-r", "-R", "-E", *base], env=_served(lib, store), timeout=180)
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 0 and not re.search(r"incorrect data|error", out, re.I), out[-3000:]
+    _, zeros = cluster3.run("n1", f"for f in $(cat {sdir}/originals); do cmp -s -n $(stat -c %s $f) $f /dev/zero "
+                                  f"&& echo zero; done | wc -l")
+    assert int(by_node(zeros)["n1"][-1]) == 8            # the reads were not served from the original
