@@ -41,9 +41,10 @@ typedef struct pxs_coord pxs_coord;
 
 typedef struct pxs_coord_ops {
     const char *name;                   /* store.json "coord" */
-    /* 1: the store's data files bypass the client's page cache (O_DIRECT): processes of several
-     * nodes hold them open at once, and a parallel file system's client cache is not coherent
-     * for files held open (ceph-fuse: stale reads, writes stalled for minutes; docs/multinode.md) */
+    /* 1: reads of the store's data files drop the client's cached pages of their range first
+     * (PXS_CACHE_FRESH_READS): processes of several nodes hold them open at once, and a
+     * parallel file system's client cache may not be coherent for files held open (ceph-fuse
+     * with its kernel page cache; docs/multinode.md) */
     int uncached_data;
     /* the coordination of the store at root (nothing locked yet); err: one line */
     int (*open)(const char *root, double timeout, pxs_coord **out, char *err, size_t errlen);

@@ -295,7 +295,7 @@ int pxs_meta_open(pxs_meta *m, const char *path, double timeout, int wal, char *
     double ms = timeout * 1000.0;
     sq.busy_timeout(m->db, ms > 2e9 ? 2000000000 : (int)ms);
     /* the coordination's journal mode, synchronous=FULL, a quick integrity check */
-    if ((rc = exec_sql(m, "journal mode", err, errlen, wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
+    if ((rc = exec_sql(m, "journal mode", err, errlen, wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=PERSIST",
                        NULL))
         || (rc = exec_sql(m, "synchronous", err, errlen, "PRAGMA synchronous=FULL", NULL)))
         goto fail;
@@ -623,7 +623,7 @@ int pxs_meta_init(const char *path, int wal, char *err, size_t errlen)
     if (rc != SQ_OK)
         rc = db_fail(&m, rc, "creating it", err, errlen);
     else if (!(rc = exec_sql(&m, "journal mode", err, errlen,
-                             wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE", NULL)))
+                             wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=PERSIST", NULL)))
         rc = exec_sql(&m, "schema", err, errlen, SCHEMA, NULL);
     pxs_meta_close(&m);
     return rc;

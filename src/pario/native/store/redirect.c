@@ -1520,11 +1520,13 @@ static int open_parts(pxs_store *st, const char *root)
         for (int i = 0; !rc && i < st->cfg.nservers; i++)
             st->names[i] = st->cfg.servers[i].name;
     }
+    /* data files held open on several nodes (store/coord.h): reads from the file system */
     const pxs_coord_ops *member = rc ? NULL : pxs_coord_member(st->cfg.coord);
-    if (member && member->uncached_data)
-        st->direct = 1;       /* data files held open on several nodes (store/coord.h) */
-    if (!rc)     /* the data plane (datafile.h): local probes O_DIRECT, rados connects */
-        rc = pxs_dplane_open(&st->cfg, st->direct, &st->dp, st->err, sizeof st->err);
+    int cache = st->direct                              ? PXS_CACHE_DIRECT
+                : member && member->uncached_data ? PXS_CACHE_FRESH_READS
+                                                        : PXS_CACHE_KERNEL;
+    if (!rc)     /* the data plane (plane.h): local probes O_DIRECT, rados connects */
+        rc = pxs_dplane_open(&st->cfg, cache, &st->dp, st->err, sizeof st->err);
     if (!rc)     /* the coordination member of store.json "coord" (store/coord.h) */
         rc = pxs_coord_open(st->cfg.coord, root, st->timeout, &st->co, st->err, sizeof st->err);
     if (!rc)

@@ -27,7 +27,8 @@
 
 typedef struct {
     pxs_dplane hdr;
-    int direct;
+    int direct;             /* O_DIRECT */
+    int fresh_reads;        /* reads drop the range's cached pages first (PXS_CACHE_FRESH_READS) */
 } lplane;
 
 struct pxs_datafile {
@@ -69,9 +70,10 @@ static int configure(const pxs_json *j, pxs_config *cfg, const char *path, char 
     return PXS_OK;
 }
 
-static int open_plane(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen)
+static int open_plane(const pxs_config *cfg, int cache, pxs_dplane **out, char *err, size_t errlen)
 {
     *out = NULL;
+    int direct = cache == PXS_CACHE_DIRECT;
     if (direct) {      /* a file system refusing O_DIRECT is one line */
         for (int i = 0; i < cfg->nservers; i++) {
             char path[PATH_MAX];
@@ -92,6 +94,7 @@ static int open_plane(const pxs_config *cfg, int direct, pxs_dplane **out, char 
     p->hdr.ops = &pxs_df_local;
     p->hdr.cfg = cfg;
     p->direct = direct;
+    p->fresh_reads = cache == PXS_CACHE_FRESH_READS;
     *out = &p->hdr;
     return PXS_OK;
 }
@@ -231,6 +234,9 @@ static int runs(const pxs_dseg *sg, size_t n, char *buf, int write, char *err, s
 
 static int transfer(pxs_dplane *dp, const pxs_dseg *sg, size_t n, char *buf, int write, char *err, size_t errlen)
 {
+    if (!write && ((lplane *)dp)->fresh_reads)      /* from the file system, not a stale kernel page */
+        for (size_t i = 0; i < n; i++)
+            (void)posix_fadvise(sg[i].df->fd, (off_t)sg[i].local, (off_t)sg[i].len, POSIX_FADV_DONTNEED);
     if (!((lplane *)dp)->direct)
         return runs(sg, n, buf, write, err, errlen);
     /* O_DIRECT (local.py direct mode): through a page-aligned buffer; pieces 4 KiB aligned */

@@ -31,6 +31,11 @@
 #include "store/meta.h"
 
 typedef struct pxs_dplane pxs_dplane;       /* a store's data plane (one per store open) */
+/* how data files use the client's page cache: as the kernel does; O_DIRECT (local only); or
+ * cached, but every read drops the cached pages of its range first (data files held open on
+ * several nodes of a file system whose client cache is not coherent: store/coord.h) */
+enum { PXS_CACHE_KERNEL = 0, PXS_CACHE_DIRECT = 1, PXS_CACHE_FRESH_READS = 2 };
+
 typedef struct pxs_datafile pxs_datafile;   /* one open data file (server, id, d) */
 
 /* one piece of a transfer: len bytes at server-local offset `local` of data file df <->
@@ -48,8 +53,8 @@ typedef struct pxs_dfops {
      * cfg->plane_free), checked; j NULL: store.json has no profile servers (say what a store
      * of this plane needs).  path: store.json, for messages */
     int (*configure)(const pxs_json *j, pxs_config *cfg, const char *path, char *err, size_t errlen);
-    /* the plane of a store (cfg stays valid until close_plane); direct: O_DIRECT (local only) */
-    int (*open_plane)(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen);
+    /* the plane of a store (cfg stays valid until close_plane); cache: PXS_CACHE_* below */
+    int (*open_plane)(const pxs_config *cfg, int cache, pxs_dplane **out, char *err, size_t errlen);
     void (*close_plane)(pxs_dplane *dp);
     /* data file (id, d) of server (created when needed: at open or at its first write);
      * name: the logical file's, for messages (the caller keeps it until close) */
@@ -88,7 +93,7 @@ struct pxs_dplane {
 };
 
 /* the plane of cfg->plane, opened (planes.c) */
-int pxs_dplane_open(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen);
+int pxs_dplane_open(const pxs_config *cfg, int cache, pxs_dplane **out, char *err, size_t errlen);
 void pxs_dplane_close(pxs_dplane *dp);
 
 #endif

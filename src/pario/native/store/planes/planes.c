@@ -15,7 +15,7 @@ const pxs_dfops *pxs_plane_find(const char *name)
     return NULL;
 }
 
-int pxs_dplane_open(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen)
+int pxs_dplane_open(const pxs_config *cfg, int cache, pxs_dplane **out, char *err, size_t errlen)
 {
     const pxs_dfops *ops = pxs_plane_find(cfg->plane);
     if (!ops) {
@@ -23,7 +23,7 @@ int pxs_dplane_open(const pxs_config *cfg, int direct, pxs_dplane **out, char *e
         snprintf(err, errlen, "store backend %s is not available", cfg->plane ? cfg->plane : "(none)");
         return PXS_ENOSYS;
     }
-    return ops->open_plane(cfg, direct, out, err, errlen);
+    return ops->open_plane(cfg, cache, out, err, errlen);
 }
 
 void pxs_dplane_close(pxs_dplane *dp)

@@ -259,10 +259,10 @@ static void close_plane(pxs_dplane *dp)
     free(p);
 }
 
-static int open_plane(const pxs_config *cfg, int direct, pxs_dplane **out, char *err, size_t errlen)
+static int open_plane(const pxs_config *cfg, int cache, pxs_dplane **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (direct) {
+    if (cache == PXS_CACHE_DIRECT) {
         snprintf(err, errlen, "direct I/O (O_DIRECT) does not apply to a rados store (its data are RADOS objects): "
                  "open it without direct I/O");
         return PXS_EINVAL;
