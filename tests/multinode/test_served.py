@@ -133,3 +133,20 @@ def test_replica_reads_are_redirected_on_every_node(cluster3, ior_mn, lib, sdir)
     _, zeros = cluster3.run("n1", f"for f in $(cat {sdir}/originals); do cmp -s -n $(stat -c %s $f) $f /dev/zero "
                                   f"&& echo zero; done | wc -l")
     assert int(by_node(zeros)["n1"][-1]) == 8            # the reads were not served from the original
+
+
+def test_trace_run_places_ranks_on_nodes(cluster3, ior_mn, lib, sdir):
+    """`pario trace run --hosts n1,n2 --launcher ssh --launcher-exec nodeexec` (the options a
+    user gives mpiexec) from n1: IOR's ranks run on both nodes and the trace holds every
+    request of both (2 ranks x 2 segments x 4 transfers of 64 KiB written), gathered from the
+    record directory beside the trace on the shared file system; IOR itself counts 2 nodes."""
+    from helpers import SHARED
+
+    nodeexec = SHARED / "tools" / "nodeexec"
+    out = sdir / "ior.parquet"
+    env = "MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=eth0"
+    _, o = cluster3.run("n1", f"{env} {PARIO} trace run --hosts n1,n2 --launcher ssh --launcher-exec {nodeexec} "
+                              f"-n 2 -o {out} -- {ior_mn} -a MPIIO -w -k -b 256k -t 64k -s 2 -o {sdir}/ior.dat",
+                        timeout=240)
+    assert "16 requests" in o and "from 2 of 2 ranks" in o, o
+    assert re.search(r"^\[n1\]\s+nodes\s+:\s+2$", o, re.M), o       # IOR's own count of the ranks' nodes

@@ -72,3 +72,18 @@ def add_server_args(p) -> None:
     p.add_argument("--hdd-bps", type=size_arg, default=None, metavar="Y", help="HDD bytes/s limit (default 120m)")
     p.add_argument("--ssd-iops", type=int, default=None, metavar="X", help="SSD IOPS limit (default 2000)")
     p.add_argument("--ssd-bps", type=size_arg, default=None, metavar="Y", help="SSD bytes/s limit (default 400m)")
+
+
+def add_placement_args(p) -> None:
+    """The options users give mpiexec to place ranks on nodes (passed to hydra, checked first:
+    pario.run.launch.placement)."""
+    p.add_argument("--hosts", default=None, metavar="H1,H2", help="nodes for the ranks (mpiexec -hosts; NAME or NAME:SLOTS)")
+    p.add_argument("--hostfile", default=None, metavar="FILE", help="a hydra host file (mpiexec -f)")
+    p.add_argument("--launcher", default=None, metavar="NAME", help="how mpiexec starts ranks on nodes (ssh, slurm, ...)")
+    p.add_argument("--launcher-exec", default=None, metavar="PATH", help="the launcher's program (mpiexec -launcher-exec)")
+
+
+def placement_of(args) -> list[str]:
+    from ..run.launch import placement
+
+    return placement(args.hosts, args.hostfile, args.launcher, args.launcher_exec)

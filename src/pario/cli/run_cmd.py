@@ -38,7 +38,7 @@ import sys
 
 from rich.markup import escape
 
-from .common import console, print_json, size_arg
+from .common import add_placement_args, console, placement_of, print_json, size_arg
 
 
 def register(sub) -> None:
@@ -74,6 +74,7 @@ def register(sub) -> None:
                    help="pario advise --paper-benefit: CEDA's benefit test without the copy back of dirty "
                         "replica bytes at the program's end")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    add_placement_args(p)
     p.set_defaults(func=_run)
 
 
@@ -91,7 +92,7 @@ def _run(args) -> int:
     summary = run_loop(args.program, args.args, procs=args.procs, store=args.store, system=args.system,
                        testbed=args.testbed, direct=args.direct, space=args.space, schemes=args.schemes,
                        out=args.out, timeout=args.timeout, mpiexec=args.mpiexec, prepare=args.prepare,
-                       repeat=args.repeat, paper_benefit=args.paper_benefit,
+                       repeat=args.repeat, paper_benefit=args.paper_benefit, place=placement_of(args),
                        progress=None if args.json else progress, tool_stdout=sys.stderr if args.json else None)
     if args.json:
         print_json(summary)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import ParioError
+from .common import add_placement_args, placement_of
 from ..units import format_size
 
 _MODULE_CHOICES = ("DXT_MPIIO", "DXT_POSIX")
@@ -236,6 +237,7 @@ def _register_run(sub) -> None:
                      help="output trace, .parquet or .csv (default: PROGRAM.parquet here)")
     run.add_argument("--mpiexec", default=None, metavar="PATH",
                      help="mpiexec to use (default: the one beside this Python, else the first on PATH)")
+    add_placement_args(run)
     run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS",
                      help="the MPI program and its arguments (a .py program runs with this Python)")
     run.set_defaults(func=_cmd_run)
@@ -248,7 +250,7 @@ def _cmd_run(args) -> int:
     if not argv:
         raise ParioError("pario trace run: no PROGRAM given (pario trace run [OPTIONS] -- PROGRAM ARGS)")
     out = Path(args.output or f"{Path(argv[0]).stem}.parquet")
-    tr = run_traced(argv, args.procs, out, mpiexec=args.mpiexec)
+    tr = run_traced(argv, args.procs, out, mpiexec=args.mpiexec, place=placement_of(args))
     import numpy as np
 
     nfiles, ranks = len(tr.files), len(np.unique(tr.rank))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -49,8 +50,43 @@ def parse_procs(text) -> int:
     return n
 
 
-def mpi_command(mpiexec: str, n: int, program: str, args: list[str]) -> list[str]:
-    """``mpiexec -n N PROGRAM ARGS`` (``python -m mpi4py PROGRAM`` for a ``.py`` program)."""
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(:[0-9]+)?")
+_LAUNCHER = re.compile(r"[a-z][a-z0-9_-]*")
+
+
+def placement(hosts: str | None = None, hostfile: str | None = None, launcher: str | None = None,
+              launcher_exec: str | None = None) -> list[str]:
+    """The ``mpiexec`` (hydra) options that place the ranks on nodes, each checked first:
+    ``hosts`` "n1,n2" or "n1:4,n2:4" (``-hosts``), ``hostfile`` (``-f``), ``launcher``
+    ("ssh", "slurm", ...: ``-launcher``), ``launcher_exec`` (the launcher's program:
+    ``-launcher-exec``).  Empty: the ranks run on this machine."""
+    out: list[str] = []
+    if hosts is not None and hostfile is not None:
+        raise ParioError("--hosts and --hostfile: give one of them")
+    if hosts is not None:
+        names = hosts.split(",")
+        if not all(_HOST.fullmatch(h) for h in names):
+            raise ParioError(f"--hosts {hosts!r}: expected host names separated by commas (NAME or NAME:SLOTS)")
+        out += ["-hosts", hosts]
+    if hostfile is not None:
+        if not Path(hostfile).is_file():
+            raise ParioError(f"--hostfile {hostfile}: no such file")
+        out += ["-f", str(Path(hostfile).resolve())]
+    if launcher is not None:
+        if not _LAUNCHER.fullmatch(launcher):
+            raise ParioError(f"--launcher {launcher!r}: not a launcher name (ssh, rsh, slurm, ...)")
+        out += ["-launcher", launcher]
+    if launcher_exec is not None:
+        p = Path(launcher_exec)
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise ParioError(f"--launcher-exec {launcher_exec}: not an executable file")
+        out += ["-launcher-exec", str(p.resolve())]
+    return out
+
+
+def mpi_command(mpiexec: str, n: int, program: str, args: list[str], place: list[str] | tuple = ()) -> list[str]:
+    """``mpiexec [PLACE] -n N PROGRAM ARGS`` (``python -m mpi4py PROGRAM`` for a ``.py``
+    program; PLACE: :func:`placement`'s options)."""
     path = Path(program)
     if not path.exists():
         found = shutil.which(program)
@@ -66,7 +102,7 @@ def mpi_command(mpiexec: str, n: int, program: str, args: list[str]) -> list[str
         prog = [sys.executable, *runner, str(path.resolve())]
     else:
         prog = [str(path.resolve())]
-    return [mpiexec, "-n", str(n), *prog, *args]
+    return [mpiexec, *place, "-n", str(n), *prog, *args]
 
 
 def launch(cmd: list[str], env: dict, log: Path, timeout: float | None, label: str) -> tuple[float, str]:

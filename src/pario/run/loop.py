@@ -115,7 +115,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
              testbed: str | None = None, direct: bool = False, space: int | None = None, schemes: str = "ceda",
              out: str | None = None, timeout: float | None = None, mpiexec: str | None = None,
              prepare: str | None = None, repeat: int = 1, progress=None, tool_stdout=None,
-             paper_benefit: bool = False) -> dict:
+             paper_benefit: bool = False, place: list[str] | tuple = ()) -> dict:
     """Run the loop of the module docstring and return its summary (``pario run --json``).
 
     ``procs``: number of MPI processes (int or text); ``store``: the store directory (created
@@ -130,7 +130,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     (``kind`` = ``"step"``: a step starts; ``"output"``: a line the program printed;
     ``"info"``: a measurement); ``tool_stdout``: where ``pario advise`` / ``pario replicate``
     print (None: this process's stdout); ``paper_benefit``: ``pario advise --paper-benefit``
-    (CEDA's benefit test without the copy back of dirty bytes).  Every input is checked before anything is written;
+    (CEDA's benefit test without the copy back of dirty bytes); ``place``: mpiexec's options
+    placing the ranks on nodes (:func:`pario.run.launch.placement`).  Every input is checked before anything is written;
     a bad input or a failed step raises :class:`pario.ParioError`.
     """
     from ..store import Store, init_store
@@ -164,11 +165,11 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     prog_args = list(args)
     if prog_args[:1] == ["--"]:
         prog_args = prog_args[1:]
-    cmd = mpi_command(mpiexec, n, program, prog_args)
+    cmd = mpi_command(mpiexec, n, program, prog_args, place)
     prep_cmd = None
     if prepare is not None:
         try:
-            prep_cmd = mpi_command(mpiexec, n, program, shlex.split(prepare))
+            prep_cmd = mpi_command(mpiexec, n, program, shlex.split(prepare), place)
         except ValueError as exc:
             raise ParioError(f"--prepare {prepare!r}: {exc}") from None
     if store.exists():

@@ -57,13 +57,15 @@ def _pump(stream, sink, tail: deque) -> None:
 
 
 def run_traced(argv: list[str], procs: int, out: str | os.PathLike, mpiexec: str | os.PathLike | None = None,
-               env: dict[str, str] | None = None) -> Trace:
+               env: dict[str, str] | None = None, place: list[str] | tuple = ()) -> Trace:
     """Run ``argv`` on ``procs`` MPI processes under the tracer; save and return its trace.
 
     ``env`` replaces this process's environment for the program (the tracer's two
     variables are added to it).  A program that exits nonzero raises a ParioError with its
     status and last stderr line (the requests it recorded are still saved to ``out``,
-    marked partial when the program did not reach MPI_Finalize)."""
+    marked partial when the program did not reach MPI_Finalize).  ``place``: mpiexec's
+    options placing the ranks on nodes (:func:`pario.run.launch.placement`; the records go
+    to a directory beside ``out``, which every node must see)."""
     from .io import _fmt, save
     from .native import read_native
 
@@ -76,7 +78,7 @@ def run_traced(argv: list[str], procs: int, out: str | os.PathLike, mpiexec: str
         raise ParioError(f"{out.parent}: no such directory for the trace")
     lib = tracer_library()
     cmd = mpi_command(find_mpiexec(None if mpiexec is None else str(mpiexec)), procs, str(argv[0]),
-                      [str(a) for a in argv[1:]])
+                      [str(a) for a in argv[1:]], place)
     tdir = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     e = preload_env(dict(os.environ if env is None else env), lib, tdir)
     tail: deque = deque(maxlen=1)
