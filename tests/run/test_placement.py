@@ -41,3 +41,22 @@ def test_cli_refuses_bad_placement_with_one_line(tmp_path):
     rc, out, err = run_cli("run", "-n", "2", "--store", str(tmp_path / "s"), "--hostfile", str(tmp_path / "none"),
                            "/bin/true")
     assert rc == 2 and "--hostfile" in err and not (tmp_path / "s").exists()
+
+
+def test_run_makes_its_store_with_the_coordination_asked(tmp_path):
+    """`pario run --coord pfs` makes a missing store for nodes (store.json "coord"), and the
+    loop runs on it (bytes identical, fsck clean: the loop's own checks); an unknown member is
+    one line before anything is written."""
+    prog = tmp_path / "wr.py"
+    prog.write_text("from mpi4py import MPI\nimport sys\nc = MPI.COMM_WORLD\n"
+                    "fh = MPI.File.Open(c, sys.argv[1], MPI.MODE_CREATE | MPI.MODE_WRONLY)\n"
+                    "fh.Write_at_all(c.rank * 4096, bytes([65 + c.rank]) * 4096)\nfh.Close()\n")
+    rc, out, err = run_cli("run", "-n", "2", "--store", str(tmp_path / "bad"), "--system", "ceda-hdd8", "--coord",
+                           "paxos", "--out", str(tmp_path / "o1"), str(prog), str(tmp_path / "d1"))
+    assert rc == 2 and "--coord 'paxos'" in err and not (tmp_path / "bad").exists() and not (tmp_path / "o1").exists()
+    rc, out, err = run_cli("run", "-n", "2", "--store", str(tmp_path / "s"), "--system", "ceda-hdd8", "--coord", "pfs",
+                           "--out", str(tmp_path / "o2"), "--json", str(prog), str(tmp_path / "d2"))
+    import json
+
+    assert rc == 0, err
+    assert json.loads((tmp_path / "s" / "store.json").read_text())["coord"] == "pfs"

@@ -75,6 +75,9 @@ def register(sub) -> None:
                         "replica bytes at the program's end")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     add_placement_args(p)
+    p.add_argument("--coord", default="host", metavar="MEMBER",
+                   help="coordination of a store made here: host (one machine, default) or pfs (ranks on several "
+                        "nodes of the parallel file system holding it; docs/multinode.md)")
     p.set_defaults(func=_run)
 
 
@@ -93,6 +96,7 @@ def _run(args) -> int:
                        testbed=args.testbed, direct=args.direct, space=args.space, schemes=args.schemes,
                        out=args.out, timeout=args.timeout, mpiexec=args.mpiexec, prepare=args.prepare,
                        repeat=args.repeat, paper_benefit=args.paper_benefit, place=placement_of(args),
+                       coord=args.coord,
                        progress=None if args.json else progress, tool_stdout=sys.stderr if args.json else None)
     if args.json:
         print_json(summary)

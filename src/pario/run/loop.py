@@ -115,7 +115,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
              testbed: str | None = None, direct: bool = False, space: int | None = None, schemes: str = "ceda",
              out: str | None = None, timeout: float | None = None, mpiexec: str | None = None,
              prepare: str | None = None, repeat: int = 1, progress=None, tool_stdout=None,
-             paper_benefit: bool = False, place: list[str] | tuple = ()) -> dict:
+             paper_benefit: bool = False, place: list[str] | tuple = (), coord: str = "host") -> dict:
     """Run the loop of the module docstring and return its summary (``pario run --json``).
 
     ``procs``: number of MPI processes (int or text); ``store``: the store directory (created
@@ -131,17 +131,22 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     ``"info"``: a measurement); ``tool_stdout``: where ``pario advise`` / ``pario replicate``
     print (None: this process's stdout); ``paper_benefit``: ``pario advise --paper-benefit``
     (CEDA's benefit test without the copy back of dirty bytes); ``place``: mpiexec's options
-    placing the ranks on nodes (:func:`pario.run.launch.placement`).  Every input is checked before anything is written;
+    placing the ranks on nodes (:func:`pario.run.launch.placement`); ``coord``: the
+    coordination of a store made here (``pfs`` for ranks on several nodes; docs/multinode.md).
+    Every input is checked before anything is written;
     a bad input or a failed step raises :class:`pario.ParioError`.
     """
     from ..store import Store, init_store
     from ..store.fsck import fsck
+    from ..store.locks import coord_members
     from ..system import load_system
     from ..trace import load as load_trace
 
     say = progress or _nothing
     load0 = os.getloadavg()
     n = parse_procs(procs)
+    if coord not in coord_members():
+        raise ParioError(f"--coord {coord!r}: not a coordination member ({', '.join(coord_members())})")
     try:
         repeat = int(repeat)
     except (TypeError, ValueError):
@@ -182,7 +187,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     outdir = Path(out or "pario-run").resolve()
     outdir.mkdir(parents=True, exist_ok=True)
     if not store.exists():
-        init_store(store, prof, servers)
+        init_store(store, prof, servers, coord=coord)
     t1, t2, plan = outdir / "run1.parquet", outdir / "run2.parquet", outdir / "plan.json"
     for p in (t1, t2, plan, *outdir.glob("run[12]-*.parquet"), *outdir.glob("plain-2*.log")):
         p.unlink(missing_ok=True)
