@@ -22,7 +22,7 @@ def test_placement_gives_hydras_options(tmp_path):
     assert placement(hostfile=str(hf), launcher="ssh", launcher_exec=str(exe)) == [
         "-f", str(hf.resolve()), "-launcher", "ssh", "-launcher-exec", str(exe.resolve())]
     cmd = mpi_command("mpiexec", 4, str(exe), ["x"], placement("n1,n2"))
-    assert cmd == ["mpiexec", "-hosts", "n1,n2", "-n", "4", str(exe.resolve()), "x"]
+    assert cmd == ["mpiexec", "-hosts", "n1,n2", "-n", "4", str(exe.absolute()), "x"]
 
 
 @pytest.mark.parametrize("kw, msg", [
@@ -60,3 +60,14 @@ def test_run_makes_its_store_with_the_coordination_asked(tmp_path):
 
     assert rc == 0, err
     assert json.loads((tmp_path / "s" / "store.json").read_text())["coord"] == "pfs"
+
+
+def test_a_program_given_through_a_link_runs_as_the_link(tmp_path):
+    """A venv's python is a symbolic link to the base interpreter; run through the link it
+    finds the venv's packages, through its target not: the command keeps the link."""
+    target = tmp_path / "real"
+    target.write_text("#!/bin/sh\n")
+    os.chmod(target, 0o755)
+    link = tmp_path / "bin-python"
+    link.symlink_to(target)
+    assert mpi_command("mpiexec", 1, str(link), [])[-1] == str(link)

@@ -101,7 +101,7 @@ def mpi_command(mpiexec: str, n: int, program: str, args: list[str], place: list
         runner = ["-m", "mpi4py"] if importlib.util.find_spec("mpi4py") is not None else []
         prog = [sys.executable, *runner, str(path.resolve())]
     else:
-        prog = [str(path.resolve())]
+        prog = [str(path.absolute())]     # not resolve(): a venv's python is a link out of the venv
     return [mpiexec, *place, "-n", str(n), *prog, *args]
 
 
