@@ -360,7 +360,10 @@ static PyObject *meta_init(PyObject *mod, PyObject *args)
     const char *path, *member = NULL;
     if (!PyArg_ParseTuple(args, "s|z", &path, &member))
         return NULL;
-    int wal = !member || strcmp(member, "pfs") != 0;
+    const pxs_coord_ops *ops = pxs_coord_member(member);      /* the member's journal mode (store/coord.h) */
+    if (!ops)
+        return raise("unknown coordination member");
+    int wal = ops->meta_wal;
     char err[PXS_ERRLEN];
     int rc;
     Py_BEGIN_ALLOW_THREADS

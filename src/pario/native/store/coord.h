@@ -46,6 +46,9 @@ typedef struct pxs_coord_ops {
      * parallel file system's client cache may not be coherent for files held open (ceph-fuse
      * with its kernel page cache; docs/multinode.md) */
     int uncached_data;
+    /* 1: the metadata database in SQLite's WAL mode (one machine: its index is a shared
+     * mapping); 0: a rollback journal through store/meta_vfs.c (several nodes) */
+    int meta_wal;
     /* the coordination of the store at root (nothing locked yet); err: one line */
     int (*open)(const char *root, double timeout, pxs_coord **out, char *err, size_t errlen);
     void (*close)(pxs_coord *co);       /* releases everything it holds */

@@ -281,7 +281,7 @@ static int host_meta_open(pxs_coord *co, pxs_meta *m, char *err, size_t errlen)
         snprintf(err, errlen, "no metadata database");
         return PXS_EINVAL;
     }
-    return pxs_meta_open(m, h->meta, co->timeout, !h->v->pfs, err, errlen);
+    return pxs_meta_open(m, h->meta, co->timeout, co->ops->meta_wal, err, errlen);
 }
 
 /* ------------------------------------------------------------------ the journal (core/) */
@@ -360,10 +360,12 @@ static int host_range_unlock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x
     return rmt_range_unlock(c, fid, x, e);
 }
 
-/* the two members differ in their open (the variant) and in how data files are opened */
-#define POSIX_MEMBER(NAME, OPEN, UNCACHED)                                                                   \
+/* the two members differ in their open (the variant) and in what serving several nodes takes:
+ * data files read past the client cache, SQLite without WAL */
+#define POSIX_MEMBER(NAME, OPEN, NODES)                                                                      \
     {                                                                                                        \
-        .name = NAME, .uncached_data = UNCACHED, .open = OPEN, .close = host_close, .try_lock = host_try_lock,                          \
+        .name = NAME, .uncached_data = NODES, .meta_wal = !(NODES), .open = OPEN, .close = host_close,        \
+        .try_lock = host_try_lock,                                                                           \
         .downgrade = host_downgrade, .release = host_release, .meta_open = host_meta_open,                   \
         .journal_probe = host_journal_probe, .journal_open = host_journal_open,                              \
         .journal_close = host_journal_close, .journal_lock = host_journal_lock,                              \
