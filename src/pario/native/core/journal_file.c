@@ -21,10 +21,14 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define WINDOW ((size_t)1 << 20)    /* bytes read ahead while replaying */
 #define HEAD offsetof(rmt_hdr, lock)  /* the header's fields (no lock in the file) */
+#define PAGE 4096                     /* the smallest page a kernel drops whole (POSIX_FADV_DONTNEED) */
+#define AHEAD ((uint64_t)64 << 20)    /* bytes the file grows beyond its records (sparse) */
+#define SIZE_WAIT 10.0                /* seconds a lagging size is asked again */
 
 typedef struct {
     rmt_posix f;
@@ -118,7 +122,10 @@ static int file_read(rmt_log *lg, uint64_t pos, size_t n, const uint8_t **p)
         j->cap = want;
     }
     j->wlen = 0;
-    (void)posix_fadvise(j->f.fd, (off_t)pos, (off_t)want, POSIX_FADV_DONTNEED);
+    /* from the first page on: the kernel keeps a partial page at the start of the range (the
+     * record at pos would be read from a stale page) */
+    uint64_t from = pos & ~(uint64_t)(PAGE - 1);
+    (void)posix_fadvise(j->f.fd, (off_t)from, (off_t)(want + (pos - from)), POSIX_FADV_DONTNEED);
     int rc = read_exact(j->f.fd, j->buf, want, pos);
     if (rc)
         return rc;
@@ -132,6 +139,20 @@ static int file_write(rmt_log *lg, uint64_t pos, const void *buf, size_t n)
 {
     jfile *j = lg->impl;
     j->wlen = 0;
+    if (pos + n > lg->fsize) {
+        /* the size grows ahead of the records (sparse), before they are written and published:
+         * another node learns a file's new size later than its bytes (its client caches the
+         * attributes; ceph-fuse's size follows the writer's caps), and a published end past the
+         * size it knows would read as a short, "damaged" journal */
+        if (file_stat(lg))
+            return RMT_EIO;
+        if (pos + n > lg->fsize) {
+            uint64_t nsize = pos + n + AHEAD;
+            if (ftruncate(j->f.fd, (off_t)nsize) != 0)
+                return RMT_EIO;
+            lg->fsize = nsize;
+        }
+    }
     int rc = rmt_posix_write_all(j->f.fd, buf, n, pos);
     if (!rc && pos + n > lg->fsize)
         lg->fsize = pos + n;
@@ -159,8 +180,15 @@ static uint64_t file_published(rmt_log *lg)
     jfile *j = lg->impl;
     if (read_header(lg))
         return 0;           /* unreadable: below what was applied, the caller says corrupt */
-    if (j->hdr.end > lg->fsize)
-        (void)file_stat(lg);
+    /* an end past the size this client knows: its attributes lag (the appender grew the file
+     * before publishing); asked again for a while before the caller calls it damaged */
+    long nap = 1000000;
+    for (double waited = 0; j->hdr.end > lg->fsize && !file_stat(lg) && j->hdr.end > lg->fsize
+                            && waited < SIZE_WAIT;
+         waited += (double)nap * 1e-9, nap = nap * 2 > 100000000 ? 100000000 : nap * 2) {
+        struct timespec ts = {0, nap};
+        nanosleep(&ts, NULL);
+    }
     return j->hdr.end;
 }
 

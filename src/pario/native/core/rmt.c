@@ -121,6 +121,7 @@ int rmt_catch_up(rmt_core *c)
         return RMT_OK;
     if (end < c->log.end)
         return RMT_ECORRUPT;   /* rewritten under us: only an exclusive opener rewrites it */
+    c->followed++;
     return rmt_log_replay(&c->log, &c->ix, end, &c->skipped);
 }
 

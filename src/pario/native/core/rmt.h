@@ -219,6 +219,7 @@ typedef struct {
     int broken;            /* a record was appended but could not be applied: reopen */
     int follow;            /* lookups apply other processes' records first (tests switch it off) */
     uint64_t skipped;      /* records the replay refused (a damaged journal) */
+    uint64_t followed;     /* times rmt_catch_up applied records other processes published */
     uint64_t dead_holders; /* journal locks taken over from a process that died holding them */
     int prev_clean;        /* first opener: the journal was closed cleanly */
     int prev_other_boot;   /* first opener: ... last opened in another boot (power loss?) */

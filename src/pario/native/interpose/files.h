@@ -80,6 +80,7 @@ typedef struct px_file_ops {
     /* MPI_File_set_size, or MPI_File_preallocate when preallocate is nonzero. */
     int (*set_size)(px_file *f, MPI_Offset size, int preallocate);
     int (*sync)(px_file *f);
+    int (*set_atomicity)(px_file *f, int flag);
     int (*get_amode)(px_file *f, int *amode);
     int (*seek_shared)(px_file *f, MPI_Offset offset, int whence);
     int (*get_position_shared)(px_file *f, MPI_Offset *offset);

@@ -771,6 +771,7 @@ static int pass_set_size(px_file *f, MPI_Offset size, int preallocate)
 }
 
 static int pass_sync(px_file *f) { return PMPI_File_sync(f->fh); }
+static int pass_set_atomicity(px_file *f, int flag) { return PMPI_File_set_atomicity(f->fh, flag); }
 static int pass_get_amode(px_file *f, int *amode) { return PMPI_File_get_amode(f->fh, amode); }
 
 static int pass_seek_shared(px_file *f, MPI_Offset offset, int whence)
@@ -794,6 +795,7 @@ static const px_file_ops pass_ops = {
     .get_size = pass_get_size,
     .set_size = pass_set_size,
     .sync = pass_sync,
+    .set_atomicity = pass_set_atomicity,
     .get_amode = pass_get_amode,
     .seek_shared = pass_seek_shared,
     .get_position_shared = pass_get_position_shared,
@@ -1021,7 +1023,7 @@ PX_META2(seek, PX_META_SEEK, PMPI_File_seek(fh, offset, whence))
 PX_META2(seek_shared, PX_META_SEEK_SHARED, f->ops->seek_shared(f, offset, whence))
 PX_META1(set_size, PX_META_SET_SIZE, MPI_Offset, f->ops->set_size(f, arg, 0))
 PX_META1(preallocate, PX_META_PREALLOCATE, MPI_Offset, f->ops->set_size(f, arg, 1))
-PX_META1(set_atomicity, PX_META_SET_ATOMICITY, int, PMPI_File_set_atomicity(fh, arg))
+PX_META1(set_atomicity, PX_META_SET_ATOMICITY, int, f->ops->set_atomicity(f, arg))
 
 /* Queries the file's ops answer (a served file's: the shadow holds no data). */
 PX_EXPORT int MPI_File_get_size(MPI_File fh, MPI_Offset *size)

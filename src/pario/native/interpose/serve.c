@@ -1182,6 +1182,16 @@ static int srv_sync(px_file *f)
     return all;
 }
 
+/* MPI_File_set_atomicity: MPI-IO's answer (the shadow's, collective, errors included), then
+ * the store's reads of the file each a sync point while atomic (pxs_set_atomic) */
+static int srv_set_atomicity(px_file *f, int flag)
+{
+    int rc = PMPI_File_set_atomicity(f->fh, flag);
+    if (rc == MPI_SUCCESS)
+        pxs_set_atomic(srv_of(f)->pf, flag);
+    return rc;
+}
+
 static int srv_get_amode(px_file *f, int *amode)
 {
     *amode = srv_of(f)->amode;
@@ -1365,6 +1375,7 @@ static const px_file_ops served_ops = {
     .get_size = srv_get_size,
     .set_size = ops_set_size,
     .sync = ops_sync,
+    .set_atomicity = srv_set_atomicity,
     .get_amode = srv_get_amode,
     .seek_shared = ops_seek_shared,
     .get_position_shared = srv_get_position_shared,

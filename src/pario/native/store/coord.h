@@ -41,10 +41,11 @@ typedef struct pxs_coord pxs_coord;
 
 typedef struct pxs_coord_ops {
     const char *name;                   /* store.json "coord" */
-    /* 1: reads of the store's data files drop the client's cached pages of their range first
-     * (PXS_CACHE_FRESH_READS): processes of several nodes hold them open at once, and a
-     * parallel file system's client cache may not be coherent for files held open (ceph-fuse
-     * with its kernel page cache; docs/multinode.md) */
+    /* 1: the store's data files cached only between sync points (PXS_CACHE_SYNC_POINTS, plane.h:
+     * their cached pages dropped at open, sync and a change of the RMT by another process):
+     * processes of several nodes hold them open at once, and a parallel file system's client
+     * cache may not be coherent for files held open (ceph-fuse with its kernel page cache;
+     * docs/multinode.md) */
     int uncached_data;
     /* 1: the metadata database in SQLite's WAL mode (one machine: its index is a shared
      * mapping); 0: a rollback journal through store/meta_vfs.c (several nodes) */
@@ -57,6 +58,10 @@ typedef struct pxs_coord_ops {
     int (*try_lock)(pxs_coord *co, int exclusive);
     int (*downgrade)(pxs_coord *co);    /* exclusive -> shared */
     void (*release)(pxs_coord *co);     /* what a killed process leaves: the lock dropped */
+    /* optional (NULL: not offered): the lock dropped, the member able to take it again (a last
+     * closer's second try: two shared holders closing at once each fail to take it exclusive
+     * while the other still holds it; dropping first, one of them gets it) */
+    void (*unlock)(pxs_coord *co);
 
     /* ---- the metadata (store/meta.h) */
     int (*meta_open)(pxs_coord *co, pxs_meta *m, char *err, size_t errlen);
@@ -112,6 +117,14 @@ void pxs_coord_remote_message(const pxs_coord *co, const char *root, char *err, 
 static inline int pxs_coord_try_lock(pxs_coord *co, int exclusive) { return co->ops->try_lock(co, exclusive); }
 static inline int pxs_coord_downgrade(pxs_coord *co) { return co->ops->downgrade(co); }
 static inline void pxs_coord_release(pxs_coord *co) { co->ops->release(co); }
+/* 1: the lock was dropped and can be taken again (the member offers unlock), 0: nothing done */
+static inline int pxs_coord_unlock(pxs_coord *co)
+{
+    if (!co->ops->unlock)
+        return 0;
+    co->ops->unlock(co);
+    return 1;
+}
 static inline int pxs_coord_meta_open(pxs_coord *co, pxs_meta *m, char *err, size_t errlen)
 {
     return co->ops->meta_open(co, m, err, errlen);

@@ -35,6 +35,7 @@ typedef struct {
     int flush_at_end;           /* PXS_FLUSH_AT_END: DIRTY bytes flushed at the store's close */
     pxs_cost_fn cost_fn;        /* the routing cost (pxs_store_set_cost), NULL: the profile's */
     void *cost_ctx;
+    uint64_t followed;          /* st->rmt.followed when the data files' cache was last dropped */
 } rstore;
 
 static inline rstore *RS(pxs_store *st)
@@ -83,7 +84,13 @@ static int catch_up(pxs_store *st)
 {
     /* follow = 0: the tests' negative control of a process that does not follow others */
     int rc = st->shared && st->rmt.follow ? pxs_coord_journal_follow(st->co, &st->rmt) : RMT_OK;
-    return rc ? rmt_fail(st, rc, "reading the journal") : PXS_OK;
+    if (rc)
+        return rmt_fail(st, rc, "reading the journal");
+    if (st->rmt.followed != RS(st)->followed) {    /* another process changed the RMT (this call or */
+        RS(st)->followed = st->rmt.followed;       /* a transaction's): a copy may have been refreshed */
+        pxs_store_forget(st);                      /* behind this node's cache (plane.h) */
+    }
+    return PXS_OK;
 }
 
 const char *pxs_store_error(const pxs_store *st)
@@ -275,6 +282,7 @@ int pxs_open(pxs_store *st, const char *name, pxs_file **out)
     for (pxs_file *f = RS(st)->files; f; f = f->next)
         if (strcmp(f->name, name) == 0) {
             f->refs++;
+            pxs_store_forget(st);       /* an open is a sync point (MPI-IO: close-to-open) */
             *out = f;
             UNLOCK(st);
             return PXS_OK;
@@ -301,6 +309,7 @@ int pxs_open(pxs_store *st, const char *name, pxs_file **out)
     }
     f->next = RS(st)->files;
     RS(st)->files = f;
+    pxs_store_forget(st);           /* handles this open shares with others: a sync point too */
     *out = f;
     UNLOCK(st);
     return PXS_OK;
@@ -511,9 +520,18 @@ static int read_locked(pxs_file *f, int64_t off, char *buf, int64_t n, int64_t *
     return rc;
 }
 
+void pxs_set_atomic(pxs_file *f, int on)
+{
+    LOCK(f->st);
+    f->atomic = on != 0;
+    UNLOCK(f->st);
+}
+
 int pxs_read(pxs_file *f, int64_t off, void *buf, int64_t n, int64_t *got)
 {
     LOCK(f->st);
+    if (f->atomic)
+        pxs_store_forget(f->st);
     int rc = read_locked(f, off, buf, n, got);
     UNLOCK(f->st);
     return rc;
@@ -715,6 +733,8 @@ int pxs_readv(pxs_file *f, int64_t n, const int64_t *off, const int64_t *len, vo
 {
     pxs_store *st = f->st;
     LOCK(st);
+    if (f->atomic)
+        pxs_store_forget(st);
     int rc = catch_up(st);
     int64_t end = 0, any = 0;
     for (int64_t k = 0; !rc && k < n; k++) {
@@ -1218,6 +1238,7 @@ int pxs_fsync(pxs_file *f)
     int rc = pxs_sfile_fsync(f->h, 0);
     if (!rc)
         rc = catch_up(st);
+    pxs_store_forget(st);           /* a sync point: others' synced writes read from now on (plane.h) */
     for (int i = 0; !rc && i < f->nrep; i++) {
         int fresh = has_flag(st, f->fid, f->reps[i].r, RMT_FRESH);
         rc = pxs_sfile_fsync(f->reps[i].h, fresh);   /* the replicator wrote through its own handle */
@@ -1523,8 +1544,9 @@ static int open_parts(pxs_store *st, const char *root)
     /* data files held open on several nodes (store/coord.h): reads from the file system */
     const pxs_coord_ops *member = rc ? NULL : pxs_coord_member(st->cfg.coord);
     int cache = st->direct                              ? PXS_CACHE_DIRECT
-                : member && member->uncached_data ? PXS_CACHE_FRESH_READS
+                : member && member->uncached_data ? PXS_CACHE_SYNC_POINTS
                                                         : PXS_CACHE_KERNEL;
+    st->cache = cache;
     if (!rc)     /* the data plane (plane.h): local probes O_DIRECT, rados connects */
         rc = pxs_dplane_open(&st->cfg, cache, &st->dp, st->err, sizeof st->err);
     if (!rc)     /* the coordination member of store.json "coord" (store/coord.h) */
@@ -1660,6 +1682,19 @@ static int close_alone(pxs_store *st)
     return r;
 }
 
+/* 1: this process is the last one out: it holds the store lock exclusively.  Two shared
+ * holders closing at once each fail to take it while the other still holds its shared lock
+ * (fcntl does not drop a lock it cannot convert): each then drops its own and tries once more,
+ * so that the second to drop finds nobody (unless a new opener came: it recovers or shares).
+ * Without that second try nobody marked the journal clean, and the next opener on another
+ * node ran the power-loss verification (and refused to serve until fsck). */
+static int last_out(pxs_store *st)
+{
+    if (pxs_store_alone(st))
+        return 1;
+    return pxs_coord_unlock(st->co) && pxs_coord_try_lock(st->co, 1) == PXS_OK;
+}
+
 int pxs_store_close_alone(pxs_store *st)
 {
     LOCK(st);
@@ -1682,7 +1717,7 @@ int pxs_store_close(pxs_store *st, char *err, size_t errlen)
         int r = pxs_close(RS(st)->files);
         rc = rc ? rc : r;
     }
-    if (!RS(st)->hold && pxs_store_alone(st)) {
+    if (!RS(st)->hold && last_out(st)) {
         int r = close_alone(st);
         rc = rc ? rc : r;
     }

@@ -65,6 +65,7 @@ struct pxs_file {
     int nrep, caprep;
     pxs_rep *reps;
     int nslot;                              /* reps with slot = 1 */
+    int atomic;                             /* MPI atomic mode: every read a sync point (pxs_set_atomic) */
     pxs_stats stats;
     pxs_file *next;
 };
@@ -130,8 +131,12 @@ int pxs_size(pxs_file *f, int64_t *size);
 int pxs_writeback(pxs_file *f);
 /* DIRTY replica bytes → original, then original → STALE replicas; journal durable */
 int pxs_flush(pxs_file *f);
-/* every byte written so far durable (data files, size, RMT records; FRESH → CLEAN) */
+/* every byte written so far durable (data files, size, RMT records; FRESH → CLEAN); a sync
+ * point: data files cached between sync points are read afresh from now on (plane.h) */
 int pxs_fsync(pxs_file *f);
+/* MPI_File_set_atomicity (MPI 4.0 §14.6.1): on, every read of f is a sync point of its own
+ * (data files cached between sync points drop their cached pages before it) */
+void pxs_set_atomic(pxs_file *f, int on);
 /* synchronise at most chunk bytes (hybrid lazy synchronisation); *more: unclean entries left */
 int pxs_sync_step(pxs_file *f, int64_t chunk, int *more);
 /* where a read of [x, e) goes now, segment by segment (r = 0: the original), the cheapest

@@ -430,6 +430,15 @@ int pxs_sfile_truncate(pxs_sfile *h, int64_t size)
     return rc;
 }
 
+void pxs_store_forget(pxs_store *st)
+{
+    if (st->cache != PXS_CACHE_SYNC_POINTS || !st->dp->ops->forget)
+        return;
+    for (pxs_sfile *h = st->sfiles; h; h = h->next)
+        for (int i = 0; i < h->nfd; i++)
+            st->dp->ops->forget(h->fds[i].df);
+}
+
 int pxs_sfile_fsync(pxs_sfile *h, int everything)
 {
     pxs_store *st = h->st;

@@ -44,6 +44,7 @@ typedef struct pxs_store {
     pxs_dplane *dp;             /* the data plane (datafile.h) */
     const char **names;         /* server names, for layout parsing */
     int direct, shared, first;
+    int cache;                  /* the data files' use of the client cache (plane.h PXS_CACHE_*) */
     double timeout;             /* PARIO_STORE_TIMEOUT */
     pxs_coord *co;              /* the coordination member (store/coord.h): store lock, journal, range locks */
     int have_rmt;
@@ -105,6 +106,9 @@ int pxs_sfile_truncate(pxs_sfile *h, int64_t size);
 /* the bytes written through this handle and its size durable; everything: every data file
  * of the file, whoever wrote it */
 int pxs_sfile_fsync(pxs_sfile *h, int everything);
+/* PXS_CACHE_SYNC_POINTS (plane.h): the client's cached pages of every open data file of the
+ * store dropped (their next reads ask the file system); other cache modes: nothing */
+void pxs_store_forget(pxs_store *st);
 /* copy ranges [so[k], +len[k]) of src to do[k] of dst (replication, flush); a range past
  * src's data reads as zeros */
 int pxs_sfile_copy(pxs_sfile *src, const int64_t *so, pxs_sfile *dst, const int64_t *dof, const int64_t *len,

@@ -265,6 +265,13 @@ static int host_downgrade(pxs_coord *co)
     return lock_now(h, 0);  /* conversion in place (flock, fcntl): nobody else can hold it now */
 }
 
+static void host_unlock(pxs_coord *co)
+{
+    host *h = (host *)co;
+    if (h->lock_fd >= 0)
+        unlock_now(h);
+}
+
 static void host_release(pxs_coord *co)
 {
     host *h = (host *)co;
@@ -366,7 +373,7 @@ static int host_range_unlock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x
     {                                                                                                        \
         .name = NAME, .uncached_data = NODES, .meta_wal = !(NODES), .open = OPEN, .close = host_close,        \
         .try_lock = host_try_lock,                                                                           \
-        .downgrade = host_downgrade, .release = host_release, .meta_open = host_meta_open,                   \
+        .downgrade = host_downgrade, .release = host_release, .unlock = host_unlock, .meta_open = host_meta_open,                   \
         .journal_probe = host_journal_probe, .journal_open = host_journal_open,                              \
         .journal_close = host_journal_close, .journal_lock = host_journal_lock,                              \
         .journal_publish = host_journal_publish, .journal_follow = host_journal_follow,                      \

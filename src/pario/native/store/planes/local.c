@@ -28,7 +28,7 @@
 typedef struct {
     pxs_dplane hdr;
     int direct;             /* O_DIRECT */
-    int fresh_reads;        /* reads drop the range's cached pages first (PXS_CACHE_FRESH_READS) */
+    int sync_points;        /* cached between sync points (PXS_CACHE_SYNC_POINTS): dropped at open, forget */
 } lplane;
 
 struct pxs_datafile {
@@ -94,7 +94,7 @@ static int open_plane(const pxs_config *cfg, int cache, pxs_dplane **out, char *
     p->hdr.ops = &pxs_df_local;
     p->hdr.cfg = cfg;
     p->direct = direct;
-    p->fresh_reads = cache == PXS_CACHE_FRESH_READS;
+    p->sync_points = cache == PXS_CACHE_SYNC_POINTS;
     *out = &p->hdr;
     return PXS_OK;
 }
@@ -102,6 +102,12 @@ static int open_plane(const pxs_config *cfg, int cache, pxs_dplane **out, char *
 static void close_plane(pxs_dplane *dp)
 {
     free(dp);
+}
+
+static void df_forget(pxs_datafile *f)
+{
+    if (f->dp->sync_points)     /* the next reads from the file system, not a stale page */
+        (void)posix_fadvise(f->fd, 0, 0, POSIX_FADV_DONTNEED);
 }
 
 static int df_open(pxs_dplane *dp, int server, int64_t id, int d, const char *name, pxs_datafile **out, char *err,
@@ -138,6 +144,7 @@ static int df_open(pxs_dplane *dp, int server, int64_t id, int d, const char *na
         return PXS_ENOMEM;
     }
     *df = (pxs_datafile){p, server, f, name};
+    df_forget(df);          /* pages another node's writes made stale since this node read them */
     *out = df;
     return PXS_OK;
 }
@@ -234,9 +241,6 @@ static int runs(const pxs_dseg *sg, size_t n, char *buf, int write, char *err, s
 
 static int transfer(pxs_dplane *dp, const pxs_dseg *sg, size_t n, char *buf, int write, char *err, size_t errlen)
 {
-    if (!write && ((lplane *)dp)->fresh_reads)      /* from the file system, not a stale kernel page */
-        for (size_t i = 0; i < n; i++)
-            (void)posix_fadvise(sg[i].df->fd, (off_t)sg[i].local, (off_t)sg[i].len, POSIX_FADV_DONTNEED);
     if (!((lplane *)dp)->direct)
         return runs(sg, n, buf, write, err, errlen);
     /* O_DIRECT (local.py direct mode): through a page-aligned buffer; pieces 4 KiB aligned */
@@ -401,6 +405,7 @@ const pxs_dfops pxs_df_local = {
     .truncate = df_truncate,
     .reserve = df_reserve,
     .sync = df_sync,
+    .forget = df_forget,
     .list = df_list,
     .copy = df_copy,
 };

@@ -32,9 +32,12 @@
 
 typedef struct pxs_dplane pxs_dplane;       /* a store's data plane (one per store open) */
 /* how data files use the client's page cache: as the kernel does; O_DIRECT (local only); or
- * cached, but every read drops the cached pages of its range first (data files held open on
- * several nodes of a file system whose client cache is not coherent: store/coord.h) */
-enum { PXS_CACHE_KERNEL = 0, PXS_CACHE_DIRECT = 1, PXS_CACHE_FRESH_READS = 2 };
+ * cached between sync points (data files held open on several nodes of a file system whose
+ * client cache is not coherent: store/coord.h): a data file's cached pages are dropped when it
+ * is opened and whenever the store calls `forget` -- at a file's (re)open, at every sync
+ * (MPI_File_sync: MPI-IO's sync-barrier-sync consistency, MPI 4.0 §14.6.1) and when the RMT
+ * changed by another process (a copy may have been refreshed behind this node's cache) */
+enum { PXS_CACHE_KERNEL = 0, PXS_CACHE_DIRECT = 1, PXS_CACHE_SYNC_POINTS = 2 };
 
 typedef struct pxs_datafile pxs_datafile;   /* one open data file (server, id, d) */
 
@@ -72,6 +75,9 @@ typedef struct pxs_dfops {
     int (*reserve)(pxs_datafile *f, int64_t end, char *err, size_t errlen);
     /* the bytes written to the data file durable */
     int (*sync)(pxs_datafile *f, char *err, size_t errlen);
+    /* optional (NULL: the plane keeps no client cache): PXS_CACHE_SYNC_POINTS: drop the client's
+     * cached pages of the data file, its next reads ask the file system; otherwise nothing */
+    void (*forget)(pxs_datafile *f);
     /* the data file numbers d of id on server (malloc'ed, *n of them; none: *n = 0) */
     int (*list)(pxs_dplane *dp, int server, int64_t id, int **ds, size_t *n, char *err, size_t errlen);
     /* optional (NULL: the caller copies through a buffer): n bytes at spos of src to dpos of dst
