@@ -81,3 +81,16 @@ def random_io(f, rng, steps: int, span: int, maxlen: int, maxread: int) -> bytea
         o, m = int(rng.integers(0, len(ref))), int(rng.integers(0, maxread))
         assert f.read(o, m) == bytes(ref[o:o + m])
     return ref
+
+
+def expected_from_trace(trace, name: str) -> np.ndarray:
+    """The file tests/c/tracer_styles.c's writes make, from the run's own trace: each write
+    extent of rank r holds the byte r, later calls over earlier ones (in order of start time)."""
+    f = trace.files.index(name)
+    m = (trace.file == f) & (trace.op == 1)
+    off, ln, rank, start = trace.offset[m], trace.length[m], trace.rank[m], trace.start[m]
+    size = int((off + ln).max()) if len(off) else 0
+    out = np.zeros(size, dtype=np.uint8)
+    for k in np.argsort(start, kind="stable"):
+        out[off[k]:off[k] + ln[k]] = rank[k]
+    return out

@@ -5,6 +5,7 @@ it serves as a baseline.  See tests/multinode/nodes.py and docs/multinode.md."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,15 @@ from helpers import IOR_SRC, VENV_BIN
 from nodes import Nodes, NodesError, loop_devices, project_main, skip_reason
 
 NODES = ["n1", "n2", "n3"]
+
+
+def pytest_generate_tests(metafunc):
+    """PARIO_MN_REPEAT=N: every test of the suite N times in a row on the same cluster (issue 26's
+    "20 runs in a row": `PARIO_MN_REPEAT=20 python -m pytest -m multinode tests/multinode/`)."""
+    n = int(os.environ.get("PARIO_MN_REPEAT", "1") or 1)
+    if n > 1 and metafunc.definition.get_closest_marker("multinode"):
+        metafunc.fixturenames.append("mn_run")
+        metafunc.parametrize("mn_run", range(1, n + 1), ids=lambda i: f"run{i}")
 
 
 def _fail_teardown(cl: Nodes, loops_before: set[str], before: str = "") -> None:

@@ -76,22 +76,30 @@ def test_host_store_used_from_two_nodes_is_refused_with_one_line(cluster3, ior_m
     assert int(got[0]) == 2 * 2 * 256 * 1024 and json.loads("".join(got[1:]))["files"] == [], got
 
 
+ACCESS = {"independent": [], "random": ["-z"], "romcio": ["-c"], "cacio": ["-c"], "hacio": ["-c"]}
+
+
 @pytest.mark.parametrize("hosts", ["n1,n2", "n1,n2,n3"])
-@pytest.mark.parametrize("collective", [False, True], ids=["independent", "collective"])
-def test_pfs_store_serves_ior_across_nodes(cluster3, ior_mn, lib, sdir, hosts, collective):
+@pytest.mark.parametrize("access", list(ACCESS))
+def test_pfs_store_serves_ior_across_nodes(cluster3, ior_mn, lib, sdir, hosts, access):
     """IOR write then read (-C: each rank reads another node's blocks; -W/-R: IOR's own checks)
-    served from a "pfs" store by ranks on 2 and 3 nodes: IOR finds no error, the store file's
-    bytes equal the plain run's on the same CephFS, and fsck is clean from every node."""
+    served from a "pfs" store by ranks on 2 and 3 nodes -- sequential, random offsets (-z), and
+    collective (-c: two-phase I/O across the nodes) in each order (PARIO_ORDER
+    romcio, cacio, hacio) --: IOR finds no error, the store file's bytes equal the plain run's
+    on the same CephFS, and fsck is clean from every node."""
     nodes = hosts.split(",")
     np = len(nodes)
     store = sdir / "store"
     _init(cluster3, store, "pfs")
     plain, served = sdir / "plain.dat", sdir / "served.dat"
     base = ["-a", "MPIIO", "-w", "-r", "-C", "-e", "-W", "-R", "-k", "-G", "5", "-b", "512k", "-t", "64k", "-s", "3",
-            *(["-c"] if collective else [])]
+            *ACCESS[access]]
+    env = _served(lib, store)
+    if ACCESS[access] == ["-c"]:
+        env["PARIO_ORDER"] = access
     cp = cluster3.mpi(hosts, np, [ior_mn, *base, "-o", plain], timeout=180)
     assert cp.returncode == 0, (cp.stdout + cp.stderr)[-3000:]
-    cp = cluster3.mpi(hosts, np, [ior_mn, *base, "-o", served], env=_served(lib, store), timeout=300)
+    cp = cluster3.mpi(hosts, np, [ior_mn, *base, "-o", served], env=env, timeout=300)
     out = cp.stdout + cp.stderr
     assert cp.returncode == 0 and not re.search(r"incorrect data|error", out, re.I), out[-3000:]
     _, st = cluster3.run(nodes[-1], f"test ! -e {served} && echo not-on-plain-path; sha256sum {plain}")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import C_DIR, IOR_SRC, VENV_BIN, load_script, on_path
+from helpers import C_DIR, IOR_SRC, VENV_BIN, expected_from_trace, load_script, on_path
 
 STYLES_SRC = C_DIR / "tracer_styles.c"
 P, B, N = 4, 48, 8
@@ -76,19 +76,6 @@ def _store_bytes(store: Path, name: str) -> bytes:
             return bytes(f.read(0, int(f.size)))
 
 
-def _expected(trace, name: str) -> np.ndarray:
-    """The file the program's writes make: each write extent of rank r holds the byte r, later
-    calls over earlier ones (calls in order of their start time)."""
-    f = trace.files.index(name)
-    m = (trace.file == f) & (trace.op == 1)
-    off, ln, rank, start = trace.offset[m], trace.length[m], trace.rank[m], trace.start[m]
-    size = int((off + ln).max()) if len(off) else 0
-    out = np.zeros(size, dtype=np.uint8)
-    for k in np.argsort(start, kind="stable"):
-        out[off[k]:off[k] + ln[k]] = rank[k]
-    return out
-
-
 @pytest.fixture(scope="module")
 def served_styles(lib, styles_exe, tmp_path_factory):
     """Every style once served (PARIO_SERVE=all on a fresh store, traced too) and once plain
@@ -117,11 +104,11 @@ def test_styles_served_write_what_the_program_wrote(served_styles, style):
     store, sdata, strace, pdata, ptrace = served_styles
     name = str(sdata / f"{style}.dat")
     assert not Path(name).exists()                       # served: no byte on the plain path
-    want = _expected(strace, name)
+    want = expected_from_trace(strace, name)
     got = np.frombuffer(_store_bytes(store, name), dtype=np.uint8)
     assert len(got) == len(want) and np.array_equal(got, want), style
     plain = np.frombuffer((pdata / f"{style}.dat").read_bytes(), dtype=np.uint8)
-    pwant = _expected(ptrace, str(pdata / f"{style}.dat"))
+    pwant = expected_from_trace(ptrace, str(pdata / f"{style}.dat"))
     covered = np.zeros(len(pwant), dtype=bool)
     pname = str(pdata / f"{style}.dat")
     f = ptrace.files.index(pname)
@@ -187,7 +174,7 @@ def test_plan_layout_is_used_when_the_program_creates_the_file(lib, styles_exe, 
         assert st.files() == [name]
         assert st.stat(name).layout == lay
     got = np.frombuffer(_store_bytes(store, name), dtype=np.uint8)
-    assert np.array_equal(got, _expected(read_native(tdir), name))
+    assert np.array_equal(got, expected_from_trace(read_native(tdir), name))
 
 
 def test_a_plan_for_another_system_passes_through(lib, styles_exe, tmp_path):

@@ -157,3 +157,38 @@ def test_unknown_coord_at_init_is_refused(tmp_path):
     with pytest.raises(ParioError, match="unknown coordination 'paxos'"):
         init_store(tmp_path / "s", "ceda-hdd8", coord="paxos")
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("coord", ["host", "pfs"])
+def test_reads_follow_other_processes_at_once_on_host_at_sync_points_on_pfs(tmp_path, coord):
+    """A reader with a file open while another process replicates it (a whole-file replica on
+    one server), the original's data files then zeroed behind pario's back, so that only a read
+    routed to the replica returns the bytes.  "host": reads follow the journal at every lookup
+    (one load of the mapped header): the next read is the replica's.  "pfs": reads follow at
+    the file's sync points only (fsync, open: MPI-IO's consistency; a re-read of the journal's
+    header is a round trip to another node's file system): the next read still routes by the
+    view of the last sync point (the zeros), after fsync the replica's bytes."""
+    root = init_store(tmp_path / "s", "ceda-hdd8", coord=coord)
+    data = bytes(range(256)) * 2048     # 8 stripes of 64 KiB: a data file on every server
+    with Store(root) as st:
+        st.create("g", "fixed:64k")
+        with st.open("g") as f:
+            f.write(0, data)
+    boot = open("/proc/sys/kernel/random/boot_id").read().strip()     # this machine ("host" allows it)
+    originals = [p for p in (root / "servers").rglob("*") if p.is_file()]      # the original's data files
+    assert len(originals) == 8
+    with Store(root, shared=True) as here, here.open("g") as f:
+        assert f.read(0, len(data)) == data
+        rc, out = _other_machine(root, """
+            from pario.store.replicator import ReplicaSpec, replicate
+            lay = {"type": "extents", "extents": [[0, %d, "H1", 0, 1]], "default": None}
+            replicate(st, [ReplicaSpec("g", "g.r1", st.layout(lay))])
+            print("COPIED")
+        """ % len(data), boot=boot)
+        assert rc == 0 and "COPIED" in out, out
+        for p in originals:
+            p.write_bytes(bytes(p.stat().st_size))
+        first = f.read(0, len(data))
+        assert first == (data if coord == "host" else bytes(len(data)))
+        f.fsync()
+        assert f.read(0, len(data)) == data

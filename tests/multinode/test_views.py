@@ -1,0 +1,54 @@
+"""The repository's C MPI-IO program of every access style (tests/c/tracer_styles.c: file
+views of vector, subarray, darray, indexed, struct and resized types, nonblocking, split and
+collective calls, shared and ordered pointers, `_c` counts, short reads), served from a "pfs"
+store with its 4 ranks on two emulated nodes (2 each; darray's 2 x 2 grid needs 4) and traced.
+The oracle is the run's own trace (every write extent of rank r holds the byte r, later calls
+over earlier ones: helpers.expected_from_trace), read on the host from the trace directory the
+ranks of both nodes wrote into; the store file's bytes are read from node n2 with `pario store
+get`, so the ranks' writes of n1 are read from the other node."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+import numpy as np
+import pytest
+from helpers import C_DIR, VENV_BIN, expected_from_trace
+
+pytestmark = pytest.mark.multinode
+B, N = 48, 8
+
+
+def _base(name: str) -> str:
+    return name.rsplit("/", 1)[-1]
+
+
+def test_every_access_style_served_across_two_nodes(cluster3, lib):
+    from pario.trace.native import read_native
+
+    exe = cluster3.home / "bin" / "tracer_styles"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
+                        str(C_DIR / "tracer_styles.c"), "-o", str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    d = cluster3.pfs / "views"
+    store, data, tdir, out = d / "store", d / "data", cluster3.home / "views-trace", cluster3.home / "views-out"
+    tdir.mkdir()
+    out.mkdir()
+    pario = shlex.quote(str(VENV_BIN / "pario"))
+    cluster3.run("n1", f"rm -rf {d} && mkdir -p {data} && {pario} store init {store} --system hacio-6h2s --coord pfs")
+    env = {"LD_PRELOAD": str(lib), "PARIO_STORE": str(store), "PARIO_SERVE": "all", "PARIO_TRACE_DIR": str(tdir)}
+    cp = cluster3.mpi("n1,n2", 4, [exe, "all", data, B, N], env=env, timeout=300)
+    assert cp.returncode == 0 and "pario:" not in cp.stdout + cp.stderr, (cp.stdout + cp.stderr)[-3000:]
+    trace = read_native(tdir)
+    names = sorted(n for n in trace.files if n.startswith(str(data) + "/") and n.endswith(".dat"))
+    assert len(names) >= 17, names                      # every style but "kill" has its file
+    gets = " && ".join(f"{pario} store get {shlex.quote(n)} {out / _base(n)} --store {store} >/dev/null"
+                       for n in names)
+    cluster3.run("n2", f"test -z \"$(ls {data})\" && {gets}", timeout=300)   # served: nothing on the plain path
+    for n in names:
+        got = np.fromfile(out / _base(n), dtype=np.uint8)
+        want = expected_from_trace(trace, n)
+        assert len(got) == len(want) and np.array_equal(got, want), n
+    cluster3.run("n1", f"rm -rf {d}", check=False)
