@@ -78,6 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--lease", type=int, default=30,
                     help="the file system's session_timeout and session_autoclose (seconds, at least 30)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster up at the end (its MN_DIR is printed)")
+    ap.add_argument("--replicate", type=float, default=0.5, help="share of the trials with a replication")
     ap.add_argument("--stop", action="store_true", help="stop at the first failed trial (with --keep: to look at it)")
     a = ap.parse_args(argv)
 
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
         for t in range(a.trials):
             nblocks, k = rng.randint(16, 96), rng.randint(1, 4)
             path = str(d / f"f{t}.dat")
-            replicate = rng.random() < 0.5
+            replicate = rng.random() < a.replicate
             delay = rng.uniform(0.0, 3.0)
             res = {}
 

@@ -211,7 +211,8 @@ class Nodes:
                 procs.append(f"{pid} {shlex.join(a.decode(errors='replace') for a in cmd.split(bytes(1)) if a)}")
         if procs:
             left.append(f"processes of the nodes {procs}")
-        new_loops = sorted(loop_devices() - loops_before)
+        # this cluster's (backed by files under its home): another session's clusters may come and go
+        new_loops = sorted(d for d in loop_devices() - loops_before if str(self.home) in d)
         if new_loops:
             left.append(f"loop devices {new_loops}")
         if not mounts:            # no walk into a file system that is still mounted
