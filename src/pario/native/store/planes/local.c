@@ -158,9 +158,11 @@ static void df_close(pxs_datafile *f)
 }
 
 /* complete a short transfer of iov (want bytes at pos, done so far): piece by piece; a read
- * that reaches the end of the data file fills zeros (a hole) */
+ * that reaches the end of the data file (its size asked of the file system once: this
+ * client's may lag another node's writes) fills zeros (a hole) */
 static int finish(int fd, struct iovec *iov, int n, int64_t pos, int64_t done, int write)
 {
+    int asked = 0;          /* the file system asked for the size once (a read at the end) */
     for (int i = 0; i < n; i++) {
         int64_t len = (int64_t)iov[i].iov_len;
         if (done >= len) {
@@ -181,6 +183,9 @@ static int finish(int fd, struct iovec *iov, int n, int64_t pos, int64_t done, i
                     errno = EIO;
                     return -1;
                 }
+                struct stat sb;     /* the end this client knows may lag another node's writes */
+                if (!asked && (asked = 1) && fstat(fd, &sb) == 0 && sb.st_size > p)
+                    continue;
                 memset(b, 0, (size_t)left);
                 break;
             }
@@ -359,6 +364,7 @@ static int df_copy(pxs_datafile *src, int64_t spos, pxs_datafile *dst, int64_t d
 {
     if (src->dp->direct || dst->dp->direct)
         return PXS_ENOSYS;
+    int refreshed = 0;
     while (n > 0) {
         loff_t a = spos, b = dpos;
         ssize_t k = copy_file_range(src->fd, &a, dst->fd, &b, (size_t)n, 0);
@@ -369,6 +375,15 @@ static int df_copy(pxs_datafile *src, int64_t spos, pxs_datafile *dst, int64_t d
                 return PXS_ENOSYS;
             snprintf(err, errlen, "copying data file %s: %s", src->name ? src->name : "?", strerror(errno));
             return PXS_EIO;
+        }
+        if (k == 0 && !refreshed) {
+            /* the end this client knows may be stale (another node extended the file: its
+             * size reaches this node late): ask the file system once before calling the rest a
+             * hole (node_kill.py: a flush after a node died copied zeros over redirected writes) */
+            struct stat sb;
+            refreshed = 1;
+            if (fstat(src->fd, &sb) == 0 && sb.st_size > spos)
+                continue;
         }
         if (k == 0) {            /* the source ends here: the rest is a hole, zeros */
             static const char zeros[65536];
