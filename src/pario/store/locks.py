@@ -86,7 +86,7 @@ def check_coord(coord: str, backend: str = "local") -> None:
     if coord in PLANNED_MEMBERS:
         raise ParioError(PLANNED_MEMBERS[coord])
     if coord not in coord_members():
-        raise ParioError(f"unknown coordination {coord!r} (known: {', '.join(coord_members())})")
+        raise ParioError(f"--coord {coord!r}: unknown coordination {coord!r} (known: {', '.join(coord_members())})")
 
 
 __all__ = ["StoreLock", "DEFAULT_TIMEOUT", "PLANNED_MEMBERS", "check_coord", "coord_member", "coord_members",
