@@ -6,7 +6,8 @@
 # Usage: scripts/setup.sh [test|ceph]   -- "test" also installs the test extras (and, as root,
 # Debian's parallel HDF5 for IOR's HDF5 backend in the tests); "ceph" (root)
 # installs Debian's Ceph packages (mon, mgr, osd, mds, fuse, librados/libcephfs and their
-# Python modules) with apt-get and makes `import rados, cephfs` work in .venv.
+# Python modules; libcephsqlite, SQLite's VFS over RADOS: docs/multinode.md "rados") with
+# apt-get and makes `import rados, cephfs` work in .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -32,12 +33,13 @@ if [ "${1:-}" = "test" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 
     || echo "setup: apt-get install libhdf5-mpich-dev failed: the HDF5 tests will skip"
 fi
 if [ "${1:-}" = "ceph" ]; then
-  if ! command -v ceph-osd >/dev/null || ! [ -e /usr/lib/python3/dist-packages/rados.cpython-311-x86_64-linux-gnu.so ]; then
+  if ! command -v ceph-osd >/dev/null || ! [ -e /usr/lib/python3/dist-packages/rados.cpython-311-x86_64-linux-gnu.so ] \
+     || ! [ -e /usr/lib/x86_64-linux-gnu/libcephsqlite.so ]; then
     [ "$(id -u)" = 0 ] || { echo "pario: error: scripts/setup.sh ceph installs Debian packages: run it as root" >&2; exit 2; }
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >/dev/null
     apt-get install -y -q ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common python3-rados python3-cephfs \
-      librados-dev libcephfs-dev attr uuid-runtime >/dev/null
+      librados-dev libcephfs-dev libsqlite3-mod-ceph attr uuid-runtime >/dev/null
   fi
   # Debian's rados/cephfs modules, and only them, on the venv's path (all of dist-packages
   # would shadow the venv's own packages)

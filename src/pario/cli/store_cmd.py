@@ -37,7 +37,8 @@ def register(sub) -> None:
                    help="rados: bytes per RADOS object (default 4m)")
     i.add_argument("--coord", default="host", metavar="MEMBER",
                    help="how processes share the store: host (one machine, default) or pfs (nodes of a "
-                        "parallel file system the store directory is on; docs/multinode.md)")
+                        "parallel file system the store directory is on; docs/multinode.md); rados "
+                        "(with --backend rados) is designed, not built yet: refused")
     i.set_defaults(func=_init)
 
     def store_arg(q):

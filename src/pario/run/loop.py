@@ -138,15 +138,14 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     """
     from ..store import Store, init_store
     from ..store.fsck import fsck
-    from ..store.locks import coord_members
+    from ..store.locks import check_coord
     from ..system import load_system
     from ..trace import load as load_trace
 
     say = progress or _nothing
     load0 = os.getloadavg()
     n = parse_procs(procs)
-    if coord not in coord_members():
-        raise ParioError(f"--coord {coord!r}: not a coordination member ({', '.join(coord_members())})")
+    check_coord(coord)     # the store made here is on the local plane
     try:
         repeat = int(repeat)
     except (TypeError, ValueError):

@@ -63,4 +63,31 @@ def coord_members() -> tuple[str, ...]:
     return tuple(_core_module().COORD_MEMBERS)
 
 
-__all__ = ["StoreLock", "DEFAULT_TIMEOUT", "coord_member", "coord_members", "store_timeout"]
+# Members designed and measured but not built (docs/multinode.md): asking for one is refused
+# with the reason before anything is written, never a store that half works.
+PLANNED_MEMBERS = {
+    "rados": "coordination 'rados' (the store's metadata, RMT journal and locks in RADOS, for clients of "
+             "a Ceph cluster on any node) is not implemented yet: only its data plane is (--backend rados "
+             "with --coord host serves the processes of one machine); design and measurements in "
+             "docs/multinode.md, \"rados\"",
+}
+
+
+def check_coord(coord: str, backend: str = "local") -> None:
+    """Refuse a coordination member a store on data plane ``backend`` cannot have, with one
+    line (:class:`pario.ParioError`): an unknown name, ``rados`` without the rados plane (its
+    metadata and journal would live in the cluster of the store's data), a planned member."""
+    from .. import ParioError
+
+    if coord == "rados" and backend != "rados":
+        raise ParioError("--coord rados keeps the store's metadata, RMT journal and locks in the RADOS cluster "
+                         "of its data: it needs a store on the rados data plane (pario store init --backend rados "
+                         "--cluster DIR)")
+    if coord in PLANNED_MEMBERS:
+        raise ParioError(PLANNED_MEMBERS[coord])
+    if coord not in coord_members():
+        raise ParioError(f"--coord {coord!r}: unknown coordination {coord!r} (known: {', '.join(coord_members())})")
+
+
+__all__ = ["StoreLock", "DEFAULT_TIMEOUT", "PLANNED_MEMBERS", "check_coord", "coord_member", "coord_members",
+           "store_timeout"]

@@ -39,7 +39,7 @@ from pathlib import Path
 from .. import ParioError
 from ..layout import Layout, parse_layout
 from ..system import System
-from .locks import StoreLock, coord_members, store_timeout
+from .locks import StoreLock, check_coord, store_timeout
 from .meta import Meta, with_report
 from .planes import PLANES
 from .redirect import File
@@ -87,12 +87,12 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
     (calibrated.toml, else nominal.toml); ``object_size`` of :mod:`pario.store.rados`).
     ``coord``: how processes share it (store.json ``"coord"``, docs/store.md "Coordination"):
     ``host`` the processes of one machine, ``pfs`` processes on the nodes of a parallel file
-    system holding ``root`` (docs/multinode.md).  Returns the root path.
+    system holding ``root`` (docs/multinode.md); ``rados`` (only with the rados plane) is
+    designed but refused (:data:`pario.store.locks.PLANNED_MEMBERS`).  Returns the root path.
     """
     root = Path(root)
     plane = PLANES.get(backend)
-    if coord not in coord_members():
-        raise ParioError(f"unknown coordination {coord!r} (known: {', '.join(coord_members())})")
+    check_coord(coord, backend)
     system, entries = plane.configure(system, servers=servers, cluster=cluster, object_size=object_size)
     if (root / CONFIG).exists():
         if exist_ok:

@@ -140,10 +140,7 @@ static void sq_load(void)
         sq_loaded = -1;
         return;
     }
-    struct {
-        const char *name;
-        void **slot;
-    } tab[] = {
+    const pxs_dlsym tab[] = {
         {"sqlite3_open_v2", (void **)&sq.open_v2},       {"sqlite3_close_v2", (void **)&sq.close_v2},
         {"sqlite3_prepare_v2", (void **)&sq.prepare_v2}, {"sqlite3_step", (void **)&sq.step},
         {"sqlite3_finalize", (void **)&sq.finalize},     {"sqlite3_bind_text", (void **)&sq.bind_text},
@@ -154,16 +151,20 @@ static void sq_load(void)
         {"sqlite3_changes", (void **)&sq.changes},       {"sqlite3_extended_errcode", (void **)&sq.extended_errcode},
         {"sqlite3_vfs_find", (void **)&sq.vfs_find},     {"sqlite3_vfs_register", (void **)&sq.vfs_register},
     };
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
+    sq_loaded = pxs_dlsym_table(h, "libsqlite3.so.0", tab, sizeof tab / sizeof tab[0], sq_why, sizeof sq_why) ? -1 : 1;
+}
+
+int pxs_dlsym_table(void *h, const char *lib, const pxs_dlsym *tab, size_t n, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < n; i++) {
         void *p = dlsym(h, tab[i].name);
         if (!p) {
-            snprintf(sq_why, sizeof sq_why, "libsqlite3.so.0 has no %s", tab[i].name);
-            sq_loaded = -1;
-            return;
+            snprintf(why, whylen, "%s has no %s", lib, tab[i].name);
+            return PXS_ENOSYS;
         }
         memcpy(tab[i].slot, &p, sizeof p);
     }
-    sq_loaded = 1;
+    return PXS_OK;
 }
 
 /* the store directory of a metadata database's path (its parent) */

@@ -120,4 +120,12 @@ char *pxs_read_text(const char *path, size_t *len, size_t max);
 /* "a/b", malloc'ed (NULL: no memory) */
 char *pxs_join(const char *a, const char *b);
 
+/* a library loaded by dlopen: the functions of tab looked up in handle h (store/meta.c's
+ * libsqlite3, store/rados_api.c's librados); PXS_OK, or PXS_ENOSYS with "LIB has no NAME" in why */
+typedef struct {
+    const char *name;
+    void **slot;
+} pxs_dlsym;
+int pxs_dlsym_table(void *h, const char *lib, const pxs_dlsym *tab, size_t n, char *why, size_t whylen);
+
 #endif

@@ -27,135 +27,26 @@
  * that asserts the object's version (or creates it exclusively) and truncates it up; another
  * writer in between makes the assertion fail and the step is taken again.
  *
- * Connection.  At the plane's open (the store's open): librados is loaded with
- * dlopen("librados.so.2") — the few functions used are declared here, so the library builds
- * without Ceph's headers and libpario_trace.so gains no link dependency; a cluster handle
- * reads <cluster>/ceph.conf and has its operation timeouts set explicitly (as
- * pario.cluster.client.connect: rados_osd_op_timeout, rados_mon_op_timeout,
- * client_mount_timeout), so that a down OSD or monitor is an error, never a hang; one I/O
- * context per server pool, in the store's namespace.  All shut down at the store's close.
+ * Connection.  At the plane's open (the store's open): a cluster handle of store/rados_api.h
+ * (librados loaded by dlopen there, shared with everything of a store in RADOS; the cluster's
+ * ceph.conf and explicit operation timeouts, so that a down OSD or monitor is an error, never
+ * a hang); one I/O context per server pool, in the store's namespace.  All shut down at the
+ * store's close.
  * O_DIRECT does not apply (direct mode is refused). */
 #define _GNU_SOURCE
 #include "store/planes/plane.h"
+#include "store/rados_api.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #define MAX_INFLIGHT 1024         /* operations in flight at once (objecter_inflight_ops) */
 #define RESERVE_TRIES 100
-#define OSD_OP_TIMEOUT "60"       /* pario.cluster.conf.CLIENT_OP_TIMEOUT */
-#define MON_TIMEOUT "10"          /* pario.store.rados.CONNECT_TIMEOUT */
-#define CREATE_EXCLUSIVE 1        /* LIBRADOS_CREATE_EXCLUSIVE */
-#define CREATE_IDEMPOTENT 0       /* LIBRADOS_CREATE_IDEMPOTENT */
 #define OID_LEN 64
-
-/* ------------------------------------------------------------------ librados, by hand */
-typedef void *rd_handle;           /* rados_t, rados_ioctx_t, rados_completion_t, ops, list ctx */
-typedef void (*rd_callback)(rd_handle, void *);
-
-static struct {
-    int (*create)(rd_handle *, const char *);
-    int (*conf_read_file)(rd_handle, const char *);
-    int (*conf_set)(rd_handle, const char *, const char *);
-    int (*connect)(rd_handle);
-    void (*shutdown)(rd_handle);
-    int (*ioctx_create)(rd_handle, const char *, rd_handle *);
-    void (*ioctx_destroy)(rd_handle);
-    void (*ioctx_set_namespace)(rd_handle, const char *);
-    int (*aio_create_completion)(void *, rd_callback, rd_callback, rd_handle *);
-    int (*aio_wait_for_complete)(rd_handle);
-    int (*aio_get_return_value)(rd_handle);
-    void (*aio_release)(rd_handle);
-    int (*aio_write)(rd_handle, const char *, rd_handle, const char *, size_t, uint64_t);
-    int (*aio_read)(rd_handle, const char *, rd_handle, char *, size_t, uint64_t);
-    int (*stat)(rd_handle, const char *, uint64_t *, time_t *);
-    uint64_t (*get_last_version)(rd_handle);
-    int (*remove)(rd_handle, const char *);
-    rd_handle (*create_write_op)(void);
-    void (*release_write_op)(rd_handle);
-    void (*write_op_create)(rd_handle, int, const char *);
-    void (*write_op_assert_version)(rd_handle, uint64_t);
-    void (*write_op_truncate)(rd_handle, uint64_t);
-    void (*write_op_write)(rd_handle, const char *, size_t, uint64_t);
-    int (*write_op_operate)(rd_handle, rd_handle, const char *, time_t *, int);
-    int (*aio_write_op_operate)(rd_handle, rd_handle, rd_handle, const char *, time_t *, int);
-    rd_handle (*create_read_op)(void);
-    void (*release_read_op)(rd_handle);
-    void (*read_op_read)(rd_handle, uint64_t, size_t, char *, size_t *, int *);
-    int (*aio_read_op_operate)(rd_handle, rd_handle, rd_handle, const char *, int);
-    int (*nobjects_list_open)(rd_handle, rd_handle *);
-    int (*nobjects_list_next)(rd_handle, const char **, const char **, const char **);
-    void (*nobjects_list_close)(rd_handle);
-} rd;
-static int rd_loaded;              /* 1 ok, -1 failed */
-static char rd_why[300];
-static pthread_once_t rd_once = PTHREAD_ONCE_INIT;
-
-static void rd_load(void)
-{
-    void *h = dlopen("librados.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        snprintf(rd_why, sizeof rd_why, "cannot load librados.so.2 (%s); the rados backend needs Ceph's librados "
-                 "(scripts/setup.sh ceph)", e ? e : "not found");
-        rd_loaded = -1;
-        return;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } tab[] = {
-        {"rados_create", (void **)&rd.create},
-        {"rados_conf_read_file", (void **)&rd.conf_read_file},
-        {"rados_conf_set", (void **)&rd.conf_set},
-        {"rados_connect", (void **)&rd.connect},
-        {"rados_shutdown", (void **)&rd.shutdown},
-        {"rados_ioctx_create", (void **)&rd.ioctx_create},
-        {"rados_ioctx_destroy", (void **)&rd.ioctx_destroy},
-        {"rados_ioctx_set_namespace", (void **)&rd.ioctx_set_namespace},
-        {"rados_aio_create_completion", (void **)&rd.aio_create_completion},
-        {"rados_aio_wait_for_complete", (void **)&rd.aio_wait_for_complete},
-        {"rados_aio_get_return_value", (void **)&rd.aio_get_return_value},
-        {"rados_aio_release", (void **)&rd.aio_release},
-        {"rados_aio_write", (void **)&rd.aio_write},
-        {"rados_aio_read", (void **)&rd.aio_read},
-        {"rados_stat", (void **)&rd.stat},
-        {"rados_get_last_version", (void **)&rd.get_last_version},
-        {"rados_remove", (void **)&rd.remove},
-        {"rados_create_write_op", (void **)&rd.create_write_op},
-        {"rados_release_write_op", (void **)&rd.release_write_op},
-        {"rados_write_op_create", (void **)&rd.write_op_create},
-        {"rados_write_op_assert_version", (void **)&rd.write_op_assert_version},
-        {"rados_write_op_truncate", (void **)&rd.write_op_truncate},
-        {"rados_write_op_write", (void **)&rd.write_op_write},
-        {"rados_write_op_operate", (void **)&rd.write_op_operate},
-        {"rados_aio_write_op_operate", (void **)&rd.aio_write_op_operate},
-        {"rados_create_read_op", (void **)&rd.create_read_op},
-        {"rados_release_read_op", (void **)&rd.release_read_op},
-        {"rados_read_op_read", (void **)&rd.read_op_read},
-        {"rados_aio_read_op_operate", (void **)&rd.aio_read_op_operate},
-        {"rados_nobjects_list_open", (void **)&rd.nobjects_list_open},
-        {"rados_nobjects_list_next", (void **)&rd.nobjects_list_next},
-        {"rados_nobjects_list_close", (void **)&rd.nobjects_list_close},
-    };
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
-        void *p = dlsym(h, tab[i].name);
-        if (!p) {
-            snprintf(rd_why, sizeof rd_why, "librados.so.2 has no %s", tab[i].name);
-            rd_loaded = -1;
-            return;
-        }
-        memcpy(tab[i].slot, &p, sizeof p);
-    }
-    rd_loaded = 1;
-}
 
 /* ------------------------------------------------------------------ the plane */
 typedef struct {
@@ -252,10 +143,10 @@ static void close_plane(pxs_dplane *dp)
         return;
     for (int i = 0; i < p->nio; i++)
         if (p->io[i])
-            rd.ioctx_destroy(p->io[i]);
+            pxs_rados.ioctx_destroy(p->io[i]);
     free(p->io);
     if (p->cluster)
-        rd.shutdown(p->cluster);
+        pxs_rados.shutdown(p->cluster);
     free(p);
 }
 
@@ -267,20 +158,6 @@ static int open_plane(const pxs_config *cfg, int cache, pxs_dplane **out, char *
                  "open it without direct I/O");
         return PXS_EINVAL;
     }
-    pthread_once(&rd_once, rd_load);
-    if (rd_loaded != 1) {
-        snprintf(err, errlen, "%s", rd_why);
-        return PXS_ENOSYS;
-    }
-    const rconfig *rcfg = cfg->plane_cfg;
-    char conf[PATH_MAX];
-    struct stat sb;
-    snprintf(conf, sizeof conf, "%s/ceph.conf", rcfg->cluster);
-    if (stat(conf, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, errlen, "cluster %s: no ceph.conf (is it down? 'pario cluster up %s')", rcfg->cluster,
-                 rcfg->cluster);
-        return PXS_ENOENT;
-    }
     rplane *p = calloc(1, sizeof *p);
     if (!p || !(p->io = calloc((size_t)(cfg->nservers > 0 ? cfg->nservers : 1), sizeof *p->io))) {
         free(p);
@@ -288,30 +165,14 @@ static int open_plane(const pxs_config *cfg, int cache, pxs_dplane **out, char *
     }
     p->hdr.ops = &pxs_df_rados;
     p->hdr.cfg = cfg;
-    p->osz = rcfg->object_size;
-    int rv = rd.create(&p->cluster, NULL);
-    if (rv < 0) {
-        p->cluster = NULL;
-        snprintf(err, errlen, "cannot make a RADOS client for %s: %s", conf, why(rv));
+    p->osz = ((const rconfig *)cfg->plane_cfg)->object_size;
+    int rv = pxs_rados_connect(((const rconfig *)cfg->plane_cfg)->cluster, &p->cluster, err, errlen);
+    if (rv) {
         close_plane(&p->hdr);
-        return PXS_EIO;
-    }
-    const char *opts[][2] = {{"rados_osd_op_timeout", OSD_OP_TIMEOUT},
-                             {"rados_mon_op_timeout", MON_TIMEOUT},
-                             {"client_mount_timeout", MON_TIMEOUT}};
-    rv = rd.conf_read_file(p->cluster, conf);
-    for (size_t i = 0; rv >= 0 && i < sizeof opts / sizeof opts[0]; i++)
-        rv = rd.conf_set(p->cluster, opts[i][0], opts[i][1]);
-    if (rv >= 0)
-        rv = rd.connect(p->cluster);
-    if (rv < 0) {
-        snprintf(err, errlen, "cannot connect to the cluster of %s: %s (is the cluster down? 'pario cluster status "
-                 "%s')", conf, why(rv), rcfg->cluster);
-        close_plane(&p->hdr);
-        return PXS_EIO;
+        return rv;
     }
     for (int i = 0; i < cfg->nservers; i++) {
-        rv = rd.ioctx_create(p->cluster, cfg->servers[i].place, &p->io[i]);
+        rv = pxs_rados.ioctx_create(p->cluster, cfg->servers[i].place, &p->io[i]);
         if (rv < 0) {
             p->io[i] = NULL;
             if (rv == -ENOENT)
@@ -322,7 +183,7 @@ static int open_plane(const pxs_config *cfg, int cache, pxs_dplane **out, char *
             close_plane(&p->hdr);
             return rv == -ENOENT ? PXS_ENOENT : PXS_EIO;
         }
-        rd.ioctx_set_namespace(p->io[i], cfg->id);
+        pxs_rados.ioctx_set_namespace(p->io[i], cfg->id);
     }
     p->nio = cfg->nservers;
     *out = &p->hdr;
@@ -380,12 +241,12 @@ static int scan(rplane *p, int server, int64_t id, int d, objkey **out, size_t *
     *out = NULL;
     *n = 0;
     rd_handle ctx = NULL;
-    int rv = rd.nobjects_list_open(p->io[server], &ctx);
+    int rv = pxs_rados.nobjects_list_open(p->io[server], &ctx);
     size_t cap = 0;
     int rc = PXS_OK;
     while (rv >= 0) {
         const char *entry = NULL;
-        rv = rd.nobjects_list_next(ctx, &entry, NULL, NULL);
+        rv = pxs_rados.nobjects_list_next(ctx, &entry, NULL, NULL);
         if (rv == -ENOENT) {        /* the end */
             rv = 0;
             break;
@@ -408,7 +269,7 @@ static int scan(rplane *p, int server, int64_t id, int d, objkey **out, size_t *
         (*out)[(*n)++] = (objkey){(int)df, k};
     }
     if (ctx)
-        rd.nobjects_list_close(ctx);
+        pxs_rados.nobjects_list_close(ctx);
     if (!rc && rv < 0) {
         snprintf(err, errlen, "rados list %s (namespace %s): %s", pool_of(p, server), p->hdr.cfg->id, why(rv));
         rc = PXS_EIO;
@@ -442,7 +303,7 @@ static int df_size(pxs_dplane *dp, int server, int64_t id, int d, int64_t *size,
         char o[OID_LEN];
         oid(o, id, d, ks[i].k);
         uint64_t sz = 0;
-        int rv = rd.stat(p->io[server], o, &sz, NULL);
+        int rv = pxs_rados.stat(p->io[server], o, &sz, NULL);
         if (rv == -ENOENT)          /* removed meanwhile: the one before */
             continue;
         if (rv < 0) {
@@ -500,7 +361,7 @@ static int df_truncate(pxs_datafile *f, int64_t n, int sync, char *err, size_t e
     char o[OID_LEN];
     for (size_t i = 0; !rc && i < nk && ks[i].k > last; i++) {   /* from the highest down */
         oid(o, f->id, f->d, ks[i].k);
-        int rv = rd.remove(io, o);
+        int rv = pxs_rados.remove(io, o);
         if (rv < 0 && rv != -ENOENT) {
             snprintf(err, errlen, "rados remove %s/%s: %s", pool_of(p, f->server), o, why(rv));
             rc = PXS_EIO;
@@ -510,13 +371,13 @@ static int df_truncate(pxs_datafile *f, int64_t n, int sync, char *err, size_t e
     if (rc || last < 0)
         return rc;
     oid(o, f->id, f->d, last);
-    rd_handle op = rd.create_write_op();
+    rd_handle op = pxs_rados.create_write_op();
     if (!op)
         return PXS_ENOMEM;
-    rd.write_op_create(op, CREATE_IDEMPOTENT, NULL);
-    rd.write_op_truncate(op, (uint64_t)(n - last * p->osz));
-    int rv = rd.write_op_operate(op, io, o, NULL, 0);
-    rd.release_write_op(op);
+    pxs_rados.write_op_create(op, PXS_RADOS_CREATE_IDEMPOTENT, NULL);
+    pxs_rados.write_op_truncate(op, (uint64_t)(n - last * p->osz));
+    int rv = pxs_rados.write_op_operate(op, io, o, NULL, 0);
+    pxs_rados.release_write_op(op);
     if (rv < 0) {
         snprintf(err, errlen, "rados truncate %s/%s: %s", pool_of(p, f->server), o, why(rv));
         return PXS_EIO;
@@ -535,25 +396,25 @@ static int df_reserve(pxs_datafile *f, int64_t end, char *err, size_t errlen)
     int rv = 0;
     for (int t = 0; t < RESERVE_TRIES; t++) {
         uint64_t sz = 0, ver = 0;
-        rv = rd.stat(io, o, &sz, NULL);      /* the store's mutex: nothing else on io in between */
+        rv = pxs_rados.stat(io, o, &sz, NULL);      /* the store's mutex: nothing else on io in between */
         int absent = rv == -ENOENT;
         if (rv < 0 && !absent)
             break;
         if (!absent) {
-            ver = rd.get_last_version(io);
+            ver = pxs_rados.get_last_version(io);
             if (sz >= need)
                 return PXS_OK;
         }
-        rd_handle op = rd.create_write_op();
+        rd_handle op = pxs_rados.create_write_op();
         if (!op)
             return PXS_ENOMEM;
         if (absent)
-            rd.write_op_create(op, CREATE_EXCLUSIVE, NULL);
+            pxs_rados.write_op_create(op, PXS_RADOS_CREATE_EXCLUSIVE, NULL);
         else
-            rd.write_op_assert_version(op, ver);
-        rd.write_op_truncate(op, need);
-        rv = rd.write_op_operate(op, io, o, NULL, 0);
-        rd.release_write_op(op);
+            pxs_rados.write_op_assert_version(op, ver);
+        pxs_rados.write_op_truncate(op, need);
+        rv = pxs_rados.write_op_operate(op, io, o, NULL, 0);
+        pxs_rados.release_write_op(op);
         if (rv >= 0)
             return PXS_OK;
         /* raced with another writer (created it, changed it, removed it): again */
@@ -634,33 +495,33 @@ static int submit(run *r, part *ps, int write)
     rplane *p = r->df->dp;
     rd_handle io = p->io[r->df->server];
     oid(r->oid, r->df->id, r->df->d, r->k);
-    int rv = rd.aio_create_completion(NULL, NULL, NULL, &r->c);
+    int rv = pxs_rados.aio_create_completion(NULL, NULL, NULL, &r->c);
     if (rv < 0) {
         r->c = NULL;
         return rv;
     }
     part *pp = ps + r->p0;
     if (r->np == 1) {
-        rv = write ? rd.aio_write(io, r->oid, r->c, pp[0].buf, pp[0].len, (uint64_t)r->off)
-                   : rd.aio_read(io, r->oid, r->c, pp[0].buf, pp[0].len, (uint64_t)r->off);
+        rv = write ? pxs_rados.aio_write(io, r->oid, r->c, pp[0].buf, pp[0].len, (uint64_t)r->off)
+                   : pxs_rados.aio_read(io, r->oid, r->c, pp[0].buf, pp[0].len, (uint64_t)r->off);
     } else {
-        r->op = write ? rd.create_write_op() : rd.create_read_op();
+        r->op = write ? pxs_rados.create_write_op() : pxs_rados.create_read_op();
         if (!r->op)
             rv = -ENOMEM;
         uint64_t at = (uint64_t)r->off;
         for (size_t i = 0; r->op && i < r->np; i++) {
             if (write)
-                rd.write_op_write(r->op, pp[i].buf, pp[i].len, at);
+                pxs_rados.write_op_write(r->op, pp[i].buf, pp[i].len, at);
             else
-                rd.read_op_read(r->op, at, pp[i].len, pp[i].buf, &pp[i].got, &pp[i].prval);
+                pxs_rados.read_op_read(r->op, at, pp[i].len, pp[i].buf, &pp[i].got, &pp[i].prval);
             at += pp[i].len;
         }
         if (r->op)
-            rv = write ? rd.aio_write_op_operate(r->op, io, r->c, r->oid, NULL, 0)
-                       : rd.aio_read_op_operate(r->op, io, r->c, r->oid, 0);
+            rv = write ? pxs_rados.aio_write_op_operate(r->op, io, r->c, r->oid, NULL, 0)
+                       : pxs_rados.aio_read_op_operate(r->op, io, r->c, r->oid, 0);
     }
     if (rv < 0) {
-        rd.aio_release(r->c);
+        pxs_rados.aio_release(r->c);
         r->c = NULL;
     }
     return rv;
@@ -669,15 +530,15 @@ static int submit(run *r, part *ps, int write)
 /* wait for run r, fill a read's holes with zeros; its return value (< 0: failed) */
 static int complete(run *r, part *ps, int write)
 {
-    rd.aio_wait_for_complete(r->c);
-    int rv = rd.aio_get_return_value(r->c);
-    rd.aio_release(r->c);
+    pxs_rados.aio_wait_for_complete(r->c);
+    int rv = pxs_rados.aio_get_return_value(r->c);
+    pxs_rados.aio_release(r->c);
     r->c = NULL;
     if (r->op) {
         if (write)
-            rd.release_write_op(r->op);
+            pxs_rados.release_write_op(r->op);
         else
-            rd.release_read_op(r->op);
+            pxs_rados.release_read_op(r->op);
         r->op = NULL;
     }
     if (write)
