@@ -160,14 +160,14 @@ def test_unknown_coord_at_init_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("coord", ["host", "pfs"])
-def test_reads_follow_other_processes_at_once_on_host_at_sync_points_on_pfs(tmp_path, coord):
+def test_reads_follow_another_processes_replica_at_once(tmp_path, coord):
     """A reader with a file open while another process replicates it (a whole-file replica on
     one server), the original's data files then zeroed behind pario's back, so that only a read
-    routed to the replica returns the bytes.  "host": reads follow the journal at every lookup
-    (one load of the mapped header): the next read is the replica's.  "pfs": reads follow at
-    the file's sync points only (fsync, open: MPI-IO's consistency; a re-read of the journal's
-    header is a round trip to another node's file system): the next read still routes by the
-    view of the last sync point (the zeros), after fsync the replica's bytes."""
+    routed to the replica returns the bytes: on both members the reader's next read follows the
+    journal (host: one load of the mapped header; pfs: a re-read of the header) and is the
+    replica's, before any sync point.  (Following only at MPI sync points was tried for pfs and
+    undone: the crash stress's readers, which expect every acknowledged write of another
+    process, read stale bytes in 29 of 60 trials.)"""
     root = init_store(tmp_path / "s", "ceda-hdd8", coord=coord)
     data = bytes(range(256)) * 2048     # 8 stripes of 64 KiB: a data file on every server
     with Store(root) as st:
@@ -188,7 +188,4 @@ def test_reads_follow_other_processes_at_once_on_host_at_sync_points_on_pfs(tmp_
         assert rc == 0 and "COPIED" in out, out
         for p in originals:
             p.write_bytes(bytes(p.stat().st_size))
-        first = f.read(0, len(data))
-        assert first == (data if coord == "host" else bytes(len(data)))
-        f.fsync()
         assert f.read(0, len(data)) == data

@@ -56,7 +56,6 @@ int rmt_open(rmt_core *c, const rmt_journal_ops *storage, const char *path, cons
     c->sync_fd = -1;
     c->shared = shared;
     c->follow = 1;
-    c->follow_reads = 1;
     c->timeout = timeout;
     c->path = strdup(path);
     if (!c->path)
@@ -190,7 +189,7 @@ int rmt_op(rmt_core *c, int type, int a16, const uint64_t *u, const void *bytes,
 
 int rmt_route(rmt_core *c, uint64_t o, int64_t x, int64_t e, rmt_seg *segs, int max, int *nseg)
 {
-    if (c->shared && c->follow && c->follow_reads) {
+    if (c->shared && c->follow) {
         int rc = rmt_catch_up(c);
         if (rc)
             return rc;

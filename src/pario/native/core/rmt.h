@@ -218,7 +218,6 @@ typedef struct {
     int depth;             /* nesting of rmt_begin */
     int broken;            /* a record was appended but could not be applied: reopen */
     int follow;            /* lookups apply other processes' records first (tests switch it off) */
-    int follow_reads;      /* ... read lookups too (0: the caller follows at its sync points) */
     uint64_t skipped;      /* records the replay refused (a damaged journal) */
     uint64_t followed;     /* times rmt_catch_up applied records other processes published */
     uint64_t dead_holders; /* journal locks taken over from a process that died holding them */

@@ -520,18 +520,12 @@ static int read_locked(pxs_file *f, int64_t off, char *buf, int64_t n, int64_t *
     return rc;
 }
 
-/* a read of a store cached between sync points (PXS_CACHE_SYNC_POINTS, a "pfs" store): its
- * lookups follow the journal only at the file's sync points (open, MPI_File_sync: MPI-IO's
- * consistency, MPI 4.0 §14.6.1), or before every read in atomic mode, with the data files'
- * cached pages dropped.  What other processes changed meanwhile cannot make a read wrong:
- * a replica is only dropped with the store held exclusively, and a copy this process still
- * routes to holds bytes at least as new as its view (writes follow on every call) */
-static int read_sync_point(pxs_file *f)
+/* a read in MPI atomic mode is a sync point of its own: the data files' cached pages dropped
+ * (PXS_CACHE_SYNC_POINTS; nothing in other cache modes) */
+static void read_sync_point(pxs_file *f)
 {
-    if (!f->atomic || f->st->rmt.follow_reads)
-        return PXS_OK;
-    pxs_store_forget(f->st);
-    return catch_up(f->st);
+    if (f->atomic)
+        pxs_store_forget(f->st);
 }
 
 void pxs_set_atomic(pxs_file *f, int on)
@@ -544,9 +538,8 @@ void pxs_set_atomic(pxs_file *f, int on)
 int pxs_read(pxs_file *f, int64_t off, void *buf, int64_t n, int64_t *got)
 {
     LOCK(f->st);
-    int rc = read_sync_point(f);
-    if (!rc)
-        rc = read_locked(f, off, buf, n, got);
+    read_sync_point(f);
+    int rc = read_locked(f, off, buf, n, got);
     UNLOCK(f->st);
     return rc;
 }
@@ -747,7 +740,8 @@ int pxs_readv(pxs_file *f, int64_t n, const int64_t *off, const int64_t *len, vo
 {
     pxs_store *st = f->st;
     LOCK(st);
-    int rc = st->rmt.follow_reads ? catch_up(st) : read_sync_point(f);
+    read_sync_point(f);
+    int rc = catch_up(st);
     int64_t end = 0, any = 0;
     for (int64_t k = 0; !rc && k < n; k++) {
         if (len[k] <= 0)
@@ -1539,7 +1533,6 @@ static int open_journal(pxs_store *st, const char *root)
     if (r1)
         return pxs_fail(st, PXS_ERMT, "replica mapping table (RMT) %s cannot be opened (code %d)", path, r1);
     st->have_rmt = 1;
-    st->rmt.follow_reads = st->cache != PXS_CACHE_SYNC_POINTS;   /* else at sync points (read_sync_point) */
     return PXS_OK;
 }
 
