@@ -157,6 +157,14 @@ static void df_close(pxs_datafile *f)
     }
 }
 
+/* 1: the file system says fd's file extends past pos (the end this client met may lag another
+ * node's writes: its size reaches this node late) */
+static int extends_past(int fd, int64_t pos)
+{
+    struct stat sb;
+    return fstat(fd, &sb) == 0 && sb.st_size > pos;
+}
+
 /* complete a short transfer of iov (want bytes at pos, done so far): piece by piece; a read
  * that reaches the end of the data file (its size asked of the file system once: this
  * client's may lag another node's writes) fills zeros (a hole) */
@@ -183,8 +191,7 @@ static int finish(int fd, struct iovec *iov, int n, int64_t pos, int64_t done, i
                     errno = EIO;
                     return -1;
                 }
-                struct stat sb;     /* the end this client knows may lag another node's writes */
-                if (!asked && (asked = 1) && fstat(fd, &sb) == 0 && sb.st_size > p)
+                if (!asked && (asked = 1) && extends_past(fd, p))
                     continue;
                 memset(b, 0, (size_t)left);
                 break;
@@ -377,12 +384,10 @@ static int df_copy(pxs_datafile *src, int64_t spos, pxs_datafile *dst, int64_t d
             return PXS_EIO;
         }
         if (k == 0 && !refreshed) {
-            /* the end this client knows may be stale (another node extended the file: its
-             * size reaches this node late): ask the file system once before calling the rest a
-             * hole (node_kill.py: a flush after a node died copied zeros over redirected writes) */
-            struct stat sb;
+            /* ask the file system once before calling the rest a hole (node_kill.py: a flush
+             * after a node died copied zeros over redirected writes) */
             refreshed = 1;
-            if (fstat(src->fd, &sb) == 0 && sb.st_size > spos)
+            if (extends_past(src->fd, spos))
                 continue;
         }
         if (k == 0) {            /* the source ends here: the rest is a hole, zeros */
