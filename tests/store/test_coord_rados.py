@@ -1,14 +1,20 @@
-"""The coordination member ``rados`` (docs/multinode.md, "rados"): designed and measured, not
-built, so asking for it must be refused with one line before anything is written — never a
-store that half works.  Without the rados data plane the reason is the plane; with it (on a
-real cluster, marker ``ceph``) the reason is the missing member; a store.json naming
-``"coord": "rados"`` by hand is refused by the engine's registry at open.
-"""
+"""The coordination member ``rados`` (docs/multinode.md, "rados"; store/coord/rados.c): a store
+on the rados data plane whose metadata (Ceph's SQLite VFS), RMT journal (an object with
+version-fenced writes) and locks (leased cls_lock locks) live in RADOS, so that any client of
+the cluster needs only the store's store.json.  Without the rados plane it is refused with one
+line before anything is written.  The cluster tests (marker ``ceph``) check bytes against the
+bytes written, the catalog against the metadata, locks between processes, a dead holder's
+lease, and a reader following another process's replica."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import textwrap
+import time
 
 import pytest
 
@@ -17,9 +23,16 @@ from ceph_fixture import ceph_cluster  # noqa: F401  (the fixture)
 from helpers import PARIO
 
 from pario import ParioError
-from pario.store.locks import check_coord, coord_members
+from pario.store import Store, init_store
+from pario.store.locks import StoreLock, check_coord, coord_members, shared_record
+from pario.store.rmt_journal import HDR_SIZE, MAGIC
+
+LEASE = 2.0      # PARIO_RADOS_LEASE of these tests' processes (seconds)
 
 
+@pytest.fixture(autouse=True)
+def _short_lease(monkeypatch):
+    monkeypatch.setenv("PARIO_RADOS_LEASE", str(LEASE))
 
 
 def _pario(*args):
@@ -43,28 +56,207 @@ def test_rados_without_the_rados_plane_is_refused(tmp_path):
 
 
 def test_check_coord():
-    assert "rados" not in coord_members()                   # not registered: not built
+    assert coord_members() == ("host", "pfs", "rados")
     check_coord("host")
     check_coord("pfs")
+    check_coord("rados", "rados")
     with pytest.raises(ParioError, match="rados data plane"):
         check_coord("rados")                                # pario run's stores: the local plane
-    with pytest.raises(ParioError, match="not implemented yet"):
-        check_coord("rados", "rados")
     with pytest.raises(ParioError, match="unknown coordination 'nfs'"):
         check_coord("nfs", "rados")
 
 
-@pytest.mark.ceph
-def test_rados_member_refused_on_a_cluster(ceph_cluster, tmp_path):
+def test_rados_member_named_by_hand_on_a_local_store_is_one_line(tmp_path):
     d = tmp_path / "s"
-    r = _pario("store", "init", d, "--backend", "rados", "--cluster", ceph_cluster.dir, "--coord", "rados")
-    _one_line_error(r, "coordination 'rados'", "not implemented yet", "docs/multinode.md")
-    assert not d.exists()
-    # a rados store with the member named by hand: the engine's registry refuses it at open
-    r = _pario("store", "init", d, "--backend", "rados", "--cluster", ceph_cluster.dir)
-    assert r.returncode == 0, r.stderr
+    init_store(d, "ceda-hdd8")
     cfg = json.loads((d / "store.json").read_text())
     cfg["coord"] = "rados"
     (d / "store.json").write_text(json.dumps(cfg))
-    r = _pario("store", "ls", "--store", d)
-    _one_line_error(r, "coordination 'rados' is not available", "members: host, pfs")
+    _one_line_error(_pario("store", "ls", "--store", d), "coordination 'rados'", "rados data plane")
+
+
+# ------------------------------------------------------------------ on a cluster
+def _rados_store(ceph_cluster, path):
+    return init_store(path, None, backend="rados", cluster=ceph_cluster.dir, coord="rados")
+
+
+def _child(code: str, *args) -> subprocess.Popen:
+    """A Python process running ``code`` (stdout line-buffered: the test waits for its lines)."""
+    env = {**os.environ, "PARIO_RADOS_LEASE": str(LEASE), "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def _expect(p: subprocess.Popen, word: str) -> None:
+    line = p.stdout.readline()
+    assert word in line, line + p.stdout.read() if p.poll() is not None else line
+
+
+@pytest.mark.ceph
+def test_a_store_in_rados_holds_nothing_in_its_directory(ceph_cluster, tmp_path):
+    """put / get / fsck on a rados-coordinated store: the bytes come back; the directory holds
+    store.json alone (metadata, journal, catalog and locks are objects); the catalog object
+    names the file with the id the metadata gave it."""
+    root = _rados_store(ceph_cluster, tmp_path / "s")
+    data = os.urandom(3 * 65536 + 1234)
+    with Store(root) as st:
+        st.create("f", "fixed:64k")
+        with st.open("f") as f:
+            f.write(0, data)
+        fid = st.backend.meta.get("f")[0]
+    assert sorted(p.name for p in root.iterdir()) == ["store.json"]
+    with Store(root) as st, st.open("f") as f:
+        assert f.read(0, len(data)) == data
+    lines = [json.loads(x) for x in shared_record(root, "catalog.log").decode().splitlines()]
+    assert [(r["op"], r["id"], r["name"]) for r in lines] == [("create", fid, "f")]
+    journal = shared_record(root, "rmt.log")
+    assert journal[:len(MAGIC)] == MAGIC and len(journal) >= HDR_SIZE      # the journal object
+    r = _pario("store", "fsck", "--store", root)
+    assert r.returncode == 0 and r.stdout.startswith("clean:"), r.stdout + r.stderr
+
+
+@pytest.mark.ceph
+def test_another_client_needs_only_store_json(ceph_cluster, tmp_path):
+    """A copy of store.json in an empty directory (another node's view) is the same store:
+    it lists and reads what the first wrote, and its writes are read through the first."""
+    root = _rados_store(ceph_cluster, tmp_path / "a")
+    other = tmp_path / "b"
+    other.mkdir()
+    (other / "store.json").write_text((root / "store.json").read_text())
+    a, b = os.urandom(200_000), os.urandom(150_000)
+    with Store(root) as st:
+        st.create("x", "fixed:64k")
+        with st.open("x") as f:
+            f.write(0, a)
+    with Store(other) as st:
+        assert st.files() == ["x"]
+        with st.open("x") as f:
+            assert f.read(0, len(a)) == a
+        st.create("y", "fixed:64k")
+        with st.open("y") as f:
+            f.write(0, b)
+    with Store(root) as st, st.open("y") as f:
+        assert sorted(st.files()) == ["x", "y"] and f.read(0, len(b)) == b
+
+
+@pytest.mark.ceph
+def test_store_lock_between_processes_and_a_dead_holders_lease(ceph_cluster, tmp_path):
+    """The store lock across processes: an exclusive holder excludes shared and exclusive
+    takers; after its downgrade shared takers get in and exclusive ones still do not; once the
+    holder is SIGKILLed (no release) its lock is gone one lease after its last renewal -- not
+    at once, and within lease + a margin."""
+    root = _rados_store(ceph_cluster, tmp_path / "s")
+    holder = _child("""
+        import sys, time
+        from pario.store.locks import StoreLock
+        l = StoreLock(sys.argv[1])
+        assert l.try_exclusive(); print("EX", flush=True)
+        time.sleep(1.5 * float(sys.argv[2]))      # renewed meanwhile (every third of the lease)
+        print("STILL", flush=True)
+        sys.stdin.readline()                      # the test looked
+        l.downgrade(); print("SH", flush=True)
+        time.sleep(3600)
+        """, root, LEASE)
+    me = StoreLock(root)
+    try:
+        _expect(holder, "EX")
+        assert not me.try_shared() and not me.try_exclusive()
+        _expect(holder, "STILL")
+        assert not me.try_shared()                # renewed past its first lease
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        _expect(holder, "SH")
+        assert me.try_shared()
+        me.close()
+        me = StoreLock(root)
+        assert not me.try_exclusive()
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        t0 = time.monotonic()
+        assert not me.try_exclusive()             # the dead holder's shared lock outlives it ...
+        while not me.try_exclusive():
+            assert time.monotonic() - t0 < LEASE + 10, "the dead holder's lease never expired"
+            time.sleep(0.05)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        me.close()
+
+
+@pytest.mark.ceph
+def test_reads_follow_another_processes_replica_at_once(ceph_cluster, tmp_path):
+    """As tests/store/test_coord.py for host and pfs: a reader with the file open while another
+    process replicates it onto one server, the original's data objects then overwritten with
+    zeros behind pario's back: the reader's next read follows the journal object and returns
+    the replica's bytes."""
+    from pario.cluster.client import session
+
+    root = _rados_store(ceph_cluster, tmp_path / "s")
+    data = bytes(range(256)) * 2048     # 8 stripes of 64 KiB
+    cfg = json.loads((root / "store.json").read_text())
+    with Store(root) as st:
+        st.create("g", "fixed:64k")
+        with st.open("g") as f:
+            f.write(0, data)
+        fid = st.backend.meta.get("g")[0]
+    with Store(root, shared=True) as here, here.open("g") as f:
+        assert f.read(0, len(data)) == data
+        p = _child("""
+            import sys
+            from pario.store import Store
+            from pario.store.replicator import ReplicaSpec, replicate
+            with Store(sys.argv[1], shared=True) as st:
+                lay = {"type": "extents", "extents": [[0, int(sys.argv[2]), "H1", 0, 1]], "default": None}
+                replicate(st, [ReplicaSpec("g", "g.r1", st.layout(lay))])
+            print("COPIED")
+            """, root, len(data))
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0 and "COPIED" in out, out
+        zeroed = 0
+        with session(os.path.join(ceph_cluster.dir, "ceph.conf")) as r:
+            for pool in set(cfg["pools"].values()):
+                io = r.open_ioctx(pool)
+                io.set_namespace(cfg["id"])
+                for o in list(io.list_objects()):
+                    if o.key.startswith(f"{fid:08d}."):
+                        size = io.stat(o.key)[0]
+                        io.write_full(o.key, bytes(size))
+                        zeroed += size
+                io.close()
+        assert zeroed == len(data)
+        assert f.read(0, len(data)) == data
+
+
+@pytest.mark.ceph
+def test_two_processes_create_and_write_at_once(ceph_cluster, tmp_path):
+    """Two processes with the store open shared create and write files at the same time: the
+    metadata's transactions through Ceph's VFS are serialised (no lost row, distinct ids),
+    every file reads back its writer's bytes, fsck is clean."""
+    root = _rados_store(ceph_cluster, tmp_path / "s")
+    code = """
+        import sys
+        from pario.store import Store
+        tag, n = sys.argv[2], int(sys.argv[3])
+        with Store(sys.argv[1], shared=True) as st:
+            for i in range(n):
+                name = f"{tag}{i}"
+                st.create(name, "fixed:64k")
+                with st.open(name) as f:
+                    f.write(0, (name.encode() * 40000)[:100000])
+        print("DONE")
+        """
+    ps = [_child(code, root, tag, 5) for tag in ("p", "q")]
+    for p in ps:
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0 and "DONE" in out, out
+    with Store(root) as st:
+        names = sorted(st.files())
+        assert names == sorted(f"{t}{i}" for t in "pq" for i in range(5))
+        ids = {st.backend.meta.get(n)[0] for n in names}
+        assert len(ids) == 10
+        for n in names:
+            with st.open(n) as f:
+                assert f.read(0, 100000) == (n.encode() * 40000)[:100000]
+    r = _pario("store", "fsck", "--store", root)
+    assert r.returncode == 0 and r.stdout.startswith("clean:"), r.stdout + r.stderr

@@ -51,7 +51,7 @@ PYTHON_MPI_SOURCES = ["python/pycollective.c"]
 # librados loaded by dlopen --, CEDA redirection and hybrid routing with the core); no MPI
 # (tests/c/serve_driver.c links them with the system compiler)
 STORE_SOURCES = ["store/json.c", "store/meta.c", "store/meta_vfs.c", "store/config.c", "store/layout.c", "store/planes/planes.c",
-                 "store/planes/local.c", "store/planes/rados.c", "store/rados_api.c", "store/coord.c", "store/coord/posix.c", "store/storefile.c", "store/redirect.c", "store/lazysync.c"]
+                 "store/planes/local.c", "store/planes/rados.c", "store/rados_api.c", "store/coord.c", "store/coord/posix.c", "store/coord/rados.c", "store/coord/rados_lease.c", "store/coord/journal_rados.c", "store/storefile.c", "store/redirect.c", "store/lazysync.c"]
 # collective/: two-phase collective I/O (docs/serve-twophase.md; MPI): the driver, file
 # domains, the exchange; and the request orders (order.c, no MPI: also in the bindings)
 COLLECTIVE_SOURCES = ["collective/twophase.c", "collective/domains.c", "collective/exchange.c", "collective/order.c"]

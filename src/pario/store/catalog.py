@@ -50,15 +50,13 @@ def append(root, rec: dict) -> None:
 def replay(root) -> tuple[dict[int, tuple[str, dict]], int, int]:
     """The files the catalog describes: ``({id: (name, layout)}, highest id seen, lines
     that did not parse)``."""
-    path = Path(root) / CATALOG
+    from .locks import shared_record
+
     files: dict[int, tuple[str, dict]] = {}
     top = bad = 0
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = shared_record(root, CATALOG)      # the file, or a rados-coordinated store's object
+    if raw is None:
         return files, 0, 0
-    except OSError as exc:
-        raise ParioError(f"store catalog {path}: {exc.strerror}") from None
     for line in raw.split(b"\n"):
         if not line:
             continue

@@ -74,7 +74,10 @@ def fsck(store: Store, *, checksums: bool = True) -> dict:
     # the journal, replayed independently, against the table (no appends meanwhile)
     with rmt.transaction():
         stats = rmt.stats()
-        model, journal = rmt_journal.replay(rmt.path, limit=stats["end"])
+        from .locks import shared_record
+
+        model, journal = rmt_journal.replay(rmt.path, limit=stats["end"],
+                                            raw=shared_record(st.root, "rmt.log") or b"")
         if journal.end != stats["end"]:
             problems.append(f"RMT journal {rmt.path}: the independent reader stops at offset {journal.end} "
                             f"({journal.stop_reason}), the table at {stats['end']}")

@@ -63,14 +63,33 @@ def coord_members() -> tuple[str, ...]:
     return tuple(_core_module().COORD_MEMBERS)
 
 
-# Members designed and measured but not built (docs/multinode.md): asking for one is refused
-# with the reason before anything is written, never a store that half works.
-PLANNED_MEMBERS = {
-    "rados": "coordination 'rados' (the store's metadata, RMT journal and locks in RADOS, for clients of "
-             "a Ceph cluster on any node) is not implemented yet: only its data plane is (--backend rados "
-             "with --coord host serves the processes of one machine); design and measurements in "
-             "docs/multinode.md, \"rados\"",
-}
+# Members designed but not built: asking for one is refused with the reason before anything
+# is written, never a store that half works (none at present).
+PLANNED_MEMBERS: dict[str, str] = {}
+
+
+def shared_record(root, name: str) -> bytes | None:
+    """The bytes of the store's shared record ``name`` (``rmt.log``, ``catalog.log``): the file
+    ``root/name``, or for a store coordinated in RADOS (``"coord": "rados"``) the object the
+    member keeps (the engine's ``StoreLock.read_shared``); None if there is none."""
+    from .. import ParioError
+
+    root = Path(root)
+    if coord_member(root) == "rados":
+        lock = StoreLock(root)
+        try:
+            return lock.read_shared(name)
+        finally:
+            lock.close()
+    p = root / name
+    if p.is_symlink():
+        raise ParioError(f"{p} is a symbolic link: pario never follows a link it did not make")
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ParioError(f"{p}: {exc.strerror}") from None
 
 
 def check_coord(coord: str, backend: str = "local") -> None:
@@ -90,4 +109,4 @@ def check_coord(coord: str, backend: str = "local") -> None:
 
 
 __all__ = ["StoreLock", "DEFAULT_TIMEOUT", "PLANNED_MEMBERS", "check_coord", "coord_member", "coord_members",
-           "store_timeout"]
+           "shared_record", "store_timeout"]

@@ -95,6 +95,9 @@ class Meta:
         """A missing (or emptied) database is created if ``may_create()`` (the store holds
         nothing yet), else a one-line error naming ``fsck --repair`` (:func:`missing`)."""
         path = Path(path)
+        if coord_member(path.parent) == "rados":
+            cls(path, may_create=may_create).close()     # the database is in RADOS: asked there
+            return
         if not os.path.lexists(path) or (not path.is_symlink() and path.stat().st_size == 0):
             if not may_create():
                 raise ParioError(missing(path))
@@ -116,7 +119,10 @@ class Meta:
         def allowed() -> bool:
             return bool(may_create() if callable(may_create) else may_create)
 
-        fresh = not os.path.lexists(self.path) or (not self.path.is_symlink() and self.path.stat().st_size == 0)
+        if coord == "rados":        # in RADOS (Ceph's SQLite VFS): missing is the engine's answer
+            fresh = False
+        else:
+            fresh = not os.path.lexists(self.path) or (not self.path.is_symlink() and self.path.stat().st_size == 0)
         if fresh:
             if not allowed():
                 raise ParioError(missing(self.path))
@@ -125,7 +131,10 @@ class Meta:
             self._m = eng.Meta(str(self.path), busy_timeout(), coord)
         except ParioError as exc:
             msg = str(exc)
-            if "no files table" in msg and allowed():      # an emptied database of a store that holds nothing
+            if coord == "rados" and " is missing" in msg and allowed():      # a new store's
+                eng.meta_init(str(self.path), coord)
+                self._m = eng.Meta(str(self.path), busy_timeout(), coord)
+            elif "no files table" in msg and allowed():      # an emptied database of a store that holds nothing
                 eng.meta_init(str(self.path), coord)
                 self._m = eng.Meta(str(self.path), busy_timeout(), coord)
             elif "no files table" in msg or "missing or empty" in msg:

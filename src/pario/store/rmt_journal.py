@@ -60,10 +60,12 @@ def _i64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def read(path, limit: int | None = None) -> Journal:
-    """Parse the journal at ``path``: the header and every valid record up to ``limit``
-    (default: the header's published end; ``0``: as far as valid records go)."""
-    raw = Path(path).read_bytes()
+def read(path, limit: int | None = None, *, raw: bytes | None = None) -> Journal:
+    """Parse the journal at ``path`` (or its bytes ``raw``, ``path`` then only names it): the
+    header and every valid record up to ``limit`` (default: the header's published end;
+    ``0``: as far as valid records go)."""
+    if raw is None:
+        raw = Path(path).read_bytes()
     if len(raw) < HDR_SIZE:
         raise ValueError(f"{path}: shorter than its header")
     magic, version, hdr_size, epoch, end, seq, synced, clean, verify, boot = HEADER.unpack_from(raw, 0)
@@ -354,9 +356,9 @@ class Model:
         return out
 
 
-def replay(path, limit: int | None = None) -> tuple[Model, Journal]:
+def replay(path, limit: int | None = None, *, raw: bytes | None = None) -> tuple[Model, Journal]:
     """Parse and replay the journal at ``path`` (see :func:`read`)."""
-    j = read(path, limit)
+    j = read(path, limit, raw=raw)
     m = Model()
     for rec in j.records:
         m.apply(rec)

@@ -152,16 +152,15 @@ def _holds_anything(root: Path, plane, options: dict) -> bool:
     """The store holds something a missing metadata database would lose: a catalog, a
     journal record, a data file (a new store may create its database)."""
     from .catalog import CATALOG
+    from .locks import shared_record
     from .rmt_journal import HDR_SIZE, HEADER
 
-    if (root / CATALOG).exists():
+    if shared_record(root, CATALOG) is not None:
         return True
+    raw = shared_record(root, "rmt.log") or b""
     try:
-        with open(root / "rmt.log", "rb") as f:
-            if HEADER.unpack(f.read(HEADER.size))[4] > HDR_SIZE:      # end: records were published
-                return True
-    except (OSError, ValueError):
-        pass
+        if HEADER.unpack(raw[:HEADER.size])[4] > HDR_SIZE:      # end: records were published
+            return True
     except Exception:  # noqa: BLE001 - struct.error: a short header is no record
         pass
     return plane.holds_data(**options)

@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "python/bindings.h"
@@ -117,6 +118,32 @@ static PyObject *StoreLock_close(StoreLock *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* read_shared(name): the bytes of the store's shared record name kept by the member (None: it
+ * keeps its records as files of the store directory, or there is none) */
+static PyObject *StoreLock_read_shared(StoreLock *self, PyObject *args)
+{
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name) || check_open(self))
+        return NULL;
+    if (!self->co->ops->read_shared)
+        Py_RETURN_NONE;
+    char *buf = NULL, err[PXS_ERRLEN] = "";
+    size_t n = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = self->co->ops->read_shared(self->co, name, &buf, &n, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc == PXS_ENOENT)
+        Py_RETURN_NONE;
+    if (rc == PXS_ENOMEM)
+        return PyErr_NoMemory();
+    if (rc)
+        return raise(err);
+    PyObject *out = PyBytes_FromStringAndSize(buf, (Py_ssize_t)n);
+    free(buf);
+    return out;
+}
+
 static PyObject *StoreLock_get_mode(StoreLock *self, void *closure)
 {
     (void)closure;
@@ -141,6 +168,8 @@ static PyMethodDef StoreLock_methods[] = {
     {"downgrade", (PyCFunction)StoreLock_downgrade, METH_NOARGS,
      "downgrade(): exclusive -> shared (nobody else gets in between)"},
     {"close", (PyCFunction)StoreLock_close, METH_NOARGS, "close(): release the lock"},
+    {"read_shared", (PyCFunction)StoreLock_read_shared, METH_VARARGS,
+     "read_shared(name): bytes of a record the member keeps outside the store directory, or None"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef StoreLock_getset[] = {

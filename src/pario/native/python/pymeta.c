@@ -24,6 +24,7 @@ typedef struct {
     pxs_meta own_m;
     pthread_mutex_t own_mu;
     int open;
+    pxs_coord *co;           /* the member kept open with its database ("rados": the catalog's sink) */
     char err[PXS_ERRLEN];
 } Meta;
 
@@ -67,6 +68,47 @@ static int check(Meta *self)
         give(self);                                                                                          \
     } while (0)
 
+/* the coordination member of the store whose metadata database is at path: the posix members
+ * over that file alone; "rados" keeps the database in RADOS and opens the store (its directory
+ * is path's parent: store.json) -- NULL with the Python error set */
+static int open_member(const char *member, const char *path, double timeout, pxs_coord **co, char *err, size_t errlen)
+{
+    *co = NULL;
+    int crc;
+    const pxs_coord_ops *ops = pxs_coord_member(member);
+    if (ops && ops == &pxs_coord_rados) {
+        char *root = strdup(path);
+        if (!root) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        char *slash = strrchr(root, '/');
+        if (slash)
+            *slash = 0;
+        Py_BEGIN_ALLOW_THREADS
+        crc = pxs_coord_open(member, slash ? root : ".", timeout, co, err, errlen);
+        Py_END_ALLOW_THREADS
+        free(root);
+        if (crc) {
+            if (crc == PXS_ENOMEM)
+                PyErr_NoMemory();
+            else
+                raise(err);
+            return -1;
+        }
+        return 0;
+    }
+    crc = pxs_coord_files(member, NULL, NULL, path, timeout, co);
+    if (crc != PXS_OK) {
+        if (crc == PXS_ENOSYS)
+            raise("unknown coordination member");
+        else
+            PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 static int Meta_init(Meta *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"path", "timeout", "coord", NULL};
@@ -81,19 +123,19 @@ static int Meta_init(Meta *self, PyObject *args, PyObject *kw)
     if (self->open)
         pxs_meta_close(self->m);
     self->open = 0;
-    pxs_coord *co = NULL;       /* the store's coordination member over this database file (store/coord.h) */
-    int crc = pxs_coord_files(member, NULL, NULL, path, timeout, &co);
-    if (crc != PXS_OK) {
-        if (crc == PXS_ENOSYS)
-            raise("unknown coordination member");
-        else
-            PyErr_NoMemory();
+    pxs_coord_close(self->co);
+    self->co = NULL;
+    pxs_coord *co = NULL;       /* the store's coordination member over this database (store/coord.h) */
+    if (open_member(member, path, timeout, &co, self->err, sizeof self->err))
         return -1;
-    }
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = pxs_coord_meta_open(co, self->m, self->err, sizeof self->err);
     Py_END_ALLOW_THREADS
+    if (!rc && co->ops == &pxs_coord_rados) {
+        self->co = co;          /* the catalog's lines go through it while the database is open */
+        co = NULL;
+    }
     pxs_coord_close(co);
     if (rc) {
         raise(self->err);
@@ -120,6 +162,7 @@ static void Meta_dealloc(Meta *self)
 {
     if (self->open && !self->owner)
         pxs_meta_close(self->m);
+    pxs_coord_close(self->co);
     if (self->mu == &self->own_mu)
         pthread_mutex_destroy(self->mu);
     Py_CLEAR(self->owner);
@@ -133,6 +176,8 @@ static PyObject *Meta_close(Meta *self, PyObject *unused)
     if (self->open && !self->owner)     /* a borrowed database is closed with its engine */
         pxs_meta_close(self->m);
     self->open = 0;
+    pxs_coord_close(self->co);
+    self->co = NULL;
     give(self);
     Py_RETURN_NONE;
 }
@@ -360,15 +405,15 @@ static PyObject *meta_init(PyObject *mod, PyObject *args)
     const char *path, *member = NULL;
     if (!PyArg_ParseTuple(args, "s|z", &path, &member))
         return NULL;
-    const pxs_coord_ops *ops = pxs_coord_member(member);      /* the member's journal mode (store/coord.h) */
-    if (!ops)
-        return raise("unknown coordination member");
-    int wal = ops->meta_wal;
     char err[PXS_ERRLEN];
+    pxs_coord *co = NULL;       /* the member makes it (its journal mode, its storage: store/coord.h) */
+    if (open_member(member, path, 60.0, &co, err, sizeof err))
+        return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pxs_meta_init(path, wal, err, sizeof err);
+    rc = pxs_coord_meta_init(co, err, sizeof err);
     Py_END_ALLOW_THREADS
+    pxs_coord_close(co);
     if (rc)
         return raise(err);
     Py_RETURN_NONE;

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const pxs_coord_ops *const members[] = {&pxs_coord_host, &pxs_coord_pfs};
+static const pxs_coord_ops *const members[] = {&pxs_coord_host, &pxs_coord_pfs, &pxs_coord_rados};
 
 const pxs_coord_ops *pxs_coord_member(const char *name)
 {

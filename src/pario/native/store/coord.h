@@ -13,7 +13,10 @@
  *          another machine has open is refused (PXS_EREMOTE);
  *   pfs    coord/posix.c: nodes sharing a parallel file system: fcntl locks on DIR/.lock, the
  *          journal with pread/pwrite and a byte-range lock (core/journal_file.c), the same
- *          range locks, SQLite with a rollback journal (docs/multinode.md).
+ *          range locks, SQLite with a rollback journal (docs/multinode.md);
+ *   rados  coord/rados.c: clients of the RADOS cluster holding a rados store: leased cls_lock
+ *          locks, the journal as an object with version-fenced writes
+ *          (coord/journal_rados.c), per-file range locks, SQLite through Ceph's VFS.
  *
  * What every member guarantees:
  *  - store lock: exclusive excludes every other holder, shared excludes only an exclusive
@@ -65,6 +68,13 @@ typedef struct pxs_coord_ops {
 
     /* ---- the metadata (store/meta.h) */
     int (*meta_open)(pxs_coord *co, pxs_meta *m, char *err, size_t errlen);
+    /* a new, empty database with the schema (a new store; pario.store.init_store) */
+    int (*meta_init)(pxs_coord *co, char *err, size_t errlen);
+
+    /* optional (NULL: the store's files are in its directory, read them there): the bytes of
+     * the store's shared record name ("rmt.log", "catalog.log") for pario.store's independent
+     * readers (fsck, repair); *buf malloc'ed; PXS_ENOENT: there is none */
+    int (*read_shared)(pxs_coord *co, const char *name, char **buf, size_t *n, char *err, size_t errlen);
 
     /* ---- the RMT journal (core/rmt.h's rmt_core, owned by the caller) */
     /* PXS_OK the journal exists, PXS_ENOENT none, PXS_ENOSYS only a pre-journal table */
@@ -95,6 +105,7 @@ struct pxs_coord {
 
 extern const pxs_coord_ops pxs_coord_host;     /* coord/posix.c: one machine */
 extern const pxs_coord_ops pxs_coord_pfs;      /* coord/posix.c: nodes of a parallel file system */
+extern const pxs_coord_ops pxs_coord_rados;    /* coord/rados.c: clients of the RADOS cluster of a rados store */
 
 /* the member named name (NULL or "": "host"); NULL if there is none */
 const pxs_coord_ops *pxs_coord_member(const char *name);
@@ -128,6 +139,10 @@ static inline int pxs_coord_unlock(pxs_coord *co)
 static inline int pxs_coord_meta_open(pxs_coord *co, pxs_meta *m, char *err, size_t errlen)
 {
     return co->ops->meta_open(co, m, err, errlen);
+}
+static inline int pxs_coord_meta_init(pxs_coord *co, char *err, size_t errlen)
+{
+    return co->ops->meta_init(co, err, errlen);
 }
 static inline int pxs_coord_journal_probe(pxs_coord *co) { return co->ops->journal_probe(co); }
 static inline int pxs_coord_journal_open(pxs_coord *co, rmt_core *c, int shared, int first)

@@ -104,6 +104,8 @@ void pxs_strv_free(char **v, size_t n)
 #define SQ_OPEN_CREATE 0x4
 #define SQ_OPEN_NOFOLLOW 0x01000000   /* SQLite >= 3.31: the path may not contain a link */
 #define SQ_OPEN_NOMUTEX 0x8000
+#define SQ_OPEN_URI 0x40
+#define SQ_CANTOPEN 14
 #define SQ_TRANSIENT ((void (*)(void *))-1)
 
 static struct {
@@ -124,6 +126,9 @@ static struct {
     int (*extended_errcode)(void *);
     void *(*vfs_find)(const char *);
     int (*vfs_register)(void *, int);
+    int (*enable_load_extension)(void *, int);
+    int (*load_extension)(void *, const char *, const char *, char **);
+    void (*free)(void *);
 } sq;
 static int sq_loaded;          /* 1 ok, -1 failed */
 static char sq_why[256];
@@ -150,6 +155,8 @@ static void sq_load(void)
         {"sqlite3_last_insert_rowid", (void **)&sq.last_insert_rowid},
         {"sqlite3_changes", (void **)&sq.changes},       {"sqlite3_extended_errcode", (void **)&sq.extended_errcode},
         {"sqlite3_vfs_find", (void **)&sq.vfs_find},     {"sqlite3_vfs_register", (void **)&sq.vfs_register},
+        {"sqlite3_enable_load_extension", (void **)&sq.enable_load_extension},
+        {"sqlite3_load_extension", (void **)&sq.load_extension}, {"sqlite3_free", (void **)&sq.free},
     };
     sq_loaded = pxs_dlsym_table(h, "libsqlite3.so.0", tab, sizeof tab / sizeof tab[0], sq_why, sizeof sq_why) ? -1 : 1;
 }
@@ -247,6 +254,8 @@ static int exec_sql(pxs_meta *m, const char *what, char *err, size_t errlen, con
     return PXS_OK;
 }
 
+static int opened(pxs_meta *m, const char *path, double timeout, const char *journal_mode, char *err, size_t errlen);
+
 int pxs_meta_open(pxs_meta *m, const char *path, double timeout, int wal, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
@@ -293,10 +302,19 @@ int pxs_meta_open(pxs_meta *m, const char *path, double timeout, int wal, char *
         pxs_meta_close(m);
         return PXS_EDB;
     }
+    return opened(m, path, timeout, wal ? "WAL" : "PERSIST", err, errlen);
+}
+
+/* an open database made ready: busy timeout, journal mode, synchronous=FULL, a quick integrity
+ * check, the files table there (closed on failure) */
+static int opened(pxs_meta *m, const char *path, double timeout, const char *journal_mode, char *err, size_t errlen)
+{
+    int rc;
     double ms = timeout * 1000.0;
     sq.busy_timeout(m->db, ms > 2e9 ? 2000000000 : (int)ms);
     /* the coordination's journal mode, synchronous=FULL, a quick integrity check */
-    if ((rc = exec_sql(m, "journal mode", err, errlen, wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=PERSIST",
+    if ((rc = exec_sql(m, "journal mode", err, errlen, strcmp(journal_mode, "WAL") == 0 ? "PRAGMA journal_mode=WAL"
+                                                                                       : "PRAGMA journal_mode=PERSIST",
                        NULL))
         || (rc = exec_sql(m, "synchronous", err, errlen, "PRAGMA synchronous=FULL", NULL)))
         goto fail;
@@ -442,6 +460,8 @@ static char *json_string(const char *s)
  * before the change is acknowledged, from which fsck --repair rebuilds a lost database. */
 static int catalog_append(pxs_meta *m, const char *line, size_t n, char *err, size_t errlen)
 {
+    if (m->catalog_append)
+        return m->catalog_append(m->catalog_ctx, line, n, err, errlen);
     char dir[PATH_MAX], path[PATH_MAX + 16];
     store_dir(m->path, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/catalog.log", dir);
@@ -682,4 +702,90 @@ int pxs_meta_dirty_names(pxs_meta *m, char ***names, size_t *n, char *err, size_
     }
     sq.finalize(st);
     return PXS_OK;
+}
+
+/* ------------------------------------------------------------------ metadata in RADOS
+ * Ceph's SQLite VFS (libcephsqlite, "ceph"; docs.ceph.com, "Ceph SQLite VFS"): the database
+ * striped over objects of a pool's namespace, every transaction under RADOS locks the VFS
+ * keeps (clients one after another), SQLite's rollback journal (no WAL: its index is a shared
+ * mapping).  Loaded once into this process's libsqlite3 as an extension; its RADOS client
+ * reads the cluster's configuration from CEPH_CONF at its first open: one cluster per process. */
+static int ceph_loaded;        /* 1 ok, -1 failed */
+static char ceph_why[300];
+static pthread_once_t ceph_once = PTHREAD_ONCE_INIT;
+static char ceph_conf[PATH_MAX];
+
+static void ceph_load(void)
+{
+    void *db = NULL;
+    char *msg = NULL;
+    ceph_loaded = -1;
+    if (sq.open_v2(":memory:", &db, SQ_OPEN_READWRITE | SQ_OPEN_CREATE, NULL) != SQ_OK) {
+        snprintf(ceph_why, sizeof ceph_why, "SQLite cannot open a database in memory");
+    } else if (sq.enable_load_extension(db, 1) != SQ_OK) {
+        snprintf(ceph_why, sizeof ceph_why, "this SQLite does not load extensions");
+    } else if (setenv("CEPH_CONF", ceph_conf, 1) != 0
+               || sq.load_extension(db, "libcephsqlite.so", NULL, &msg) != SQ_OK) {
+        snprintf(ceph_why, sizeof ceph_why, "cannot load Ceph's SQLite VFS libcephsqlite.so (%s): a store coordinated "
+                 "in RADOS needs it (scripts/setup.sh ceph installs libsqlite3-mod-ceph)", msg ? msg : "?");
+    } else {
+        ceph_loaded = 1;
+    }
+    if (msg)
+        sq.free(msg);
+    if (db)
+        sq.close_v2(db);
+}
+
+int pxs_meta_open_rados(pxs_meta *m, const char *conf, const char *pool, const char *ns, int create, double timeout,
+                        char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    pthread_once(&sq_once, sq_load);
+    if (sq_loaded != 1) {
+        snprintf(err, errlen, "metadata database in RADOS: %s", sq_why);
+        return PXS_ENOSYS;
+    }
+    if (!ceph_conf[0])
+        snprintf(ceph_conf, sizeof ceph_conf, "%s", conf);
+    pthread_once(&ceph_once, ceph_load);
+    if (ceph_loaded != 1) {
+        snprintf(err, errlen, "%s", ceph_why);
+        return PXS_ENOSYS;
+    }
+    if (strcmp(ceph_conf, conf) != 0) {
+        snprintf(err, errlen, "metadata database in RADOS: this process already uses the cluster of %s (Ceph's SQLite "
+                 "VFS serves one cluster per process), not %s", ceph_conf, conf);
+        return PXS_EINVAL;
+    }
+    char uri[PATH_MAX + 64];
+    snprintf(uri, sizeof uri, "file:///%s:%s/meta.db?vfs=ceph", pool, ns);
+    char where[PATH_MAX + 64];
+    snprintf(where, sizeof where, "rados:%s/%s/meta.db", pool, ns);
+    if (!(m->path = strdup(where)))
+        return PXS_ENOMEM;
+    m->timeout = timeout;
+    int rc = sq.open_v2(uri, &m->db, SQ_OPEN_READWRITE | SQ_OPEN_NOMUTEX | SQ_OPEN_URI | (create ? SQ_OPEN_CREATE : 0),
+                        NULL);
+    if (rc != SQ_OK) {
+        if (!create && (rc & 0xFF) == SQ_CANTOPEN) {
+            snprintf(err, errlen, "metadata database %s is missing: rebuild it with 'pario store fsck --store DIR "
+                     "--repair'", where);
+            pxs_meta_close(m);
+            return PXS_ENOENT;
+        }
+        db_fail(m, rc, "open", err, errlen);
+        pxs_meta_close(m);
+        return PXS_EDB;
+    }
+    if (create) {
+        /* 64 KiB pages (libcephsqlite's advice: fewer object operations per transaction) */
+        if ((rc = exec_sql(m, "page size", err, errlen, "PRAGMA page_size=65536", NULL))
+            || (rc = exec_sql(m, "journal mode", err, errlen, "PRAGMA journal_mode=PERSIST", NULL))
+            || (rc = exec_sql(m, "schema", err, errlen, SCHEMA, NULL))) {
+            pxs_meta_close(m);
+            return rc;
+        }
+    }
+    return opened(m, where, timeout, "PERSIST", err, errlen);
 }

@@ -71,6 +71,10 @@ typedef struct {
     void *db;           /* sqlite3 * */
     char *path;
     double timeout;
+    /* where the catalog's lines go when the store's files are not in a directory (the "rados"
+     * coordination: an object): NULL, DIR/catalog.log beside the database */
+    int (*catalog_append)(void *ctx, const char *line, size_t n, char *err, size_t errlen);
+    void *catalog_ctx;
 } pxs_meta;
 
 typedef struct {
@@ -83,6 +87,11 @@ typedef struct {
 
 /* wal: SQLite's write-ahead log (one machine), else its rollback journal (store/coord.h) */
 int pxs_meta_open(pxs_meta *m, const char *path, double timeout, int wal, char *err, size_t errlen);
+/* the metadata of a store coordinated in RADOS (store/coord/rados.c): database meta.db of pool's
+ * namespace ns through Ceph's SQLite VFS, the cluster of ceph.conf conf; create: made (with its
+ * schema) if missing, else a missing one is PXS_ENOENT */
+int pxs_meta_open_rados(pxs_meta *m, const char *conf, const char *pool, const char *ns, int create, double timeout,
+                        char *err, size_t errlen);
 void pxs_meta_close(pxs_meta *m);
 void pxs_meta_rec_free(pxs_meta_rec *r);
 /* 1 found (rec filled), 0 no such file, < 0 error */

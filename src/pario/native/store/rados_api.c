@@ -63,6 +63,14 @@ static void rd_load(void)
         {"rados_nobjects_list_open", (void **)&pxs_rados.nobjects_list_open},
         {"rados_nobjects_list_next", (void **)&pxs_rados.nobjects_list_next},
         {"rados_nobjects_list_close", (void **)&pxs_rados.nobjects_list_close},
+        {"rados_read", (void **)&pxs_rados.read},
+        {"rados_write_full", (void **)&pxs_rados.write_full},
+        {"rados_write_op_write_full", (void **)&pxs_rados.write_op_write_full},
+        {"rados_write_op_setxattr", (void **)&pxs_rados.write_op_setxattr},
+        {"rados_write_op_append", (void **)&pxs_rados.write_op_append},
+        {"rados_lock_exclusive", (void **)&pxs_rados.lock_exclusive},
+        {"rados_lock_shared", (void **)&pxs_rados.lock_shared},
+        {"rados_unlock", (void **)&pxs_rados.unlock},
     };
     rd_loaded = pxs_dlsym_table(h, "librados.so.2", tab, sizeof tab / sizeof tab[0], rd_why, sizeof rd_why) ? -1 : 1;
 }

@@ -12,7 +12,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/time.h>
 #include <time.h>
+
+#include "store/meta.h"
 
 #define PXS_RADOS_CREATE_EXCLUSIVE 1        /* LIBRADOS_CREATE_EXCLUSIVE */
 #define PXS_RADOS_CREATE_IDEMPOTENT 0       /* LIBRADOS_CREATE_IDEMPOTENT */
@@ -53,7 +56,20 @@ typedef struct pxs_rados_api {
     int (*nobjects_list_open)(rd_handle, rd_handle *);
     int (*nobjects_list_next)(rd_handle, const char **, const char **, const char **);
     void (*nobjects_list_close)(rd_handle);
+    /* the coordination member (store/coord/rados.c): synchronous object I/O and cls_lock leases */
+    int (*read)(rd_handle, const char *, char *, size_t, uint64_t);
+    int (*write_full)(rd_handle, const char *, const char *, size_t);
+    void (*write_op_write_full)(rd_handle, const char *, size_t);
+    void (*write_op_setxattr)(rd_handle, const char *, const char *, size_t);
+    void (*write_op_append)(rd_handle, const char *, size_t);
+    int (*lock_exclusive)(rd_handle, const char *, const char *, const char *, const char *, struct timeval *,
+                          uint8_t);
+    int (*lock_shared)(rd_handle, const char *, const char *, const char *, const char *, const char *,
+                       struct timeval *, uint8_t);
+    int (*unlock)(rd_handle, const char *, const char *, const char *);
 } pxs_rados_api;
+
+#define PXS_RADOS_LOCK_RENEW 1              /* LIBRADOS_LOCK_FLAG_RENEW */
 
 /* the functions, valid after pxs_rados_load returned PXS_OK */
 extern pxs_rados_api pxs_rados;
@@ -64,5 +80,9 @@ int pxs_rados_load(char *err, size_t errlen);
 /* a connected cluster handle for the cluster directory cluster (its ceph.conf): PXS_OK,
  * PXS_ENOENT (no ceph.conf: the cluster is down), PXS_EIO; err: one line */
 int pxs_rados_connect(const char *cluster, rd_handle *out, char *err, size_t errlen);
+
+/* the cluster directory of a store on the rados data plane (store.json "cluster"; planes/rados.c),
+ * NULL for another plane */
+const char *pxs_rados_cluster_of(const pxs_config *cfg);
 
 #endif

@@ -291,6 +291,16 @@ static int host_meta_open(pxs_coord *co, pxs_meta *m, char *err, size_t errlen)
     return pxs_meta_open(m, h->meta, co->timeout, co->ops->meta_wal, err, errlen);
 }
 
+static int host_meta_init(pxs_coord *co, char *err, size_t errlen)
+{
+    host *h = (host *)co;
+    if (!h->meta) {
+        snprintf(err, errlen, "no metadata database");
+        return PXS_EINVAL;
+    }
+    return pxs_meta_init(h->meta, co->ops->meta_wal, err, errlen);
+}
+
 /* ------------------------------------------------------------------ the journal (core/) */
 static int host_journal_probe(pxs_coord *co)
 {
@@ -373,7 +383,7 @@ static int host_range_unlock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x
     {                                                                                                        \
         .name = NAME, .uncached_data = NODES, .meta_wal = !(NODES), .open = OPEN, .close = host_close,        \
         .try_lock = host_try_lock,                                                                           \
-        .downgrade = host_downgrade, .release = host_release, .unlock = host_unlock, .meta_open = host_meta_open,                   \
+        .downgrade = host_downgrade, .release = host_release, .unlock = host_unlock, .meta_open = host_meta_open, .meta_init = host_meta_init,                   \
         .journal_probe = host_journal_probe, .journal_open = host_journal_open,                              \
         .journal_close = host_journal_close, .journal_lock = host_journal_lock,                              \
         .journal_publish = host_journal_publish, .journal_follow = host_journal_follow,                      \

@@ -630,3 +630,10 @@ const pxs_dfops pxs_df_rados = {
     .sync = df_sync,
     .list = df_list,
 };
+
+const char *pxs_rados_cluster_of(const pxs_config *cfg)
+{
+    if (!cfg->plane || strcmp(cfg->plane, "rados") != 0 || !cfg->plane_cfg)
+        return NULL;
+    return ((const rconfig *)cfg->plane_cfg)->cluster;
+}

@@ -1,0 +1,606 @@
+/* pario store: the coordination member "rados" (store/coord.h; docs/multinode.md, "rados"):
+ * everything processes of a store share kept in the RADOS cluster of its data (a store on
+ * the rados data plane), so that a client on any node of the cluster needs only the store's
+ * store.json.  The objects live in namespace "<id>.coord" of the pool of the store's first
+ * server (store.json "coord_pool" names another), apart from the data objects (namespace
+ * "<id>", store/planes/rados.c):
+ *
+ *   store lock      cls_lock "store" on object "store.lock", exclusive or shared, leased
+ *                   (coord/rados_lease.h).  cls_lock cannot convert a lock in place (measured:
+ *                   an exclusive request with the renew flag by the only shared holder is
+ *                   refused, -EBUSY), so an exclusive taker first takes the exclusive lock
+ *                   "gate" on the same object and keeps it while exclusive; a downgrade drops
+ *                   "store", takes it shared, then drops "gate": no exclusive taker passes the
+ *                   gate in between, and shared takers do not need it;
+ *   journal         the RMT journal as object "rmt.log", its lock a leased cls_lock on
+ *                   "rmt.lock", its writes fenced by the object's version
+ *                   (coord/journal_rados.h);
+ *   range locks     per file, not per byte range: cls_lock "range" on object "range.<fid>",
+ *                   shared for writers, exclusive (behind the gate "gate" of the same object) for
+ *                   a synchronisation or a replicator chunk; coarser than fcntl's byte ranges:
+ *                   disjoint ranges of one file serialise against a synchroniser, never wrongly
+ *                   coexist.  Within a process the locks of all threads count as one holder, as
+ *                   fcntl's open-file-description locks do: a thread's exclusive request while
+ *                   another thread of the process holds the file shared converts the process's
+ *                   lock (gate first, then shared -> exclusive), and back when it ends;
+ *   metadata        meta.db through Ceph's SQLite VFS (store/meta.c, pxs_meta_open_rados);
+ *   lease           PARIO_RADOS_LEASE seconds (default 10): a dead process's locks are taken
+ *                   over one lease after its last renewal.
+ * A process stalled for longer than the lease loses its locks: the set is marked lost and every
+ * later lock or journal write of it fails (the journal's version fence refuses it too). */
+#define _GNU_SOURCE
+#include "store/coord.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/coord/journal_rados.h"
+#include "store/coord/rados_lease.h"
+#include "store/json.h"
+#include "store/rados_api.h"
+
+#define LEASE_DEFAULT 10.0
+#define STORE_OBJECT "store.lock"
+
+typedef struct {
+    uint64_t fid;
+    int mode;                  /* what the process holds in RADOS: 0 nothing, 1 shared, 2 exclusive */
+    int nsh, nex;              /* holders in this process */
+} rfile;
+
+typedef struct {
+    uint64_t fid;
+    int64_t x, e;
+    int exclusive;
+} rheld;
+
+typedef struct {
+    pxs_coord h;               /* first: the interface's header */
+    rd_handle cluster;
+    rd_handle lock_io, journal_io;
+    pxs_lease *lease;
+    pxs_rjournal journal;
+    char *conf;                /* the cluster's ceph.conf */
+    char *pool, *ns;
+    int store_mode;            /* 0, 1 shared, 2 exclusive (with the gate) */
+    /* range locks: the process's state per file, one transition in RADOS at a time */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int busy;
+    rfile *files;
+    size_t nfiles, capfiles;
+    rheld *held;
+    size_t nheld, capheld;
+} rcoord;
+
+static double lease_seconds(void)
+{
+    const char *s = getenv("PARIO_RADOS_LEASE");
+    if (s && *s) {
+        char *end;
+        double v = strtod(s, &end);
+        if (*end == 0 && v >= 0.5 && v <= 3600)
+            return v;
+    }
+    return LEASE_DEFAULT;
+}
+
+static void rados_close(pxs_coord *co)
+{
+    rcoord *r = (rcoord *)co;
+    if (!r)
+        return;
+    if (r->lease)
+        pxs_lease_free(r->lease);    /* every lock released */
+    if (r->journal_io)
+        pxs_rados.ioctx_destroy(r->journal_io);
+    if (r->lock_io)
+        pxs_rados.ioctx_destroy(r->lock_io);
+    if (r->cluster)
+        pxs_rados.shutdown(r->cluster);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r->files);
+    free(r->held);
+    free(r->conf);
+    free(r->pool);
+    free(r->ns);
+    free(r->h.journal_where);
+    free(r->h.lock_where);
+    free(r);
+}
+
+/* store.json "coord_pool" (optional): the pool of the coordination objects */
+static int coord_pool(const char *root, char **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    char *path = pxs_join(root, "store.json");
+    if (!path)
+        return PXS_ENOMEM;
+    size_t len = 0;
+    char *text = pxs_read_text(path, &len, 1 << 20);
+    free(path);
+    if (!text)
+        return PXS_OK;       /* pxs_config_read said what was wrong already */
+    pxs_json *j = NULL;
+    int rc = pxs_json_parse(text, len, &j, err, errlen) ? PXS_EINVAL : PXS_OK;
+    const pxs_json *p = j ? pxs_json_get(j, "coord_pool") : NULL;
+    if (!rc && p && p->type == PXS_JSTR && p->slen && strlen(p->s) == p->slen && !(*out = strdup(p->s)))
+        rc = PXS_ENOMEM;
+    else if (!rc && p && p->type != PXS_JNULL && !*out) {
+        snprintf(err, errlen, "%s/store.json: \"coord_pool\" must name a pool", root);
+        rc = PXS_EINVAL;
+    }
+    pxs_json_free(j);
+    free(text);
+    return rc;
+}
+
+static int io_for(rcoord *r, rd_handle *io, char *err, size_t errlen)
+{
+    int rv = pxs_rados.ioctx_create(r->cluster, r->pool, io);
+    if (rv < 0) {
+        *io = NULL;
+        snprintf(err, errlen, "%s pool %s of the store's coordination: %s", rv == -ENOENT ? "no" : "cannot open",
+                 r->pool, strerror(-rv));
+        return rv == -ENOENT ? PXS_ENOENT : PXS_EIO;
+    }
+    pxs_rados.ioctx_set_namespace(*io, r->ns);
+    return PXS_OK;
+}
+
+static int rados_open(const char *root, double timeout, pxs_coord **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    pxs_config cfg;
+    int rc = pxs_config_read(root, &cfg, err, errlen);
+    if (rc)
+        return rc;
+    const char *cluster = pxs_rados_cluster_of(&cfg);
+    if (!cluster || cfg.nservers < 1) {
+        snprintf(err, errlen, "store %s: coordination 'rados' keeps the store's metadata, RMT journal and locks in the "
+                 "RADOS cluster of its data: it needs a store on the rados data plane (its backend is '%s')", root,
+                 cfg.plane ? cfg.plane : "?");
+        pxs_config_free(&cfg);
+        return PXS_EINVAL;
+    }
+    rcoord *r = calloc(1, sizeof *r);
+    if (!r) {
+        pxs_config_free(&cfg);
+        return PXS_ENOMEM;
+    }
+    r->h.ops = &pxs_coord_rados;
+    r->h.timeout = timeout;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    char *pool = NULL;
+    rc = coord_pool(root, &pool, err, errlen);
+    r->pool = pool ? pool : strdup(cfg.servers[0].place);
+    size_t nl = strlen(cfg.id) + 8;
+    r->ns = malloc(nl);
+    if (r->ns)
+        snprintf(r->ns, nl, "%s.coord", cfg.id);
+    r->conf = pxs_join(cluster, "ceph.conf");
+    pxs_config_free(&cfg);
+    if (!rc && (!r->pool || !r->ns || !r->conf))
+        rc = PXS_ENOMEM;
+    if (!rc) {
+        size_t n = strlen(r->pool) + strlen(r->ns) + 32;
+        r->h.journal_where = malloc(n);
+        r->h.lock_where = malloc(n);
+        if (!r->h.journal_where || !r->h.lock_where)
+            rc = PXS_ENOMEM;
+        else {
+            snprintf(r->h.journal_where, n, "rados:%s/%s/rmt.log", r->pool, r->ns);
+            snprintf(r->h.lock_where, n, "rados:%s/%s/" STORE_OBJECT, r->pool, r->ns);
+        }
+    }
+    if (!rc) {
+        char *dir = strdup(r->conf);
+        if (!dir)
+            rc = PXS_ENOMEM;
+        else {
+            *strrchr(dir, '/') = 0;
+            rc = pxs_rados_connect(dir, &r->cluster, err, errlen);
+            free(dir);
+        }
+    }
+    if (!rc)
+        rc = io_for(r, &r->lock_io, err, errlen);
+    if (!rc)
+        rc = io_for(r, &r->journal_io, err, errlen);
+    if (!rc && !(r->lease = pxs_lease_new(r->lock_io, lease_seconds()))) {
+        snprintf(err, errlen, "cannot start the lease renewal thread");
+        rc = PXS_ENOMEM;
+    }
+    if (rc) {
+        if (rc == PXS_ENOMEM && !err[0])
+            snprintf(err, errlen, "out of memory");
+        rados_close(&r->h);
+        return rc;
+    }
+    pxs_rjournal_init(&r->journal, r->journal_io, r->lease);
+    *out = &r->h;
+    return PXS_OK;
+}
+
+/* ------------------------------------------------------------------ the store lock */
+static int rados_try_lock(pxs_coord *co, int exclusive)
+{
+    rcoord *r = (rcoord *)co;
+    if (r->store_mode)
+        return PXS_EINVAL;
+    if (!exclusive) {
+        int rc = pxs_lease_try(r->lease, STORE_OBJECT, "store", 0);
+        if (!rc)
+            r->store_mode = 1;
+        return rc;
+    }
+    int rc = pxs_lease_try(r->lease, STORE_OBJECT, "gate", 1);
+    if (rc)
+        return rc;
+    rc = pxs_lease_try(r->lease, STORE_OBJECT, "store", 1);
+    if (rc) {
+        pxs_lease_drop(r->lease, STORE_OBJECT, "gate");
+        return rc;
+    }
+    r->store_mode = 2;
+    return PXS_OK;
+}
+
+static int rados_downgrade(pxs_coord *co)
+{
+    rcoord *r = (rcoord *)co;
+    if (r->store_mode != 2)
+        return r->store_mode == 1 ? PXS_OK : PXS_EINVAL;
+    pxs_lease_drop(r->lease, STORE_OBJECT, "store");
+    /* nobody exclusive can have come in: the gate is still this process's */
+    int rc = pxs_lease_try(r->lease, STORE_OBJECT, "store", 0);
+    pxs_lease_drop(r->lease, STORE_OBJECT, "gate");
+    r->store_mode = rc ? 0 : 1;
+    return rc ? PXS_EIO : PXS_OK;
+}
+
+static void rados_unlock(pxs_coord *co)
+{
+    rcoord *r = (rcoord *)co;
+    pxs_lease_drop(r->lease, STORE_OBJECT, "store");
+    if (r->store_mode == 2)
+        pxs_lease_drop(r->lease, STORE_OBJECT, "gate");
+    r->store_mode = 0;
+}
+
+/* ------------------------------------------------------------------ metadata */
+/* the catalog (pario.store.catalog) as object "catalog.log": one append operation a line
+ * (atomic: two clients' lines never interleave), acknowledged when durable */
+static int catalog_line(void *ctx, const char *line, size_t n, char *err, size_t errlen)
+{
+    rcoord *r = ctx;
+    rd_handle op = pxs_rados.create_write_op();
+    if (!op)
+        return PXS_ENOMEM;
+    pxs_rados.write_op_append(op, line, n);
+    int rv = pxs_rados.write_op_operate(op, r->lock_io, "catalog.log", NULL, 0);
+    pxs_rados.release_write_op(op);
+    if (rv < 0) {
+        snprintf(err, errlen, "store catalog rados:%s/%s/catalog.log: %s", r->pool, r->ns, strerror(-rv));
+        return PXS_EIO;
+    }
+    return PXS_OK;
+}
+
+static int rados_meta_open(pxs_coord *co, pxs_meta *m, char *err, size_t errlen)
+{
+    rcoord *r = (rcoord *)co;
+    /* the VFS's first object (libcephsqlite's striper: "<db>.<16 hex digits>"): its absence is a
+     * missing database (the VFS's own open says only "unknown error") */
+    uint64_t size;
+    int rv = pxs_rados.stat(r->lock_io, "meta.db.0000000000000000", &size, NULL);
+    if (rv == -ENOENT) {
+        memset(m, 0, sizeof *m);
+        snprintf(err, errlen, "metadata database rados:%s/%s/meta.db is missing: rebuild it with 'pario store fsck "
+                 "--store DIR --repair'", r->pool, r->ns);
+        return PXS_ENOENT;
+    }
+    int rc = pxs_meta_open_rados(m, r->conf, r->pool, r->ns, 0, co->timeout, err, errlen);
+    if (!rc) {
+        m->catalog_append = catalog_line;
+        m->catalog_ctx = r;
+    }
+    return rc;
+}
+
+static int rados_read_shared(pxs_coord *co, const char *name, char **buf, size_t *n, char *err, size_t errlen)
+{
+    rcoord *r = (rcoord *)co;
+    *buf = NULL;
+    *n = 0;
+    uint64_t size = 0;
+    int rv = pxs_rados.stat(r->lock_io, name, &size, NULL);
+    if (rv == -ENOENT)
+        return PXS_ENOENT;
+    char *b = rv < 0 ? NULL : malloc(size ? size : 1);
+    size_t got = 0;
+    while (rv >= 0 && b && got < size) {
+        rv = pxs_rados.read(r->lock_io, name, b + got, size - got > ((size_t)1 << 30) ? (size_t)1 << 30 : size - got,
+                            got);
+        if (rv == 0)
+            break;
+        if (rv > 0)
+            got += (size_t)rv;
+    }
+    if (rv < 0 || !b) {
+        free(b);
+        if (rv >= 0)
+            return PXS_ENOMEM;
+        snprintf(err, errlen, "rados:%s/%s/%s: %s", r->pool, r->ns, name, strerror(-rv));
+        return PXS_EIO;
+    }
+    *buf = b;
+    *n = got;
+    return PXS_OK;
+}
+
+static int rados_meta_init(pxs_coord *co, char *err, size_t errlen)
+{
+    rcoord *r = (rcoord *)co;
+    pxs_meta m;
+    int rc = pxs_meta_open_rados(&m, r->conf, r->pool, r->ns, 1, co->timeout, err, errlen);
+    if (!rc)
+        pxs_meta_close(&m);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the journal */
+static int rados_journal_probe(pxs_coord *co)
+{
+    rcoord *r = (rcoord *)co;
+    uint64_t size;
+    int rv = pxs_rados.stat(r->journal_io, "rmt.log", &size, NULL);
+    return rv == 0 ? PXS_OK : rv == -ENOENT ? PXS_ENOENT : PXS_EIO;
+}
+
+static int rados_journal_open(pxs_coord *co, rmt_core *c, int shared, int first)
+{
+    rcoord *r = (rcoord *)co;
+    return rmt_open(c, &r->journal.ops, co->journal_where, NULL, shared, first, co->timeout);
+}
+
+static void rados_journal_close(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    rmt_close(c);
+}
+
+static int rados_journal_lock(pxs_coord *co, rmt_core *c, double timeout)
+{
+    (void)co;
+    return rmt_begin(c, timeout);
+}
+
+static int rados_journal_publish(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    return rmt_commit(c);
+}
+
+static int rados_journal_follow(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    return rmt_catch_up(c);
+}
+
+static int rados_journal_sync(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    return rmt_sync(c);
+}
+
+static int rados_journal_checkpoint(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    return rmt_checkpoint(c);
+}
+
+static int rados_journal_set_clean(pxs_coord *co, rmt_core *c, int clean)
+{
+    (void)co;
+    return rmt_set_clean(c, clean);
+}
+
+/* ------------------------------------------------------------------ range locks (per file) */
+static rfile *file_of(rcoord *r, uint64_t fid)
+{
+    for (size_t i = 0; i < r->nfiles; i++)
+        if (r->files[i].fid == fid)
+            return &r->files[i];
+    if (r->nfiles == r->capfiles) {
+        size_t nc = r->capfiles ? 2 * r->capfiles : 8;
+        rfile *nf = realloc(r->files, nc * sizeof *nf);
+        if (!nf)
+            return NULL;
+        r->files = nf;
+        r->capfiles = nc;
+    }
+    r->files[r->nfiles] = (rfile){fid, 0, 0, 0};
+    return &r->files[r->nfiles++];
+}
+
+static void oid_of(char *out, size_t n, uint64_t fid)
+{
+    snprintf(out, n, "range.%llu", (unsigned long long)fid);
+}
+
+/* the process's lock of fid in RADOS brought to mode want (0, 1, 2) from f->mode; called with
+ * r->busy set and r->mu released.  Exclusive always behind the gate. */
+static int transition(rcoord *r, uint64_t fid, int from, int want, double timeout)
+{
+    char oid[48];
+    oid_of(oid, sizeof oid, fid);
+    int rc = PXS_OK;
+    if (want == 2) {
+        if ((rc = pxs_lease_wait(r->lease, oid, "gate", 1, timeout)))
+            return rc;
+        if (from == 1)
+            pxs_lease_drop(r->lease, oid, "range");    /* only shared takers can come in now */
+        rc = pxs_lease_wait(r->lease, oid, "range", 1, timeout);
+        if (rc) {
+            int back = from == 1 ? pxs_lease_wait(r->lease, oid, "range", 0, timeout) : PXS_OK;
+            pxs_lease_drop(r->lease, oid, "gate");
+            return back ? PXS_EIO : rc;
+        }
+        return PXS_OK;
+    }
+    if (from == 2) {
+        pxs_lease_drop(r->lease, oid, "range");
+        if (want == 1)      /* back to shared while the gate keeps exclusive takers out */
+            rc = pxs_lease_wait(r->lease, oid, "range", 0, timeout);
+        pxs_lease_drop(r->lease, oid, "gate");
+        return rc;
+    }
+    if (want == 1)
+        return pxs_lease_wait(r->lease, oid, "range", 0, timeout);
+    pxs_lease_drop(r->lease, oid, "range");
+    return PXS_OK;
+}
+
+static int needed(const rfile *f)
+{
+    return f->nex ? 2 : f->nsh ? 1 : 0;
+}
+
+/* bring the process's lock of f to what its holders need (r->mu held; waits out another
+ * thread's transition) */
+static int settle(rcoord *r, uint64_t fid, double timeout)
+{
+    for (;;) {
+        while (r->busy)
+            pthread_cond_wait(&r->cv, &r->mu);
+        rfile *f = file_of(r, fid);
+        if (!f)
+            return PXS_ENOMEM;
+        int want = needed(f), from = f->mode;
+        if (want == from || (want == 1 && from == 2 && f->nex))
+            return PXS_OK;
+        r->busy = 1;
+        pthread_mutex_unlock(&r->mu);
+        int rc = transition(r, fid, from, want, timeout);
+        pthread_mutex_lock(&r->mu);
+        r->busy = 0;
+        pthread_cond_broadcast(&r->cv);
+        f = file_of(r, fid);
+        if (!f)
+            return PXS_ENOMEM;
+        if (rc) {
+            /* nothing changed in RADOS when the step failed (transition undoes its gate) */
+            return rc;
+        }
+        f->mode = want;
+    }
+}
+
+static int rmt_code(int rc)
+{
+    return rc == PXS_OK ? RMT_OK : rc == PXS_EBUSY ? RMT_ETIMEDOUT : rc == PXS_ENOMEM ? RMT_ENOMEM : RMT_EIO;
+}
+
+static int rados_range_lock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x, int64_t e, int exclusive,
+                            double timeout)
+{
+    rcoord *r = (rcoord *)co;
+    (void)c;
+    if (x < 0 || e <= x)
+        return RMT_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    if (r->nheld == r->capheld) {
+        size_t nc = r->capheld ? 2 * r->capheld : 16;
+        rheld *nh = realloc(r->held, nc * sizeof *nh);
+        if (!nh) {
+            pthread_mutex_unlock(&r->mu);
+            return RMT_ENOMEM;
+        }
+        r->held = nh;
+        r->capheld = nc;
+    }
+    rfile *f = file_of(r, fid);
+    if (!f) {
+        pthread_mutex_unlock(&r->mu);
+        return RMT_ENOMEM;
+    }
+    if (exclusive)
+        f->nex++;
+    else
+        f->nsh++;
+    int rc = settle(r, fid, timeout);
+    f = file_of(r, fid);
+    if (rc) {
+        if (f) {
+            if (exclusive)
+                f->nex--;
+            else
+                f->nsh--;
+            (void)settle(r, fid, timeout);
+        }
+    } else {
+        r->held[r->nheld++] = (rheld){fid, x, e, exclusive};
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rmt_code(rc);
+}
+
+static int rados_range_unlock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x, int64_t e)
+{
+    rcoord *r = (rcoord *)co;
+    (void)c;
+    pthread_mutex_lock(&r->mu);
+    size_t i = r->nheld;
+    while (i > 0 && !(r->held[i - 1].fid == fid && r->held[i - 1].x == x && r->held[i - 1].e == e))
+        i--;
+    if (i == 0) {
+        pthread_mutex_unlock(&r->mu);
+        return RMT_EINVAL;
+    }
+    int exclusive = r->held[i - 1].exclusive;
+    r->held[i - 1] = r->held[--r->nheld];
+    rfile *f = file_of(r, fid);
+    int rc = PXS_OK;
+    if (f) {
+        if (exclusive)
+            f->nex--;
+        else
+            f->nsh--;
+        rc = settle(r, fid, r->h.timeout);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rmt_code(rc);
+}
+
+const pxs_coord_ops pxs_coord_rados = {
+    .name = "rados",
+    .uncached_data = 0,          /* RADOS objects: no client cache */
+    .meta_wal = 0,
+    .open = rados_open,
+    .close = rados_close,
+    .try_lock = rados_try_lock,
+    .downgrade = rados_downgrade,
+    .release = rados_unlock,
+    .unlock = rados_unlock,
+    .meta_open = rados_meta_open,
+    .meta_init = rados_meta_init,
+    .read_shared = rados_read_shared,
+    .journal_probe = rados_journal_probe,
+    .journal_open = rados_journal_open,
+    .journal_close = rados_journal_close,
+    .journal_lock = rados_journal_lock,
+    .journal_publish = rados_journal_publish,
+    .journal_follow = rados_journal_follow,
+    .journal_sync = rados_journal_sync,
+    .journal_checkpoint = rados_journal_checkpoint,
+    .journal_set_clean = rados_journal_set_clean,
+    .range_lock = rados_range_lock,
+    .range_unlock = rados_range_unlock,
+};
