@@ -260,3 +260,55 @@ def test_two_processes_create_and_write_at_once(ceph_cluster, tmp_path):
                 assert f.read(0, 100000) == (n.encode() * 40000)[:100000]
     r = _pario("store", "fsck", "--store", root)
     assert r.returncode == 0 and r.stdout.startswith("clean:"), r.stdout + r.stderr
+
+
+@pytest.mark.ceph
+def test_a_journal_holder_stalled_past_its_lease_cannot_write(ceph_cluster, tmp_path):
+    """Fencing: a process holds the journal lock (a transaction begun) and is stopped
+    (SIGSTOP: its renewals stop too) for longer than the lease; another process takes the
+    journal lock over and appends.  Resumed, the first one's append is refused (its write
+    asserts the journal object's version its own last write left; the new holder changed it)
+    and its renewal does not take the lock again; the journal stays whole (the independent
+    reader replays it to its end, with the new holder's entry and not the stalled one's)."""
+    root = _rados_store(ceph_cluster, tmp_path / "s")
+    with Store(root) as st:
+        st.create("g", "fixed:64k")
+        with st.open("g") as f:
+            f.write(0, bytes(65536 * 4))
+    stalled = _child("""
+        import sys
+        from pario.store import Store
+        st = Store(sys.argv[1], shared=True)
+        c = st.rmt.core
+        c.register(11, 1, 0, 0, "r")
+        c.begin(); print("HELD", flush=True)
+        sys.stdin.readline()
+        try:
+            c.add(1, 11, 0, 0, 4096, 0)
+            c.commit()
+            print("WROTE", flush=True)
+        except Exception as exc:  # noqa: BLE001
+            print("REFUSED", type(exc).__name__, exc, flush=True)
+        """, root)
+    try:
+        _expect(stalled, "HELD")
+        stalled.send_signal(signal.SIGSTOP)
+        time.sleep(LEASE + 2)
+        with Store(root, shared=True) as st:
+            st.rmt.core.register(12, 1, 0, 0, "q")      # the journal lock, taken over
+            st.rmt.core.add(1, 12, 0, 8192, 4096, 0)
+        stalled.send_signal(signal.SIGCONT)
+        stalled.stdin.write("go\n")
+        stalled.stdin.flush()
+        out = stalled.stdout.readline()
+        assert out.startswith("REFUSED"), out + stalled.stdout.read()
+    finally:
+        stalled.kill()
+        stalled.wait()
+    # the journal object, replayed by the independent reader: whole to its published end, the
+    # new holder's entry there, the stalled one's not
+    from pario.store import rmt_journal
+
+    model, journal = rmt_journal.replay("rmt.log", raw=shared_record(root, "rmt.log"))
+    assert journal.stop_reason == "end" and not model.refused, journal.stop_reason
+    assert [e[0] for e in model.entries(1)] == [12], model.entries(1)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from .. import ParioError
-from .locks import StoreLock
+from .locks import StoreLock, coord_member
 from .meta import SCHEMA, Meta
 from .root import read_config
 
@@ -99,8 +99,10 @@ def _repair_meta(root: Path, cfg: dict) -> dict | None:
     try:
         Meta(path).close()
         return None
-    except ParioError:
-        pass
+    except ParioError as exc:
+        if coord_member(root) == "rados":
+            raise ParioError(f"{exc}; fsck --repair does not rebuild the metadata of a store coordinated in RADOS yet "
+                             "(docs/multinode.md, \"rados\")") from None
     ids = _data_ids(root, cfg)
     rows, _ = _salvage_rows(path, ids) if path.exists() else ([], 0)
     catalog, top, _ = replay(root)
@@ -150,6 +152,8 @@ def _repair_rmt(root: Path) -> dict | None:
     from .rmt import _core_module
 
     path = root / "rmt.log"
+    if coord_member(root) == "rados":
+        return None         # the journal object: opened (and refused if damaged) by the store's open below
     if not path.exists():
         return None
     _rmt = _core_module()

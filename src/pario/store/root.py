@@ -108,6 +108,11 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
            "profile": system.to_dict(), **entries}
     if coord != "host":
         cfg["coord"] = coord
+    if coord == "rados" and "pools" in entries:
+        # the journal, locks and metadata are small random writes: on the pool of the server
+        # whose random write costs least (α of the profile), not on an HDD's by position
+        fast = min(system.servers, key=lambda s: (s.alpha_for(1, False), s.name))
+        cfg["coord_pool"] = entries["pools"][fast.name]
     _atomic_write(root / CONFIG, json.dumps(cfg, indent=2) + "\n")
     Meta(root / "meta.db", may_create=True, coord=coord).close()     # from now on its absence is a loss (Meta)
     return root

@@ -69,7 +69,7 @@ typedef struct pxs_rados_api {
     int (*unlock)(rd_handle, const char *, const char *, const char *);
 } pxs_rados_api;
 
-#define PXS_RADOS_LOCK_RENEW 1              /* LIBRADOS_LOCK_FLAG_RENEW */
+#define PXS_RADOS_LOCK_MUST_RENEW 2         /* LIBRADOS_LOCK_FLAG_MUST_RENEW: renewed only while still held */
 
 /* the functions, valid after pxs_rados_load returned PXS_OK */
 extern pxs_rados_api pxs_rados;

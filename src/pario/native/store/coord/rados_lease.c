@@ -40,7 +40,7 @@ static struct timeval duration(const pxs_lease *l)
 static int lock_op(pxs_lease *l, const char *oid, const char *name, int exclusive, int renew)
 {
     struct timeval tv = duration(l);
-    uint8_t flags = renew ? PXS_RADOS_LOCK_RENEW : 0;
+    uint8_t flags = renew ? PXS_RADOS_LOCK_MUST_RENEW : 0;
     if (exclusive)
         return pxs_rados.lock_exclusive(l->io, oid, name, l->cookie, "pario store", &tv, flags);
     return pxs_rados.lock_shared(l->io, oid, name, l->cookie, TAG, "pario store", &tv, flags);

@@ -1,7 +1,7 @@
 /* pario store: the locks of the "rados" coordination member (coord/rados.c) -- RADOS object
  * class locks (cls_lock, librados' rados_lock_exclusive / rados_lock_shared) held with a
  * duration, the lease, and renewed by one thread per set every third of it
- * (LIBRADOS_LOCK_FLAG_RENEW).  A holder that dies stops renewing: its locks are gone one lease
+ * (LIBRADOS_LOCK_FLAG_MUST_RENEW: only a lock still held is renewed).  A holder that dies stops renewing: its locks are gone one lease
  * after its last renewal, and another client's try succeeds (docs/multinode.md, "rados":
  * measured 3.0-3.1 s with a 2 s lease).  A renewal that fails (the lock expired and someone
  * else took it: a process stalled for longer than the lease) marks the set lost; every later
