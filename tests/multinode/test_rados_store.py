@@ -116,8 +116,8 @@ def _fid(cluster3, store, name):
 def test_replica_reads_are_redirected_on_every_node(cluster3, ior_mn, lib, rdir):
     """A CEDA replica of the whole file on H1, copied by `pario replicate` on n1; the
     original's data objects then zeroed: IOR's read-back check passes on ranks of n2 and n3
-    (every node routes through the RMT it follows in the journal object), and fsck is clean
-    from every node."""
+    (every node routes through the RMT it follows in the journal object); fsck from n3 then
+    finds the original differing from its clean replica (what was done behind its back)."""
     store = rdir / "store"
     cfg = _init(cluster3, store)
     data = str(rdir / "ior.dat")
@@ -136,7 +136,10 @@ def test_replica_reads_are_redirected_on_every_node(cluster3, ior_mn, lib, rdir)
     cp = cluster3.mpi("n2,n3", 2, [ior_mn, "-r", "-R", "-E", *base], env=_env(lib, store), timeout=180)
     out = cp.stdout + cp.stderr
     assert cp.returncode == 0 and not re.search(r"incorrect data|error", out, re.I), out[-3000:]
-    _fsck_everywhere(cluster3, store)
+    # and fsck, from a third node, sees what was done behind pario's back: the original no
+    # longer equals its CLEAN replica
+    rc, fs = cluster3.run("n3", f"{PARIO} store fsck --store {store}", check=False)
+    assert rc != 0 and "differs from" in fs and "NOT clean" in fs, fs
 
 
 def test_replicate_on_one_node_while_a_job_reads_on_two_others(cluster3, ior_mn, lib, rdir):

@@ -1,7 +1,7 @@
 """The repository's C MPI-IO program of every access style (tests/c/tracer_styles.c: file
 views of vector, subarray, darray, indexed, struct and resized types, nonblocking, split and
 collective calls, shared and ordered pointers, `_c` counts, short reads), served from a "pfs"
-store with its 4 ranks on two emulated nodes (2 each; darray's 2 x 2 grid needs 4) and traced.
+store and from a rados store coordinated in RADOS ("rados") with its 4 ranks on two emulated nodes (2 each; darray's 2 x 2 grid needs 4) and traced.
 The oracle is the run's own trace (every write extent of rank r holds the byte r, later calls
 over earlier ones: helpers.expected_from_trace), read on the host from the trace directory the
 ranks of both nodes wrote into; the store file's bytes are read from node n2 with `pario store
@@ -25,7 +25,8 @@ def _base(name: str) -> str:
     return name.rsplit("/", 1)[-1]
 
 
-def test_every_access_style_served_across_two_nodes(cluster3, lib):
+@pytest.mark.parametrize("coord", ["pfs", "rados"])
+def test_every_access_style_served_across_two_nodes(cluster3, lib, coord):
     from pario.trace.native import read_native
 
     exe = cluster3.home / "bin" / "tracer_styles"
@@ -33,12 +34,15 @@ def test_every_access_style_served_across_two_nodes(cluster3, lib):
     r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
                         str(C_DIR / "tracer_styles.c"), "-o", str(exe)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    d = cluster3.pfs / "views"
-    store, data, tdir, out = d / "store", d / "data", cluster3.home / "views-trace", cluster3.home / "views-out"
+    d = cluster3.pfs / f"views-{coord}"
+    store, data = d / "store", d / "data"
+    tdir, out = cluster3.home / f"views-trace-{coord}", cluster3.home / f"views-out-{coord}"
     tdir.mkdir()
     out.mkdir()
     pario = shlex.quote(str(VENV_BIN / "pario"))
-    cluster3.run("n1", f"rm -rf {d} && mkdir -p {data} && {pario} store init {store} --system hacio-6h2s --coord pfs")
+    made = (f"--system hacio-6h2s --coord pfs" if coord == "pfs"
+            else f"--backend rados --cluster {cluster3.home / 'ceph'} --coord rados")
+    cluster3.run("n1", f"rm -rf {d} && mkdir -p {data} && {pario} store init {store} {made}")
     env = {"LD_PRELOAD": str(lib), "PARIO_STORE": str(store), "PARIO_SERVE": "all", "PARIO_TRACE_DIR": str(tdir)}
     cp = cluster3.mpi("n1,n2", 4, [exe, "all", data, B, N], env=env, timeout=300)
     assert cp.returncode == 0 and "pario:" not in cp.stdout + cp.stderr, (cp.stdout + cp.stderr)[-3000:]
