@@ -3,7 +3,7 @@ node -- its MPI ranks and its ceph-fuse client -- SIGKILLed at a random point of
 writes (and, in half of the trials, of a `pario replicate` running on another node), then the
 store checked from a surviving node.
 
-    python stress/node_kill.py --trials 200 --seed 1 [--lease 20] [--keep]
+    python stress/node_kill.py --trials 200 --seed 1 [--lease 30] [--coord pfs|rados] [--keep]
 
 Brings up 3 emulated nodes (tests/multinode/nodes.py over ../shared/tools/multinode.sh; root
 and Ceph needed) with the file system's session_timeout and session_autoclose set to --lease
@@ -25,6 +25,11 @@ the CephFS:
   lease + 30 s of the kill; node_kill_rank.py check reads every block from the store: 0 lost
   acknowledged bytes, 0 stale reads;
 * n3's ceph-fuse is mounted again (multinode.sh remount).
+
+``--coord rados``: the store is on the rados data plane of the same cluster, coordinated in
+RADOS (its locks leased for ``--rados-lease`` seconds, PARIO_RADOS_LEASE): a dead node's locks
+go with their lease, not with the file system's session; the store directory (store.json and
+the shadow files) stays on the CephFS.
 
 Prints one line per trial and a summary; exit 1 if any trial failed.
 """
@@ -80,6 +85,9 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="leave the cluster up at the end (its MN_DIR is printed)")
     ap.add_argument("--replicate", type=float, default=0.5, help="share of the trials with a replication")
     ap.add_argument("--stop", action="store_true", help="stop at the first failed trial (with --keep: to look at it)")
+    ap.add_argument("--coord", choices=("pfs", "rados"), default="pfs",
+                    help="the store: 'pfs' on the CephFS (default) or 'rados' (the rados plane, coordinated in RADOS)")
+    ap.add_argument("--rados-lease", type=float, default=10.0, help="with --coord rados: PARIO_RADOS_LEASE (seconds)")
     a = ap.parse_args(argv)
 
     from ceph_fixture import HDD, SSD, free_port_base
@@ -112,9 +120,18 @@ def main(argv=None) -> int:
         store = d / "store"
         acks = home / "acks"
         acks.mkdir()
+        made = ("--system ceda-hdd8 --coord pfs" if a.coord == "pfs"
+                else f"--backend rados --cluster {home / 'ceph'} --coord rados")
         cl.run("n1", f"mkdir -p {d} && setfattr -n ceph.dir.layout.pool -v pario-fs-ssd {d} && "
-                     f"{pario} store init {store} --system ceda-hdd8 --coord pfs >/dev/null")
+                     f"{pario} store init {store} {made} >/dev/null")
+        system = json.loads("\n".join(by_node(cl.run("n1", f"cat {store}/store.json")[1])["n1"]))["system"]
         env = {"LD_PRELOAD": str(lib), "PARIO_STORE": str(store), "PARIO_SERVE": "all"}
+        lease_env = ""
+        bound = a.lease + 30            # seconds after the kill the store must be usable again
+        if a.coord == "rados":
+            env["PARIO_RADOS_LEASE"] = str(a.rados_lease)
+            lease_env = f"PARIO_RADOS_LEASE={a.rados_lease} "
+            bound = a.rados_lease + 30
         leases = []
         for t in range(a.trials):
             nblocks, k = rng.randint(16, 96), rng.randint(1, 4)
@@ -132,7 +149,7 @@ def main(argv=None) -> int:
             rt = None
             if replicate:
                 size = 2 * nblocks * BS
-                plan = {"pario_plan": 1, "scheme": "ceda", "system": "ceda-hdd8", "layouts": {},
+                plan = {"pario_plan": 1, "scheme": "ceda", "system": system, "layouts": {},
                         "replicas": {path: [{"name": f"f{t}.r1", "layout": {
                             "type": "extents", "extents": [[0, size, "H1", 0, 1]], "default": None}}]}}
                 (home / f"plan{t}.json").write_text(json.dumps(plan))
@@ -141,7 +158,8 @@ def main(argv=None) -> int:
                     # once the job created the file (its shadow exists), at most 20 s
                     res["rep"] = cl.run("n1", f"for i in $(seq 400); do [ -n \"$(ls {store}/.pario-shadow 2>/dev/null)\" ] "
                                               f"&& break; sleep 0.05; done; "
-                                              f"{pario} replicate {home}/plan{t}.json --store {store} 2>&1 | tail -1",
+                                              f"{lease_env}{pario} replicate {home}/plan{t}.json --store {store} "
+                                              f"2>&1 | tail -1",
                                         check=False, timeout=300)
 
                 rt = threading.Thread(target=rep)
@@ -155,17 +173,17 @@ def main(argv=None) -> int:
             jt.join()
             if rt:
                 rt.join()
-            rc, out = cl.run("n1", f"PARIO_STORE_TIMEOUT={a.lease * 3 + 30} {pario} store fsck --store {store} "
+            rc, out = cl.run("n1", f"{lease_env}PARIO_STORE_TIMEOUT={a.lease * 3 + 30} {pario} store fsck --store {store} "
                                    f"2>&1 | tail -2", check=False, timeout=a.lease * 4 + 120)
             lease = time.monotonic() - t_kill
             fs_lines = by_node(out).get("n1", [])
             clean = rc == 0 and any(ln.startswith("clean:") for ln in fs_lines)
-            rc2, chk = cl.run("n1", f"{py} {peer} check {store} {path} {t} 2 {nblocks} {BS} {acks}", check=False,
+            rc2, chk = cl.run("n1", f"{lease_env}{py} {peer} check {store} {path} {t} 2 {nblocks} {BS} {acks}", check=False,
                               timeout=300)
             line = (by_node(chk).get("n1") or ["?"])[-1]
             parts = line.split()
             ok = (clean and rc2 == 0 and len(parts) == 8 and parts[5] == "0" and parts[7] == "0"
-                  and lease <= a.lease + 30)
+                  and lease <= bound)
             failed += not ok
             leases.append(lease)
             rep_out = res.get("rep", (0, ""))[1].strip().splitlines()[-1:] if replicate else []
@@ -179,8 +197,10 @@ def main(argv=None) -> int:
                 if a.stop:
                     break
             cl._call(["remount"], 180, merge=True)
-        print(f"node_kill: {a.trials} trials, {failed} failed; store usable again {min(leases):.1f}-"
-              f"{max(leases):.1f} s after the kill (lease: session timeout and autoclose {a.lease} s)")
+        what = (f"session timeout and autoclose {a.lease} s" if a.coord == "pfs"
+                else f"rados locks {a.rados_lease} s")
+        print(f"node_kill ({a.coord}): {a.trials} trials, {failed} failed; store usable again {min(leases):.1f}-"
+              f"{max(leases):.1f} s after the kill (lease: {what})")
     finally:
         if a.keep:
             print(f"cluster left up: MN_DIR={home}")
