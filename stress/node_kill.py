@@ -173,6 +173,10 @@ def main(argv=None) -> int:
             jt.join()
             if rt:
                 rt.join()
+            if a.coord == "rados":
+                # the dead node's leased locks: an opener before they expire shares the store with
+                # them (it cannot tell a dead holder from a live one) and is not the recovering first
+                time.sleep(max(0.0, t_kill + a.rados_lease + 1 - time.monotonic()))
             rc, out = cl.run("n1", f"{lease_env}PARIO_STORE_TIMEOUT={a.lease * 3 + 30} {pario} store fsck --store {store} "
                                    f"2>&1 | tail -2", check=False, timeout=a.lease * 4 + 120)
             lease = time.monotonic() - t_kill

@@ -80,9 +80,12 @@ def _rados_store(ceph_cluster, path):
     return init_store(path, None, backend="rados", cluster=ceph_cluster.dir, coord="rados")
 
 
-def _child(code: str, *args) -> subprocess.Popen:
-    """A Python process running ``code`` (stdout line-buffered: the test waits for its lines)."""
+def _child(code: str, *args, boot: str | None = None) -> subprocess.Popen:
+    """A Python process running ``code`` (stdout line-buffered: the test waits for its lines);
+    ``boot``: it looks like a process of another machine (PARIO_BOOT_ID)."""
     env = {**os.environ, "PARIO_RADOS_LEASE": str(LEASE), "PYTHONUNBUFFERED": "1"}
+    if boot:
+        env["PARIO_BOOT_ID"] = boot
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
@@ -312,3 +315,31 @@ def test_a_journal_holder_stalled_past_its_lease_cannot_write(ceph_cluster, tmp_
     model, journal = rmt_journal.replay("rmt.log", raw=shared_record(root, "rmt.log"))
     assert journal.stop_reason == "end" and not model.refused, journal.stop_reason
     assert [e[0] for e in model.entries(1)] == [12], model.entries(1)
+
+
+@pytest.mark.ceph
+def test_the_last_shared_closer_marks_the_journal_clean_for_the_next_machine(ceph_cluster, tmp_path):
+    """A process that opened the store shared and closes it last converts its shared lock
+    to exclusive (as fcntl converts one in place) and marks the journal clean; a process of
+    another machine (another boot id) then opens it without the power-loss verification.
+    Before the conversion, the member refused a shared holder's exclusive try: every served
+    job left the journal unclean, and the next job on another node passed through to MPI-IO
+    ("not closed cleanly before the machine rebooted"; found by stress/node_kill.py --coord
+    rados)."""
+    from pario.store.rmt_journal import HEADER
+
+    root = _rados_store(ceph_cluster, tmp_path / "s")
+    with Store(root, shared=True) as st:
+        st.create("f", "fixed:64k")
+        with st.open("f") as f:
+            f.write(0, b"x" * 70000)
+    clean = HEADER.unpack_from(shared_record(root, "rmt.log"), 0)[7]
+    assert clean == 1
+    p = _child("""
+        import sys
+        from pario.store import Store
+        with Store(sys.argv[1], shared=True) as st:
+            print("UNVERIFIED" if st.unverified else "SERVES", flush=True)
+        """, root, boot="another-machine-boot-id")
+    out, _ = p.communicate(timeout=120)
+    assert "SERVES" in out, out

@@ -229,11 +229,18 @@ static int rados_open(const char *root, double timeout, pxs_coord **out, char *e
 }
 
 /* ------------------------------------------------------------------ the store lock */
+static int rados_downgrade(pxs_coord *co);
+
+/* as fcntl's locks: a holder asking for the other mode converts its own lock (exclusive ->
+ * shared always; shared -> exclusive when nobody else holds it: the last one out of a shared
+ * store, pxs_store_alone) */
 static int rados_try_lock(pxs_coord *co, int exclusive)
 {
     rcoord *r = (rcoord *)co;
-    if (r->store_mode)
-        return PXS_EINVAL;
+    if (r->store_mode == (exclusive ? 2 : 1))
+        return PXS_OK;
+    if (r->store_mode == 2)
+        return rados_downgrade(co);
     if (!exclusive) {
         int rc = pxs_lease_try(r->lease, STORE_OBJECT, "store", 0);
         if (!rc)
@@ -243,8 +250,12 @@ static int rados_try_lock(pxs_coord *co, int exclusive)
     int rc = pxs_lease_try(r->lease, STORE_OBJECT, "gate", 1);
     if (rc)
         return rc;
+    if (r->store_mode == 1)     /* an upgrade: behind the gate only shared takers can come in meanwhile */
+        pxs_lease_drop(r->lease, STORE_OBJECT, "store");
     rc = pxs_lease_try(r->lease, STORE_OBJECT, "store", 1);
     if (rc) {
+        if (r->store_mode == 1 && pxs_lease_try(r->lease, STORE_OBJECT, "store", 0) != PXS_OK)
+            r->store_mode = 0;  /* lost (only a lease gone stale): the caller's next try says so */
         pxs_lease_drop(r->lease, STORE_OBJECT, "gate");
         return rc;
     }
