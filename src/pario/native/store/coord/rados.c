@@ -285,6 +285,17 @@ static void rados_unlock(pxs_coord *co)
     r->store_mode = 0;
 }
 
+/* what a process killed now leaves (pystore's abandon): every lock of the opener released at
+ * once (a dead process's go with their lease), the renewal stopped; the opener unusable */
+static void rados_release(pxs_coord *co)
+{
+    rcoord *r = (rcoord *)co;
+    pxs_lease_free(r->lease);
+    r->lease = NULL;
+    r->journal.lease = NULL;
+    r->store_mode = 0;
+}
+
 /* ------------------------------------------------------------------ metadata */
 /* the catalog (pario.store.catalog) as object "catalog.log": one append operation a line
  * (atomic: two clients' lines never interleave), acknowledged when durable */
@@ -598,7 +609,7 @@ const pxs_coord_ops pxs_coord_rados = {
     .close = rados_close,
     .try_lock = rados_try_lock,
     .downgrade = rados_downgrade,
-    .release = rados_unlock,
+    .release = rados_release,
     .unlock = rados_unlock,
     .meta_open = rados_meta_open,
     .meta_init = rados_meta_init,

@@ -131,6 +131,8 @@ void pxs_lease_free(pxs_lease *l)
 
 int pxs_lease_try(pxs_lease *l, const char *oid, const char *name, int exclusive)
 {
+    if (!l)
+        return PXS_EIO;     /* released (an abandoned opener) */
     pthread_mutex_lock(&l->mu);
     int rc = PXS_OK;
     if (l->lost) {
@@ -188,6 +190,8 @@ int pxs_lease_wait(pxs_lease *l, const char *oid, const char *name, int exclusiv
 
 void pxs_lease_drop(pxs_lease *l, const char *oid, const char *name)
 {
+    if (!l)
+        return;
     pthread_mutex_lock(&l->mu);
     ssize_t i = find(l, oid, name);
     if (i >= 0) {
@@ -199,10 +203,10 @@ void pxs_lease_drop(pxs_lease *l, const char *oid, const char *name)
 
 int pxs_lease_lost(const pxs_lease *l)
 {
-    return __atomic_load_n(&l->lost, __ATOMIC_RELAXED);
+    return !l || __atomic_load_n(&l->lost, __ATOMIC_RELAXED);
 }
 
 const char *pxs_lease_cookie(const pxs_lease *l)
 {
-    return l->cookie;
+    return l ? l->cookie : "";
 }

@@ -21,6 +21,7 @@ typedef struct pxs_lease pxs_lease;
 pxs_lease *pxs_lease_new(rd_handle io, double lease);
 /* every lock of the set released, the thread stopped (io stays the caller's) */
 void pxs_lease_free(pxs_lease *l);
+/* (a NULL set: released; every try fails with PXS_EIO) */
 /* one try: PXS_OK held, PXS_EBUSY held by another holder, PXS_EIO (the set was lost or RADOS
  * failed: err says why when given) */
 int pxs_lease_try(pxs_lease *l, const char *oid, const char *name, int exclusive);
