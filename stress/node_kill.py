@@ -173,13 +173,17 @@ def main(argv=None) -> int:
             jt.join()
             if rt:
                 rt.join()
+            fsck_wait = 0.0
             if a.coord == "rados":
+                fsck_wait = max(0.0, t_kill + a.rados_lease + 1 - time.monotonic())
                 # the dead node's leased locks: an opener before they expire shares the store with
                 # them (it cannot tell a dead holder from a live one) and is not the recovering first
-                time.sleep(max(0.0, t_kill + a.rados_lease + 1 - time.monotonic()))
+                time.sleep(fsck_wait)
+            t_fsck = time.monotonic()
             rc, out = cl.run("n1", f"{lease_env}PARIO_STORE_TIMEOUT={a.lease * 3 + 30} {pario} store fsck --store {store} "
                                    f"2>&1 | tail -2", check=False, timeout=a.lease * 4 + 120)
             lease = time.monotonic() - t_kill
+            fsck_s = time.monotonic() - t_fsck
             fs_lines = by_node(out).get("n1", [])
             clean = rc == 0 and any(ln.startswith("clean:") for ln in fs_lines)
             rc2, chk = cl.run("n1", f"{lease_env}{py} {peer} check {store} {path} {t} 2 {nblocks} {BS} {acks}", check=False,
@@ -192,7 +196,8 @@ def main(argv=None) -> int:
             leases.append(lease)
             rep_out = res.get("rep", (0, ""))[1].strip().splitlines()[-1:] if replicate else []
             print(f"trial {t}: killed {killed} processes of n3 after {delay:.1f} s; {line}; fsck "
-                  f"{'clean' if clean else 'NOT CLEAN: ' + ' | '.join(fs_lines)} after {lease:.1f} s"
+                  f"{'clean' if clean else 'NOT CLEAN: ' + ' | '.join(fs_lines)} after {lease:.1f} s "
+                  f"(the job{" and the replicator" if rt else ""} ended {t_fsck - t_kill - fsck_wait:.1f} s after the kill, fsck took {fsck_s:.1f} s)"
                   f"{'; replicate: ' + rep_out[0] if rep_out else ''} -> {'ok' if ok else 'FAILED'}", flush=True)
             if not ok:
                 rc3, why = cl.run("n1", f"{py} {peer} explain {store} {path} {t} 2 {nblocks} {BS} {acks}", check=False,
