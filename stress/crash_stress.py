@@ -114,6 +114,7 @@ END = SIZE + EXT
 STRIPE = 64 << 10              # layout fixed:64k ...
 NSERV = 8                      # ... over the 8 servers of ceda-hdd8 (--cluster: the cluster's servers)
 CLUSTER: str | None = None     # --cluster DIR: every trial's store on RADOS (backend rados, 64 KiB objects)
+IN_CHILD = False              # this process is one of isolated()'s children
 COORD = "host"                # --coord: the stores' coordination member ("pfs": the journal with pread/pwrite)
 REBOOT = False                 # --reboot: the recovery in another boot (PARIO_BOOT_ID)
 REBOOT_KILL = 1 / 3            # --reboot: share of unclean trials whose first recovery is SIGKILLed
@@ -307,7 +308,7 @@ def setup(root: Path, cfg: dict) -> bytes:
     if root.exists():
         shutil.rmtree(root)
     if CLUSTER:
-        init_store(root, None, backend="rados", cluster=CLUSTER, object_size=OBJECT_SIZE)
+        init_store(root, None, backend="rados", cluster=CLUSTER, object_size=OBJECT_SIZE, coord=COORD)
     else:
         init_store(root, "ceda-hdd8", coord=COORD)
     init = data_for(cfg["tseed"], SIZE)
@@ -616,7 +617,8 @@ def _run_exclusive(cfg: dict, root: Path, tdir: Path) -> dict:
         while not any(p[0] == "ready" for p in _lines(log)):
             if exited():
                 raise RuntimeError(f"worker exited ({gone['code']}) before ready: {_err_tail(tdir / 'w0.err')}")
-            if time.monotonic() - t0 > TIMEOUT:
+            # a journal of 90,000 records appended as RADOS writes (--coord rados) takes minutes
+            if time.monotonic() - t0 > TIMEOUT * (10 if COORD == "rados" and cfg["bloat"] else 1):
                 raise RuntimeError("worker did not start")
             time.sleep(0.001)
         _wait_kill(cfg, [log], time.monotonic(), exited)
@@ -819,7 +821,18 @@ def check_reads(init: bytes, writes: list[Write], reads) -> tuple[int, int, str 
 
 
 def read_meta(root: Path, name: str = "f") -> tuple[int, dict, int, int]:
-    """(id, layout, size, dirty) of a file, read from meta.db with sqlite3 (not the store)."""
+    """(id, layout, size, dirty) of a file, read from meta.db with sqlite3 (not the store; a
+    store coordinated in RADOS: through the engine's metadata connection, the database being
+    reachable only through Ceph's SQLite VFS)."""
+    if COORD == "rados":
+        from pario.store.meta import Meta
+
+        m = Meta(root / "meta.db", coord="rados")
+        try:
+            fid, layout, size, dirty = m.get(name)
+        finally:
+            m.close()
+        return int(fid), layout, int(size), int(dirty)
     con = sqlite3.connect(str(root / "meta.db"))
     try:
         row = con.execute("SELECT id, layout, size, dirty FROM files WHERE name=?", (name,)).fetchone()
@@ -902,10 +915,13 @@ def drop_namespace(root: Path) -> None:
     r = rados.Rados(conffile=str(Path(cfg["cluster"]) / "ceph.conf"))
     r.connect(timeout=30)
     try:
-        for pool in cfg["pools"].values():
+        spaces = [(pool, cfg["id"]) for pool in cfg["pools"].values()]
+        if cfg.get("coord") == "rados":     # its metadata, journal, catalog and lock objects
+            spaces.append((cfg["coord_pool"], cfg["id"] + ".coord"))
+        for pool, ns in spaces:
             io = r.open_ioctx(pool)
             try:
-                io.set_namespace(cfg["id"])
+                io.set_namespace(ns)
                 for o in list(io.list_objects()):
                     io.remove_object(o.key)
             finally:
@@ -928,16 +944,53 @@ def striped_bytes(root: Path, fid: int, size: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- journal rewriting
-def rewrite_journal(path: Path, drop: int | None = None, shrink: tuple[int, int] | None = None) -> bool:
+def journal_raw(root: Path) -> bytes:
+    """The RMT journal's bytes: DIR/rmt.log, or a rados-coordinated store's object (read in a
+    forked child when called by the harness itself: librados in the parent would be inherited,
+    threads lost, by every later fork)."""
+    from pario.store.locks import shared_record
+
+    if COORD == "rados" and not IN_CHILD:
+        return isolated(journal_raw, root)
+    return shared_record(root, "rmt.log") or b""
+
+
+def journal_pwrite(root: Path, chunks: list[tuple[bytes, int]]) -> None:
+    """Write ``(bytes, offset)`` pieces into the journal behind the store's back (durable)."""
+    cfg = json.loads((root / "store.json").read_text())
+    if cfg.get("coord") != "rados":
+        fd = os.open(root / "rmt.log", os.O_WRONLY)
+        try:
+            for data, off in chunks:
+                os.pwrite(fd, data, off)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return
+    import rados
+
+    r = rados.Rados(conffile=str(Path(cfg["cluster"]) / "ceph.conf"))
+    r.connect(timeout=30)
+    try:
+        io = r.open_ioctx(cfg["coord_pool"])
+        io.set_namespace(cfg["id"] + ".coord")
+        for data, off in chunks:
+            io.write("rmt.log", data, off)
+        io.close()
+    finally:
+        r.shutdown()
+
+
+def rewrite_journal(root: Path, drop: int | None = None, shrink: tuple[int, int] | None = None) -> bool:
     """Rewrite the RMT journal without record index ``drop`` / with ADD record ``shrink[0]``'s
     length set to ``shrink[1]``: later records renumbered, CRCs recomputed, header end/seq/
     synced set, the old tail zeroed.  Returns whether the record bytes came out unchanged."""
     from pario.store import rmt_journal as rj
 
-    j = rj.read(path)
+    raw = bytearray(journal_raw(root))
+    j = rj.read("rmt.log", raw=bytes(raw))
     if j.stop_reason != "end":
         raise RuntimeError(f"journal does not parse to its end: {j.stop_reason}")
-    raw = bytearray(path.read_bytes())
     body = bytearray()
     seq = 0
     for i, rec in enumerate(j.records):
@@ -955,13 +1008,8 @@ def rewrite_journal(path: Path, drop: int | None = None, shrink: tuple[int, int]
     old_end = j.end
     new_end = rj.HDR_SIZE + len(body)
     same = bytes(body) == bytes(raw[rj.HDR_SIZE:old_end])
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.pwrite(fd, bytes(body) + bytes(old_end - new_end), rj.HDR_SIZE)
-        os.pwrite(fd, struct.pack("<QQQ", new_end, seq, new_end), 24)     # end, seq, synced
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    journal_pwrite(root, [(bytes(body) + bytes(old_end - new_end), rj.HDR_SIZE),
+                          (struct.pack("<QQQ", new_end, seq, new_end), 24)])     # end, seq, synced
     return same
 
 
@@ -990,7 +1038,7 @@ def _coverage(recs, r: int, o: int, skip: int | None = None, shrink: tuple[int, 
     return cov
 
 
-def coverage_cuts(path: Path, size: int, seed: int, tries: int = 24) -> list[tuple[str, int, int, int]]:
+def coverage_cuts(root: Path, size: int, seed: int, tries: int = 24) -> list[tuple[str, int, int, int]]:
     """Injections that lose coverage, computed from the records alone (own replay of
     coverage, :func:`_coverage`): ``("drop", i, lost, 0)`` or ``("shrink", i, lost, new_len)``
     for ADD records ``i`` of registered replicas whose last job record says done, where
@@ -999,7 +1047,7 @@ def coverage_cuts(path: Path, size: int, seed: int, tries: int = 24) -> list[tup
     it.  Up to ``tries`` random ADD records are tried."""
     from pario.store import rmt_journal as rj
 
-    recs = rj.read(path).records
+    recs = rj.read("rmt.log", raw=journal_raw(root)).records
     reg, jobs = {}, {}
     mine = defaultdict(list)              # replica -> [(index, record)] that change its coverage
     trims = defaultdict(list)
@@ -1051,22 +1099,21 @@ def inject(root: Path, cfg: dict) -> dict:
     from pario.store import Store
     from pario.store.fsck import fsck
 
-    path = root / "rmt.log"
     res = {"control_ok": False, "injected": False, "detected": False, "how": None}
-    same = rewrite_journal(path)
+    same = rewrite_journal(root)
     with Store(root) as st:
         rep = fsck(st)
     res["control_ok"] = same and rep["ok"]
     if not res["control_ok"]:
         res["control_problem"] = ("rewrite changed the records; " if not same else "") + "; ".join(rep["problems"][:3])
-    cuts = coverage_cuts(path, read_meta(root)[2], cfg["tseed"])
+    cuts = coverage_cuts(root, read_meta(root)[2], cfg["tseed"])
     if not cuts:
         return res
     how, i, lost, m = cuts[int(cfg["inject_pick"] * len(cuts))]
     if how == "drop":
-        rewrite_journal(path, drop=i)
+        rewrite_journal(root, drop=i)
     else:
-        rewrite_journal(path, shrink=(i, m))
+        rewrite_journal(root, shrink=(i, m))
     res.update(injected=True, how=f"{how} ADD record #{i + 1} ({lost} bytes)")
     try:
         with Store(root) as st:
@@ -1091,6 +1138,8 @@ def check(root: Path, tdir: Path, cfg: dict, init: bytes) -> dict:
     problems += p
     ref, size, inflight = expected(init, writes)
     out = {"lost": 0, "fsck_ok": False, "writes": len(writes), "acked": sum(w.td is not None for w in writes)}
+    if COORD == "rados":      # the killed processes' leased locks (no kernel drops them at death)
+        time.sleep(float(os.environ.get("PARIO_RADOS_LEASE", "10")) + 0.5)
     with Store(root) as st:                               # the first opener recovers
         out["verified"] = st.verified_ranges is not None
         out["differed"] = len(st.verified_ranges or [])
@@ -1175,6 +1224,8 @@ def isolated(fn, *args):
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child
+        global IN_CHILD
+        IN_CHILD = True
         os.close(rfd)
         try:
             out = ("ok", fn(*args))
@@ -1199,7 +1250,7 @@ def journal_header(root: Path) -> dict:
     """The RMT journal's header, read by the independent reader."""
     from pario.store import rmt_journal
 
-    return rmt_journal.read(Path(root) / "rmt.log").header
+    return rmt_journal.read("rmt.log", raw=journal_raw(Path(root))).header
 
 
 def killed_recovery(root: Path, boot: str, delay: float, shared: bool = False) -> str:
@@ -1399,12 +1450,15 @@ def main(argv=None) -> int:
     ap.add_argument("--cluster", default=None, metavar="DIR",
                     help="every trial's store on this 'pario cluster' (backend rados, 64 KiB objects)")
     ap.add_argument("--coord", default="host", metavar="MEMBER",
-                    help="every trial's store made with this coordination member (host, pfs; docs/store.md)")
+                    help="every trial's store made with this coordination member (host, pfs; with --cluster also "
+                         "rados; docs/store.md)")
     ap.add_argument("--reboot", action="store_true",
                     help="recover every trial in another boot (PARIO_BOOT_ID): the power-loss verification")
     a = ap.parse_args(argv)
     global COORD
     COORD = a.coord
+    if COORD == "rados" and not a.cluster:
+        ap.error("--coord rados needs --cluster DIR (a store coordinated in RADOS is on the rados data plane)")
     if a.reboot:
         global REBOOT
         REBOOT = True

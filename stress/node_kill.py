@@ -131,7 +131,9 @@ def main(argv=None) -> int:
         if a.coord == "rados":
             env["PARIO_RADOS_LEASE"] = str(a.rados_lease)
             lease_env = f"PARIO_RADOS_LEASE={a.rados_lease} "
-            bound = a.rados_lease + 30
+            # the store directory (store.json, the shadow files) stays on the CephFS: an opener
+            # also waits for the dead client's session there
+            bound = max(a.lease, a.rados_lease) + 30
         leases = []
         for t in range(a.trials):
             nblocks, k = rng.randint(16, 96), rng.randint(1, 4)
@@ -197,7 +199,7 @@ def main(argv=None) -> int:
             rep_out = res.get("rep", (0, ""))[1].strip().splitlines()[-1:] if replicate else []
             print(f"trial {t}: killed {killed} processes of n3 after {delay:.1f} s; {line}; fsck "
                   f"{'clean' if clean else 'NOT CLEAN: ' + ' | '.join(fs_lines)} after {lease:.1f} s "
-                  f"(the job{" and the replicator" if rt else ""} ended {t_fsck - t_kill - fsck_wait:.1f} s after the kill, fsck took {fsck_s:.1f} s)"
+                  f"(the job{' and the replicator' if rt else ''} ended {t_fsck - t_kill - fsck_wait:.1f} s after the kill, fsck took {fsck_s:.1f} s)"
                   f"{'; replicate: ' + rep_out[0] if rep_out else ''} -> {'ok' if ok else 'FAILED'}", flush=True)
             if not ok:
                 rc3, why = cl.run("n1", f"{py} {peer} explain {store} {path} {t} 2 {nblocks} {BS} {acks}", check=False,
