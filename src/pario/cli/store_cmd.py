@@ -1,7 +1,7 @@
 """``pario store …``: the embedded striped store (see docs/store.md).
 
     pario store init DIR --system P [--server NAME=PATH ...] [--coord host|pfs]
-    pario store init DIR --backend rados --cluster CLUSTER_DIR [--system P] [--object-size SIZE]
+    pario store init DIR --backend rados --cluster CLUSTER_DIR [--system P] [--object-size SIZE] [--coord rados]
     pario store put SRC DST --store DIR --layout SPEC
     pario store get SRC DST --store DIR
     pario store ls --store DIR [--json]
@@ -37,8 +37,9 @@ def register(sub) -> None:
                    help="rados: bytes per RADOS object (default 4m)")
     i.add_argument("--coord", default="host", metavar="MEMBER",
                    help="how processes share the store: host (one machine, default) or pfs (nodes of a "
-                        "parallel file system the store directory is on; docs/multinode.md); rados "
-                        "(with --backend rados) is designed, not built yet: refused")
+                        "parallel file system the store directory is on; docs/multinode.md) or rados "
+                        "(with --backend rados: metadata, RMT journal and locks in RADOS, for clients of the "
+                        "cluster on any node)")
     i.set_defaults(func=_init)
 
     def store_arg(q):
