@@ -24,7 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WINDOW ((size_t)1 << 20)    /* bytes read ahead while replaying */
 #define HEAD offsetof(rmt_hdr, lock)  /* the header's fields (no lock in the file) */
 #define PAGE 4096                     /* the smallest page a kernel drops whole (POSIX_FADV_DONTNEED) */
 #define AHEAD ((uint64_t)64 << 20)    /* bytes the file grows beyond its records (sparse) */
@@ -33,9 +32,7 @@
 typedef struct {
     rmt_posix f;
     rmt_hdr hdr;           /* the header as last read or written */
-    uint8_t *buf;          /* bytes [wpos, wpos + wlen) of the file as last read */
-    size_t cap, wlen;
-    uint64_t wpos;
+    rmt_window w;          /* the file's bytes as last read */
 } jfile;
 
 static void file_close(rmt_log *lg)
@@ -44,7 +41,7 @@ static void file_close(rmt_log *lg)
     if (!j)
         return;
     rmt_posix_close(&j->f);
-    free(j->buf);
+    rmt_window_free(&j->w);
     free(j);
     lg->impl = NULL;
     lg->hdr = NULL;
@@ -72,7 +69,7 @@ static int read_header(rmt_log *lg)
 {
     jfile *j = lg->impl;
     (void)posix_fadvise(j->f.fd, 0, RMT_HDR_SIZE, POSIX_FADV_DONTNEED);
-    j->wlen = 0;            /* what was read ahead may have changed too */
+    j->w.len = 0;           /* what was read ahead may have changed too */
     return read_exact(j->f.fd, &j->hdr, HEAD, 0);
 }
 
@@ -104,41 +101,27 @@ static int file_open(rmt_log *lg, const char *path, int how)
     return rc;
 }
 
+/* a window's bytes, the kernel's cached pages of the range dropped first -- from the first page
+ * on: the kernel keeps a partial page at the start of a range (the record at pos would be read
+ * from a stale page) */
+static int fill(void *ctx, void *buf, size_t n, uint64_t pos)
+{
+    jfile *j = ctx;
+    uint64_t from = pos & ~(uint64_t)(PAGE - 1);
+    (void)posix_fadvise(j->f.fd, (off_t)from, (off_t)(n + (pos - from)), POSIX_FADV_DONTNEED);
+    return read_exact(j->f.fd, buf, n, pos);
+}
+
 static int file_read(rmt_log *lg, uint64_t pos, size_t n, const uint8_t **p)
 {
     jfile *j = lg->impl;
-    if (j->wlen && pos >= j->wpos && pos + n <= j->wpos + j->wlen) {
-        *p = j->buf + (pos - j->wpos);
-        return RMT_OK;
-    }
-    size_t want = n > WINDOW ? n : WINDOW;
-    if (pos + want > lg->fsize)
-        want = pos + n > lg->fsize ? n : (size_t)(lg->fsize - pos);
-    if (want > j->cap) {
-        uint8_t *nb = realloc(j->buf, want);
-        if (!nb)
-            return RMT_ENOMEM;
-        j->buf = nb;
-        j->cap = want;
-    }
-    j->wlen = 0;
-    /* from the first page on: the kernel keeps a partial page at the start of the range (the
-     * record at pos would be read from a stale page) */
-    uint64_t from = pos & ~(uint64_t)(PAGE - 1);
-    (void)posix_fadvise(j->f.fd, (off_t)from, (off_t)(want + (pos - from)), POSIX_FADV_DONTNEED);
-    int rc = read_exact(j->f.fd, j->buf, want, pos);
-    if (rc)
-        return rc;
-    j->wpos = pos;
-    j->wlen = want;
-    *p = j->buf;
-    return RMT_OK;
+    return rmt_window_read(&j->w, pos, n, lg->fsize, fill, j, p);
 }
 
 static int file_write(rmt_log *lg, uint64_t pos, const void *buf, size_t n)
 {
     jfile *j = lg->impl;
-    j->wlen = 0;
+    j->w.len = 0;
     if (pos + n > lg->fsize) {
         /* the size grows ahead of the records (sparse), before they are written and published:
          * another node learns a file's new size later than its bytes (its client caches the
@@ -162,7 +145,7 @@ static int file_write(rmt_log *lg, uint64_t pos, const void *buf, size_t n)
 static int file_truncate(rmt_log *lg, uint64_t size)
 {
     jfile *j = lg->impl;
-    j->wlen = 0;
+    j->w.len = 0;
     if (ftruncate(j->f.fd, (off_t)size) != 0)
         return RMT_EIO;
     lg->fsize = size;

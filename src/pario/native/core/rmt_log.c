@@ -371,3 +371,36 @@ int rmt_log_repair(rmt_log *lg, const char *boot_id, int verify)
     lg->hdr->synced = lg->end;
     return rmt_log_put(lg, offsetof(rmt_hdr, synced), 8);
 }
+
+int rmt_window_read(rmt_window *w, uint64_t pos, size_t n, uint64_t fsize, rmt_fill fill, void *ctx,
+                    const uint8_t **p)
+{
+    if (w->len && pos >= w->pos && pos + n <= w->pos + w->len) {
+        *p = w->buf + (pos - w->pos);
+        return RMT_OK;
+    }
+    size_t want = n > RMT_WINDOW ? n : RMT_WINDOW;
+    if (pos + want > fsize)
+        want = pos + n > fsize ? n : (size_t)(fsize - pos);
+    if (want > w->cap) {
+        uint8_t *nb = realloc(w->buf, want);
+        if (!nb)
+            return RMT_ENOMEM;
+        w->buf = nb;
+        w->cap = want;
+    }
+    w->len = 0;
+    int rc = fill(ctx, w->buf, want, pos);
+    if (rc)
+        return rc;
+    w->pos = pos;
+    w->len = want;
+    *p = w->buf;
+    return RMT_OK;
+}
+
+void rmt_window_free(rmt_window *w)
+{
+    free(w->buf);
+    memset(w, 0, sizeof *w);
+}

@@ -78,6 +78,20 @@ int rmt_log_repair(rmt_log *lg, const char *boot_id, int verify);
 int rmt_log_rewrite(const rmt_log *lg, const rmt_index *ix, const char *path, rmt_log *out);
 void rmt_log_header_init(rmt_hdr *h, uint64_t end, uint64_t seq);
 
+/* rmt_log.c: bytes of a journal read ahead in windows (a storage's read: replay asks for
+ * one record after the other); fill reads n bytes at pos exactly (RMT_ECORRUPT if short) */
+typedef struct {
+    uint8_t *buf;          /* bytes [pos, pos + len) of the storage as last read */
+    size_t cap, len;
+    uint64_t pos;
+} rmt_window;
+typedef int (*rmt_fill)(void *ctx, void *buf, size_t n, uint64_t pos);
+#define RMT_WINDOW ((size_t)1 << 20)    /* bytes read ahead */
+/* *p: bytes [pos, pos + n) (pos + n <= fsize), valid until the next call; len = 0 forgets */
+int rmt_window_read(rmt_window *w, uint64_t pos, size_t n, uint64_t fsize, rmt_fill fill, void *ctx,
+                    const uint8_t **p);
+void rmt_window_free(rmt_window *w);
+
 /* journal_posix.c: what the members over a POSIX file share */
 typedef struct {
     int fd;

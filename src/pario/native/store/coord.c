@@ -48,3 +48,49 @@ void pxs_coord_remote_message(const pxs_coord *co, const char *root, char *err, 
              "one machine (a store for several nodes is made with 'pario store init --coord pfs'; docs/multinode.md)",
              root, co->remote[0] ? co->remote : "?", co->ops->name);
 }
+
+/* ------------------------------------------------------------------ the journal over core/rmt.c
+ * Every member keeps its journal as an rmt_core over its own storage (rmt_journal_ops): from the
+ * open on, locking, publishing, following, syncing, compacting and the clean mark are the
+ * core's, the same for all (coord.h: PXS_COORD_CORE_JOURNAL). */
+void pxs_coord_core_close(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    rmt_close(c);
+}
+
+int pxs_coord_core_lock(pxs_coord *co, rmt_core *c, double timeout)
+{
+    (void)co;
+    return rmt_begin(c, timeout);
+}
+
+int pxs_coord_core_publish(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    return rmt_commit(c);
+}
+
+int pxs_coord_core_follow(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    return rmt_catch_up(c);
+}
+
+int pxs_coord_core_sync(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    return rmt_sync(c);
+}
+
+int pxs_coord_core_checkpoint(pxs_coord *co, rmt_core *c)
+{
+    (void)co;
+    return rmt_checkpoint(c);
+}
+
+int pxs_coord_core_set_clean(pxs_coord *co, rmt_core *c, int clean)
+{
+    (void)co;
+    return rmt_set_clean(c, clean);
+}

@@ -103,6 +103,22 @@ struct pxs_coord {
     char remote[160];                   /* after PXS_EREMOTE: the machine that has the store open */
 };
 
+/* the journal operations after the open, the same for every member (store/coord.c: core/rmt.c
+ * over the member's journal storage) */
+void pxs_coord_core_close(pxs_coord *co, rmt_core *c);
+int pxs_coord_core_lock(pxs_coord *co, rmt_core *c, double timeout);
+int pxs_coord_core_publish(pxs_coord *co, rmt_core *c);
+int pxs_coord_core_follow(pxs_coord *co, rmt_core *c);
+int pxs_coord_core_sync(pxs_coord *co, rmt_core *c);
+int pxs_coord_core_checkpoint(pxs_coord *co, rmt_core *c);
+int pxs_coord_core_set_clean(pxs_coord *co, rmt_core *c, int clean);
+/* a member table's journal entries after the open: the functions above */
+#define PXS_COORD_CORE_JOURNAL                                                                              \
+    .journal_close = pxs_coord_core_close, .journal_lock = pxs_coord_core_lock,                               \
+    .journal_publish = pxs_coord_core_publish, .journal_follow = pxs_coord_core_follow,                       \
+    .journal_sync = pxs_coord_core_sync, .journal_checkpoint = pxs_coord_core_checkpoint,                     \
+    .journal_set_clean = pxs_coord_core_set_clean
+
 extern const pxs_coord_ops pxs_coord_host;     /* coord/posix.c: one machine */
 extern const pxs_coord_ops pxs_coord_pfs;      /* coord/posix.c: nodes of a parallel file system */
 extern const pxs_coord_ops pxs_coord_rados;    /* coord/rados.c: clients of the RADOS cluster of a rados store */

@@ -10,7 +10,6 @@
 #include "core/rmt_private.h"
 #include "store/meta.h"
 
-#define WINDOW ((size_t)1 << 20)          /* bytes read ahead while replaying */
 #define HEAD offsetof(rmt_hdr, lock)      /* the header's fields (no lock in the object) */
 #define MAX_OBJECT ((uint64_t)120 << 20)  /* below the OSDs' osd_max_object_size (128 MiB by default) */
 #define LOCK_OBJECT "rmt.lock"
@@ -20,9 +19,7 @@
 typedef struct {
     char *oid;
     rmt_hdr hdr;             /* the header as last read or written */
-    uint8_t *buf;            /* bytes [wpos, wpos + wlen) as last read */
-    size_t cap, wlen;
-    uint64_t wpos;
+    rmt_window w;            /* the object's bytes as last read */
     uint64_t ver;            /* the object's version after this holder's last write */
     int fenced;              /* 1: this process holds the journal lock: its writes assert ver */
 } jr;
@@ -46,7 +43,7 @@ static void jr_close(rmt_log *lg)
     if (!j)
         return;
     free(j->oid);
-    free(j->buf);
+    rmt_window_free(&j->w);
     free(j);
     lg->impl = NULL;
     lg->hdr = NULL;
@@ -110,7 +107,7 @@ static int read_exact(rmt_log *lg, void *buf, size_t n, uint64_t pos)
 static int read_header(rmt_log *lg)
 {
     jr *j = lg->impl;
-    j->wlen = 0;
+    j->w.len = 0;
     return read_exact(lg, &j->hdr, HEAD, 0);
 }
 
@@ -159,37 +156,21 @@ static int jr_open(rmt_log *lg, const char *path, int how)
     return rc;
 }
 
+static int fill(void *ctx, void *buf, size_t n, uint64_t pos)
+{
+    return read_exact(ctx, buf, n, pos);
+}
+
 static int jr_read(rmt_log *lg, uint64_t pos, size_t n, const uint8_t **p)
 {
     jr *j = lg->impl;
-    if (j->wlen && pos >= j->wpos && pos + n <= j->wpos + j->wlen) {
-        *p = j->buf + (pos - j->wpos);
-        return RMT_OK;
-    }
-    size_t want = n > WINDOW ? n : WINDOW;
-    if (pos + want > lg->fsize)
-        want = pos + n > lg->fsize ? n : (size_t)(lg->fsize - pos);
-    if (want > j->cap) {
-        uint8_t *nb = realloc(j->buf, want);
-        if (!nb)
-            return RMT_ENOMEM;
-        j->buf = nb;
-        j->cap = want;
-    }
-    j->wlen = 0;
-    int rc = read_exact(lg, j->buf, want, pos);
-    if (rc)
-        return rc;
-    j->wpos = pos;
-    j->wlen = want;
-    *p = j->buf;
-    return RMT_OK;
+    return rmt_window_read(&j->w, pos, n, lg->fsize, fill, lg, p);
 }
 
 static int jr_write(rmt_log *lg, uint64_t pos, const void *buf, size_t n)
 {
     jr *j = lg->impl;
-    j->wlen = 0;
+    j->w.len = 0;
     if (pos + n > MAX_OBJECT)
         return RMT_EFULL;
     int rv = operate(lg, W_AT, buf, n, pos, 0);
@@ -203,7 +184,7 @@ static int jr_write(rmt_log *lg, uint64_t pos, const void *buf, size_t n)
 static int jr_truncate(rmt_log *lg, uint64_t size)
 {
     jr *j = lg->impl;
-    j->wlen = 0;
+    j->w.len = 0;
     int rv = operate(lg, W_TRUNC, NULL, 0, size, 0);
     if (rv < 0)
         return rv_to_rmt(rv);
@@ -302,7 +283,7 @@ static int jr_replace(rmt_log *lg, const char *path)
     free(j->oid);
     j->oid = noid;
     j->fenced = 0;
-    j->wlen = 0;
+    j->w.len = 0;
     return RMT_OK;
 }
 

@@ -321,48 +321,6 @@ static int host_journal_open(pxs_coord *co, rmt_core *c, int shared, int first)
     return rmt_open(c, h->v->journal, co->journal_where, shared || h->files ? h->sync : NULL, shared, first, co->timeout);
 }
 
-static void host_journal_close(pxs_coord *co, rmt_core *c)
-{
-    (void)co;
-    rmt_close(c);
-}
-
-static int host_journal_lock(pxs_coord *co, rmt_core *c, double timeout)
-{
-    (void)co;
-    return rmt_begin(c, timeout);
-}
-
-static int host_journal_publish(pxs_coord *co, rmt_core *c)
-{
-    (void)co;
-    return rmt_commit(c);
-}
-
-static int host_journal_follow(pxs_coord *co, rmt_core *c)
-{
-    (void)co;
-    return rmt_catch_up(c);
-}
-
-static int host_journal_sync(pxs_coord *co, rmt_core *c)
-{
-    (void)co;
-    return rmt_sync(c);
-}
-
-static int host_journal_checkpoint(pxs_coord *co, rmt_core *c)
-{
-    (void)co;
-    return rmt_checkpoint(c);
-}
-
-static int host_journal_set_clean(pxs_coord *co, rmt_core *c, int clean)
-{
-    (void)co;
-    return rmt_set_clean(c, clean);
-}
-
 /* ------------------------------------------------------------------ range locks */
 static int host_range_lock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x, int64_t e, int exclusive,
                            double timeout)
@@ -385,10 +343,7 @@ static int host_range_unlock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x
         .try_lock = host_try_lock,                                                                           \
         .downgrade = host_downgrade, .release = host_release, .unlock = host_unlock, .meta_open = host_meta_open, .meta_init = host_meta_init,                   \
         .journal_probe = host_journal_probe, .journal_open = host_journal_open,                              \
-        .journal_close = host_journal_close, .journal_lock = host_journal_lock,                              \
-        .journal_publish = host_journal_publish, .journal_follow = host_journal_follow,                      \
-        .journal_sync = host_journal_sync, .journal_checkpoint = host_journal_checkpoint,                    \
-        .journal_set_clean = host_journal_set_clean, .range_lock = host_range_lock,                          \
+        PXS_COORD_CORE_JOURNAL, .range_lock = host_range_lock,                                                 \
         .range_unlock = host_range_unlock,                                                                   \
     }
 

@@ -392,48 +392,6 @@ static int rados_journal_open(pxs_coord *co, rmt_core *c, int shared, int first)
     return rmt_open(c, &r->journal.ops, co->journal_where, NULL, shared, first, co->timeout);
 }
 
-static void rados_journal_close(pxs_coord *co, rmt_core *c)
-{
-    (void)co;
-    rmt_close(c);
-}
-
-static int rados_journal_lock(pxs_coord *co, rmt_core *c, double timeout)
-{
-    (void)co;
-    return rmt_begin(c, timeout);
-}
-
-static int rados_journal_publish(pxs_coord *co, rmt_core *c)
-{
-    (void)co;
-    return rmt_commit(c);
-}
-
-static int rados_journal_follow(pxs_coord *co, rmt_core *c)
-{
-    (void)co;
-    return rmt_catch_up(c);
-}
-
-static int rados_journal_sync(pxs_coord *co, rmt_core *c)
-{
-    (void)co;
-    return rmt_sync(c);
-}
-
-static int rados_journal_checkpoint(pxs_coord *co, rmt_core *c)
-{
-    (void)co;
-    return rmt_checkpoint(c);
-}
-
-static int rados_journal_set_clean(pxs_coord *co, rmt_core *c, int clean)
-{
-    (void)co;
-    return rmt_set_clean(c, clean);
-}
-
 /* ------------------------------------------------------------------ range locks (per file) */
 static rfile *file_of(rcoord *r, uint64_t fid)
 {
@@ -616,13 +574,7 @@ const pxs_coord_ops pxs_coord_rados = {
     .read_shared = rados_read_shared,
     .journal_probe = rados_journal_probe,
     .journal_open = rados_journal_open,
-    .journal_close = rados_journal_close,
-    .journal_lock = rados_journal_lock,
-    .journal_publish = rados_journal_publish,
-    .journal_follow = rados_journal_follow,
-    .journal_sync = rados_journal_sync,
-    .journal_checkpoint = rados_journal_checkpoint,
-    .journal_set_clean = rados_journal_set_clean,
+    PXS_COORD_CORE_JOURNAL,
     .range_lock = rados_range_lock,
     .range_unlock = rados_range_unlock,
 };
