@@ -37,14 +37,20 @@ def _ior(ior, *args, data):
     return [ior, "-a", "MPIIO", "-k", "-G", "5", "-b", "1m", "-t", "64k", "-s", "4", *args, "-o", data]
 
 
+@pytest.mark.parametrize("coord", ["pfs", "rados"])
 @pytest.mark.parametrize("job", ["read", "write"])
-def test_replicate_on_one_node_while_a_job_runs_on_two_others(cluster3, ior_mn, lib, odir, job):
+def test_replicate_on_one_node_while_a_job_runs_on_two_others(cluster3, ior_mn, lib, odir, job, coord):
+    """(coord "rados": the store on the rados plane of the fixture's cluster, coordinated in
+    RADOS; its directory on the CephFS.)"""
     store, data = odir / "store", str(odir / "ior.dat")
-    cluster3.run("n1", f"{PARIO} store init {store} --system ceda-hdd8 --coord pfs")
+    made = (f"--backend rados --cluster {cluster3.home / 'ceph'} --coord rados" if coord == "rados"
+            else "--system ceda-hdd8 --coord pfs")
+    cluster3.run("n1", f"{PARIO} store init {store} {made}")
+    system = json.loads("\n".join(by_node(cluster3.run("n1", f"cat {store}/store.json")[1])["n1"]))["system"]
     env = {"LD_PRELOAD": str(lib), "PARIO_STORE": str(store), "PARIO_SERVE": "all"}
     cp = cluster3.mpi("n2,n3", 2, _ior(ior_mn, "-w", data=data), env=env, timeout=240)
     assert cp.returncode == 0, (cp.stdout + cp.stderr)[-3000:]
-    plan = {"pario_plan": 1, "scheme": "ceda", "system": "ceda-hdd8", "layouts": {},
+    plan = {"pario_plan": 1, "scheme": "ceda", "system": system, "layouts": {},
             "replicas": {data: [{"name": "ior.r1",
                                  "layout": {"type": "extents", "extents": [[0, SIZE, "H1", 0, 1]], "default": None}}]}}
     (cluster3.home / "plan.json").write_text(json.dumps(plan))

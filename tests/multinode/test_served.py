@@ -30,7 +30,13 @@ def sdir(cluster3, request):
 
 
 def _init(cluster3, store, coord):
-    cluster3.run("n1", f"{PARIO} store init {store} --system ceda-hdd8 --coord {coord}")
+    """A store for the cluster's nodes: "pfs" (on the CephFS, profile ceda-hdd8), "rados" (on the
+    rados plane of the fixture's Ceph cluster, coordinated in RADOS), or "host" (refused)."""
+    if coord == "rados":
+        made = f"--backend rados --cluster {cluster3.home / 'ceph'} --coord rados"
+    else:
+        made = f"--system ceda-hdd8 --coord {coord}"
+    cluster3.run("n1", f"{PARIO} store init {store} {made}")
 
 
 def _served(lib, store, direct=True):
@@ -81,31 +87,37 @@ ACCESS = {"independent": ["-C"], "random": ["-z", "--random-offset-seed=7"], "ro
           "cacio": ["-C", "-c"], "hacio": ["-C", "-c"]}
 
 
+@pytest.mark.parametrize("coord", ["pfs", "rados"])
 @pytest.mark.parametrize("hosts", ["n1,n2", "n1,n2,n3"])
 @pytest.mark.parametrize("access", list(ACCESS))
-def test_pfs_store_serves_ior_across_nodes(cluster3, ior_mn, lib, sdir, hosts, access):
-    """IOR write then read (-W/-R: IOR's own checks) served from a "pfs" store by ranks on 2 and 3 nodes -- sequential, random offsets (-z), and
-    collective (-c: two-phase I/O across the nodes) in each order (PARIO_ORDER
-    romcio, cacio, hacio) --: IOR finds no error, the store file's bytes equal the plain run's
-    on the same CephFS, and fsck is clean from every node."""
+def test_store_serves_ior_across_nodes(cluster3, ior_mn, lib, sdir, hosts, access, coord):
+    """IOR write then read (-W/-R: IOR's own checks) served by ranks on 2 and 3 nodes --
+    sequential, random offsets (-z), and collective (-c: two-phase I/O across the nodes) in each
+    order (PARIO_ORDER romcio, cacio, hacio) -- from a "pfs" store on the CephFS and from a
+    store on the rados plane coordinated in RADOS: IOR finds no error, the store file's bytes
+    equal the plain run's on the same CephFS, fsck is clean from every node; the rados store's
+    directory holds nothing of its state (store.json and the served runtime's shadow files)."""
     nodes = hosts.split(",")
     np = len(nodes)
     store = sdir / "store"
-    _init(cluster3, store, "pfs")
+    _init(cluster3, store, coord)
     plain, served = sdir / "plain.dat", sdir / "served.dat"
     base = ["-a", "MPIIO", "-w", "-r", "-e", "-W", "-R", "-k", "-G", "5", "-b", "512k", "-t", "64k", "-s", "3",
             *ACCESS[access]]
-    env = _served(lib, store)
+    env = _served(lib, store, direct=coord == "pfs")     # (RADOS objects: no O_DIRECT)
     if "-c" in ACCESS[access]:
         env["PARIO_ORDER"] = access
     cp = cluster3.mpi(hosts, np, [ior_mn, *base, "-o", plain], timeout=180)
     assert cp.returncode == 0, (cp.stdout + cp.stderr)[-3000:]
     cp = cluster3.mpi(hosts, np, [ior_mn, *base, "-o", served], env=env, timeout=300)
     out = cp.stdout + cp.stderr
-    assert cp.returncode == 0 and not re.search(r"incorrect data|error", out, re.I), out[-3000:]
-    _, st = cluster3.run(nodes[-1], f"test ! -e {served} && echo not-on-plain-path; sha256sum {plain}")
+    assert cp.returncode == 0 and not re.search(r"incorrect data|error|pario: serve", out, re.I), out[-3000:]
+    _, st = cluster3.run(nodes[-1], f"test ! -e {served} && echo not-on-plain-path; sha256sum {plain}; "
+                                    f"ls -A {store} | tr '\\n' ' '")
     got = by_node(st)[nodes[-1]]
     assert got[0] == "not-on-plain-path", got            # served: no byte on the plain path
+    if coord == "rados":                                 # nothing of the store's state in its directory
+        assert set(got[2].split()) <= {"store.json", ".pario-shadow"}, got
     want = got[1].split()[0]
     assert _sha_of_store_file(cluster3, nodes[0], store, str(served), f"/tmp/x.{np}") == want
     for n in nodes:                                      # one after the other (fsck holds the store alone)
