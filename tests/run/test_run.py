@@ -90,6 +90,21 @@ def test_run_reports_predicted_and_traced_times(loop):
     assert res["collective_requests_run1"] == 0
 
 
+def test_run_json_steps(loop):
+    """--json: every step of the loop, in order, as {name, start, seconds}; the steps follow
+    one another from the run's start, and run 1's and run 2's hold their mpiexec's wall time."""
+    d, res = loop
+    steps = res["steps"]
+    assert [s["name"] for s in steps] == ["setup", "run 1", "advise", "replicate", "run 2", "check", "compare"]
+    t = 0.0
+    for s in steps:
+        assert set(s) == {"name", "start", "seconds"}
+        assert s["start"] == pytest.approx(t, abs=1e-3) and s["seconds"] >= 0
+        t = s["start"] + s["seconds"]
+    by = {s["name"]: s for s in steps}
+    assert by["run 1"]["seconds"] >= res["run1_s"] and by["run 2"]["seconds"] >= res["run2_s"]
+
+
 def brute_hits(store, name, t2):
     """(requests, bytes) of the trace that overlap an RMT entry of ``name``: one loop per request."""
     from pario.store import Store
@@ -555,6 +570,10 @@ def test_run_collective_not_redirected(tmp_path):
     assert res["replicas_planned"] == 0 and res["redirected"]["hit_requests"] == 0
     assert res["collective_requests_run1"] == res["redirected"]["requests"] > 0
     assert res["predicted"]["plan"] == pytest.approx(res["predicted"]["ORIG"])
+    # priced as two-phase I/O with what pario.mpi recorded: its one aggregator (one node), its buffer
+    pr = res["predicted"]
+    assert pr["model"].startswith("two-phase") and pr["two_phase"]["ranks"] == [0]
+    assert pr["two_phase"]["cb_buffer"] == 16 << 20 and pr["order"] == {"run1": "romcio", "run2": "romcio"}
     v = res["verdict"]
     assert v["predicted_ratio"] == pytest.approx(1.0)
     assert [r["kind"] for r in v["reasons"]][:2] == ["not_redirected", "page_cache"]

@@ -22,13 +22,26 @@ with more than one scheme every scheme's plan is also written to ``PLAN.<scheme>
     {"schemes": {NAME: {"plan": PLAN, "predicted_s": float, "baselines": {NAME: float},
                         "distribution_s": float | null, "plan_seconds": float}},
      "skipped": {NAME: "reason"}, "best": NAME | null,
-     "collective_view": {"cb_buffer": int, "requests": int, "aggregators": int} | null}
+     "collective_order": {"order", "rule", "paper_order", "simulated_s": {ORDER: float},
+                          "original": {"order", "simulated_s"}} | null,
+     "collective_view": {"cb_buffer": int, "requests": int, "aggregators": int,
+                         "two_phase": {"cb_buffer", "aggregators", "ranks", "cb_source",
+                                       "agg_source", "nodes"}} | null}
 
 Collective requests (the trace's ``collective`` column, from Darshan DXT or ``pario_trace``)
 are planned as the file servers see them: the aggregators' requests of two-phase I/O
 (:func:`pario.plan.collective.aggregator_view`: file domains, ``--cb-buffer`` cycles,
 ``--cb-nodes`` aggregators), since those are the requests a layout or a replica serves
 (``"collective_view"`` in the JSON); ``--no-collective-view`` plans the ranks' requests.
+Left out, both come from the trace's hints (ROMIO's ``cb_buffer_size``, the aggregator
+ranks or ``cb_nodes``); ``--nodes N`` says on how many client nodes the job ran, and a
+``cb_nodes`` hint is then placed as ROMIO places it (``cb_config_list``, default ``*:1``:
+one aggregator per node; :func:`pario.plan.collective.romio_cb_nodes`).  The collective
+order of the best plan is priced for every order by the simulated two-phase run
+(:func:`pario.plan.order_select.collective_time`, seed 004 §2.2's cycle model:
+``"collective_order"``), and so are the collective requests as the traced job ran them (the
+original layout, its order: ``"original"``): the figures ``pario run`` predicts run 2 and
+run 1 with.
 
 A scheme that does not apply (e.g. PADP on a system without SSDs) is listed under
 ``skipped`` with the reason; when every requested scheme is skipped the command fails.
@@ -96,6 +109,11 @@ def register(sub) -> None:
     p.add_argument("--cb-nodes", type=int, default=None, metavar="N",
                    help="collective requests: number of aggregators (default: the traced job's aggregators when "
                         "the trace recorded them, else one per client node of the profile)")
+    p.add_argument("--nodes", type=int, default=None, metavar="N",
+                   help="collective requests: the client nodes the traced job ran on; a cb_nodes hint without "
+                        "recorded aggregator ranks is then placed as ROMIO places it (cb_config_list, default *:1: "
+                        "one aggregator per node), and without the hint there is one per node (default: the hint "
+                        "as recorded, one aggregator per client node of the profile)")
     p.add_argument("--no-collective-view", action="store_true",
                    help="plan collective requests as the ranks issued them, not as the aggregators' requests")
     p.add_argument("--order", default="auto", choices=("auto", "paper", *ORDERS),
@@ -131,6 +149,21 @@ def summary(plan, system) -> str:
     return "; ".join(parts) if parts else "(unchanged)"
 
 
+def _original_collective(raw, system, args) -> tuple[str, float]:
+    """(order, seconds): the trace's collective requests as the traced job ran them — on the
+    original layout (``--original``, default fixed:64K) in the order it ran (its ``pario_order``
+    hint, else ROMCIO) — priced like the plan's orders (the run-1 figure of ``pario run``)."""
+    from ..layout import parse_layout
+    from ..plan.collective import order_for
+    from ..plan.order_select import collective_time
+
+    hint = (raw.meta.hint("pario_order") or "").strip().lower()
+    order = order_for(None, hint if hint in ORDERS else None)
+    lay = parse_layout(args.original or "fixed:64K", system)
+    return order, collective_time(raw, system, order, lay, cb_buffer=args.cb_buffer, aggregators=args.cb_nodes,
+                                  nodes=args.nodes)
+
+
 def _collective_order(raw, system, plan, args):
     """The best plan's collective order (``--order``; :mod:`pario.plan.order_select`)."""
     from ..plan.order_select import OrderChoice, choose_order, paper_order
@@ -138,12 +171,14 @@ def _collective_order(raw, system, plan, args):
     if args.order in ORDERS:
         return OrderChoice(args.order, "given", paper_order(system), {})
     return choose_order(raw, system, plan=plan, cb_buffer=args.cb_buffer, aggregators=args.cb_nodes,
-                        rule="model" if args.order == "auto" else "paper")
+                        rule="model" if args.order == "auto" else "paper", nodes=args.nodes)
 
 
 def _advise(args) -> int:
     from ..plan.schemes import parse_schemes
 
+    if args.nodes is not None and args.nodes < 1:
+        raise ParioError("--nodes must be >= 1")
     system = load_system(args.system)
     schemes = parse_schemes(args.schemes)
     trace = load_trace_arg(args.trace)
@@ -151,7 +186,7 @@ def _advise(args) -> int:
     view = ""
     tp = n_agg = None
     if trace.collective.any() and not args.no_collective_view:
-        trace, tp, n_coll, n_agg = collective_view(trace, system, args.cb_buffer, args.cb_nodes)
+        trace, tp, n_coll, n_agg = collective_view(trace, system, args.cb_buffer, args.cb_nodes, args.nodes)
         view = (f"; its {n_coll} collective requests planned as the {int(trace.collective.sum())} requests of "
                 f"{n_agg} aggregator(s), cb_buffer {format_size(tp.cb_buffer)}"
                 + (" (as the traced job ran)" if "trace" in (tp.cb_source, tp.agg_source) else ""))
@@ -171,6 +206,7 @@ def _advise(args) -> int:
     order = None
     if raw.collective.any():
         order = _collective_order(raw, system, plans[best][0], args)
+        run1_order, run1_s = _original_collective(raw, system, args)
         plans[best][0].collective_order = order.order
     if args.output:
         out = Path(args.output)
@@ -187,10 +223,11 @@ def _advise(args) -> int:
             "skipped": skipped,
             "best": best,
             "collective_order": None if order is None else {"order": order.order, "rule": order.rule,
+                                                            "original": {"order": run1_order, "simulated_s": run1_s},
                                                             "paper_order": order.paper_order,
                                                             "simulated_s": order.times},
             "collective_view": {"cb_buffer": int(tp.cb_buffer), "requests": int(len(trace)),
-                                "aggregators": int(n_agg)} if view else None,
+                                "aggregators": int(n_agg), "two_phase": tp.to_dict()} if view else None,
         })
         return 0
     console.print(f"[bold]pario advise[/bold] {args.trace}: {len(trace)} requests, {len(trace.files)} file(s), "
@@ -233,7 +270,8 @@ def _advise(args) -> int:
                       "time / best's − 1" + ("; — = routed per request by another model, not re-priced"
                                              if any(c is None for c in common.values()) else "") + ".")
     if order is not None:
-        console.print(f"collective order for the plan of {best}: {order.describe()}")
+        console.print(f"collective order for the plan of {best}: {order.describe()}; the original layout in "
+                      f"{run1_order.upper()}, as the traced job ran: {run1_s:.3f} s")
     if args.output:
         console.print(f"plan of {best} written to {args.output}"
                       + (f" (and one file per scheme: {Path(args.output).stem}.<scheme>.json)" if len(plans) > 1 else ""))

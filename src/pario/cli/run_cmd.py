@@ -22,10 +22,13 @@ without pario differ there: :mod:`pario.run.variation`) and where each run diffe
 them, ``fsck`` and the load average.
 
 ``--json`` prints the summary as one JSON document (the tools' own output goes to stderr):
-``predicted``, ``io_s``, ``run1_s``, ``run2_s``, ``devices``, ``redirected``, ``files``,
-``identical``, ``verdict`` (``verdict``, ``agrees``, ``predicted_ratio``,
+``predicted`` (``ORIG``, ``plan``, ``ratio``, ``model``, ``order``, ``two_phase``, ``parts``:
+:mod:`pario.run.predict`), ``io_s``, ``run1_s``, ``run2_s``, ``devices``, ``redirected``,
+``files``, ``identical``, ``verdict`` (``verdict``, ``agrees``, ``predicted_ratio``,
 ``measured_ratio``, ``q``, ``tolerance``, ``runs``, ``sentence``, ``reasons``),
-``evidence``, ``loadavg``, ``variation``, ….  Exit status 1 if the bytes differ (for an
+``evidence``, ``loadavg``, ``variation``, ``steps`` (every step — setup, prepare, run 1,
+reference run, advise, replicate, run 2, check, compare — as ``{"name", "start",
+"seconds"}``, ``start`` in seconds since the run began), ….  Exit status 1 if the bytes differ (for an
 unmodified program: outside the bytes that vary between two runs without pario) or fsck
 finds problems (the verdict does not change it); bad input and failed steps are one
 ``pario: error:`` line, exit 2.
@@ -148,8 +151,8 @@ def _report(s: dict) -> None:
     t.add_column("run 1", justify="right")
     t.add_column("run 2", justify="right")
     t.add_column("run 1 / run 2", justify="right")
-    src = "distribution model" if pr.get("model") == "distribution" else "pario advise"
-    t.add_row(f"predicted I/O time ({src}, {escape(str(pr['system']))}: ORIG / plan)", _fmt(pr["ORIG"]),
+    src = {None: "pario advise", "distribution": "distribution model"}.get(pr.get("model"), pr.get("model"))
+    t.add_row(f"predicted I/O time ({escape(str(src))}, {escape(str(pr['system']))}: ORIG / plan)", _fmt(pr["ORIG"]),
               _fmt(pr["plan"]), _fmt(v["predicted_ratio"], "×", 2))
     k = s.get("repeat", 1)
     t.add_row("measured I/O time (trace: first request → last request)" + (f", median of {k}" if k > 1 else ""),
@@ -178,6 +181,14 @@ def _report(s: dict) -> None:
             t.add_row(label, *("–" if x is None else f"{x / div:.0f}" for x in vals),
                       "–" if None in vals or not vals[1] else f"{vals[0] / vals[1]:.2f}×")
     console.print(t)
+    if pr.get("order"):
+        from ..units import format_size
+
+        tp = pr.get("two_phase") or {}
+        agg = "one per node" if tp.get("aggregators") is None else str(tp["aggregators"])
+        console.print(f"collective requests predicted in order {pr['order']['run1'].upper()} (run 1) and "
+                      f"{pr['order']['run2'].upper()} (run 2), {agg} aggregator(s) ({escape(str(tp.get('agg_source')))}), "
+                      f"cb_buffer {format_size(tp['cb_buffer'])} ({escape(str(tp.get('cb_source')))})", soft_wrap=True)
     if s["devices"] and s["devices"]["run1"] is not None and s["devices"]["run2"] is not None:
         per = "  ".join(f"{name} {s['devices']['run1'][name]['read_ios'] + s['devices']['run1'][name]['write_ios']}"
                         f"/{s['devices']['run2'][name]['read_ios'] + s['devices']['run2'][name]['write_ios']}"

@@ -138,16 +138,19 @@ def compare(plans, trace, system, by=None) -> tuple[dict, str]:
     return common, best
 
 
-def collective_view(trace, system, cb_buffer=None, cb_nodes=None):
+def collective_view(trace, system, cb_buffer=None, cb_nodes=None, nodes=None):
     """``(view, two_phase, collective requests, aggregators)``: the trace the planners see when
     its collective requests are planned as the requests of their two-phase aggregators
-    (:func:`pario.plan.collective.aggregator_view`)."""
+    (:func:`pario.plan.collective.aggregator_view`; ``nodes``: the client nodes the traced job
+    ran on, when known, :func:`pario.plan.collective.two_phase`)."""
     import numpy as np
 
     from .collective import aggregator_view, two_phase
 
     if cb_nodes is not None and cb_nodes < 1:
         raise ParioError("--cb-nodes must be >= 1")  # the CLI's option: the aggregators
-    tp = two_phase(trace, cb_buffer, cb_nodes)
-    view = aggregator_view(trace, system.procs_per_node, cb_buffer, cb_nodes)
+    if nodes is not None and nodes < 1:
+        raise ParioError("--nodes must be >= 1")
+    tp = two_phase(trace, cb_buffer, cb_nodes, nodes=nodes)
+    view = aggregator_view(trace, system.procs_per_node, cb_buffer, cb_nodes, nodes=nodes)
     return view, tp, int(trace.collective.sum()), len(np.unique(view.rank[view.collective]))

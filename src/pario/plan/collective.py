@@ -116,13 +116,16 @@ class TwoPhase:
     """The two-phase settings a collective trace is modelled with (ROMIO's ``cb_buffer_size``
     and ``cb_nodes``), and where each came from: ``given`` (the caller), ``trace`` (what the
     trace's metadata recorded: the aggregator ranks a tracer or a Darshan log saw, the hints
-    the files were opened with) or ``default``."""
+    the files were opened with) or ``default``.  ``nodes``: the client nodes the job ran on,
+    when the caller knew them (the ``cb_nodes`` hint is then placed as ROMIO places it,
+    :func:`romio_cb_nodes`)."""
 
     cb_buffer: int
     aggregators: int | None          # None: one per client node (ROMIO's default)
     ranks: tuple[int, ...] | None    # the aggregator ranks the trace recorded, when it did
     cb_source: str
     agg_source: str
+    nodes: int | None = None
 
     def describe(self) -> str:
         from ..units import format_size
@@ -131,12 +134,70 @@ class TwoPhase:
         return (f"{a} aggregator(s) ({self.agg_source}), cb_buffer {format_size(self.cb_buffer)} "
                 f"({self.cb_source})")
 
+    def to_dict(self) -> dict:
+        """JSON-ready: ``cb_buffer``, ``aggregators`` (None: one per node), ``ranks``, the
+        sources and ``nodes``."""
+        return {"cb_buffer": int(self.cb_buffer), "aggregators": self.aggregators,
+                "ranks": list(self.ranks) if self.ranks is not None else None,
+                "cb_source": self.cb_source, "agg_source": self.agg_source, "nodes": self.nodes}
+
+
+def cb_config_limit(cb_config_list: str | None) -> int | None | bool:
+    """The most aggregators ROMIO puts on one node by ``cb_config_list``: ``"*:1"`` (ROMIO's
+    default, also for None and ``"*"``) → 1, ``"*:k"`` → k, ``"*:*"`` → None (every process
+    of the node may be one).  A list that names hosts (``"n1:2,*:1"``) cannot be placed
+    without the host names, which a trace does not record: False."""
+    text = "*:1" if cb_config_list is None or not str(cb_config_list).strip() else str(cb_config_list)
+    limit: int | None | bool = False
+    for entry in text.split(","):
+        name, _, count = entry.strip().partition(":")
+        if name.strip() != "*":
+            return False
+        count = count.strip() or "1"
+        if count == "*":
+            limit = None
+            continue
+        try:
+            k = int(count)
+        except ValueError:
+            return False
+        if k < 1:
+            return False
+        limit = k
+    return limit
+
+
+def romio_cb_nodes(requested: int | None, nodes: int, nprocs: int, cb_config_list: str | None = None) -> int:
+    """How many aggregators ROMIO uses: the ``cb_nodes`` hint (default: the process count)
+    capped by what ``cb_config_list`` allows on ``nodes`` nodes (``ADIOI_cb_config_list_parse``:
+    at most the list's count per node; the default ``"*:1"`` gives one per node, so
+    ``cb_nodes=2`` alone on one host is one aggregator).  The ``nprocs`` ranks are taken as
+    spread evenly over the nodes (node counts differing by at most one).  A list naming
+    hosts (:func:`cb_config_limit` False) is not capped: ``requested`` as it is."""
+    nprocs = max(1, int(nprocs))
+    nodes = max(1, min(int(nodes), nprocs))
+    want = nprocs if requested is None else max(1, int(requested))
+    limit = cb_config_limit(cb_config_list)
+    if limit is None or limit is False:
+        return min(want, nprocs)
+    small, big = divmod(nprocs, nodes)          # `big` nodes hold small + 1 ranks, the others small
+    cap = big * min(int(limit), small + 1) + (nodes - big) * min(int(limit), small)
+    return max(1, min(want, cap))
+
 
 def two_phase(trace, cb_buffer: int | None = None, aggregators: int | None = None,
-              default_cb: int = DEFAULT_CB_BUFFER) -> TwoPhase:
+              default_cb: int = DEFAULT_CB_BUFFER, nodes: int | None = None) -> TwoPhase:
     """Resolve the two-phase settings for ``trace``: explicit values win, then the trace's
     metadata (``TraceMeta.cb_buffer_size`` / ``cb_nodes`` / ``aggregators``: what the job
-    really ran with), then ROMIO's defaults (``default_cb``; one aggregator per node)."""
+    really ran with), then ROMIO's defaults (``default_cb``; one aggregator per node).
+
+    ``nodes``: the client nodes the job ran on, when known (``pario run`` without placement
+    options: one).  The trace's aggregator ranks, when it recorded them, are what ran and stay
+    as they are; a ``cb_nodes`` hint without them, and the default, are placed as ROMIO
+    places aggregators on that many nodes (:func:`romio_cb_nodes`, with the trace's
+    ``cb_config_list`` hint).  Without ``nodes`` the hint is taken as it is (ROMIO's
+    ``MPI_File_get_info`` reports the count in effect) and the default is one aggregator per
+    node of the profile."""
     meta = getattr(trace, "meta", None)
     if cb_buffer is not None:
         cb, cbs = int(cb_buffer), "given"
@@ -146,18 +207,30 @@ def two_phase(trace, cb_buffer: int | None = None, aggregators: int | None = Non
         cb, cbs = int(default_cb), "default"
     if cb <= 0:
         raise ParioError("collective buffer size must be > 0")
+    if nodes is not None and int(nodes) < 1:
+        raise ParioError("the number of client nodes must be >= 1")
     ranks = None
+    config = meta.hint("cb_config_list") if meta is not None else None
+    nprocs = int(getattr(trace, "nprocs", 0) or 0) or 1
     if aggregators is not None:
         if int(aggregators) < 1:
             raise ParioError("the number of aggregators must be >= 1")
         a, srcs = int(aggregators), "given"
+    elif meta is not None and meta.aggregators:
+        a, srcs = len(meta.aggregators), "trace"
+        ranks = tuple(int(r) for r in meta.aggregators)
     elif meta is not None and meta.cb_nodes:
         a, srcs = int(meta.cb_nodes), "trace"
-        if meta.aggregators:
-            ranks = tuple(int(r) for r in meta.aggregators)
+        if nodes is not None:
+            placed = romio_cb_nodes(a, int(nodes), nprocs, config)
+            if placed != a:
+                srcs = f"trace's cb_nodes {a}, as ROMIO places them on {int(nodes)} node(s)"
+            a = placed
+    elif nodes is not None:
+        a, srcs = romio_cb_nodes(None, int(nodes), nprocs, config), "default"
     else:
         a, srcs = None, "default"
-    return TwoPhase(cb, a, ranks, cbs, srcs)
+    return TwoPhase(cb, a, ranks, cbs, srcs, None if nodes is None else int(nodes))
 
 
 def aggregator_ranks(nranks: int, procs_per_node: int, aggregators: int | None = None) -> np.ndarray:
@@ -172,7 +245,8 @@ def aggregator_ranks(nranks: int, procs_per_node: int, aggregators: int | None =
     return np.sort(ranked[:n]).astype(np.int64)
 
 
-def aggregator_view(trace, procs_per_node: int, cb_buffer: int | None = None, aggregators: int | None = None):
+def aggregator_view(trace, procs_per_node: int, cb_buffer: int | None = None, aggregators: int | None = None,
+                    nodes: int | None = None):
     """The requests the file servers see when the trace's collective requests run through
     two-phase I/O (seed 004 §2.1; what PSA's server-side trace collector records, seed 001
     §3.4), with the independent requests unchanged.
@@ -188,20 +262,24 @@ def aggregator_view(trace, procs_per_node: int, cb_buffer: int | None = None, ag
     groups the same way and independent requests keep their own times.
 
     ``cb_buffer`` / ``aggregators`` left None are taken from the trace's metadata when it
-    recorded them (:func:`two_phase`), else ROMIO's defaults; when the trace recorded the
-    aggregator ranks themselves, those ranks issue the requests.
+    recorded them (:func:`two_phase`, ``nodes``: the client nodes the job ran on, when
+    known), else ROMIO's defaults; when the trace recorded the aggregator ranks themselves,
+    those ranks issue the requests.
     """
     from ..trace.core import Trace
 
     coll = np.asarray(trace.collective, dtype=bool)
     if not coll.any():
         return trace
-    tp = two_phase(trace, cb_buffer, aggregators)
+    tp = two_phase(trace, cb_buffer, aggregators, nodes=nodes)
     B = tp.cb_buffer
     if tp.ranks is not None:
         aggs = np.array(tp.ranks, dtype=np.int64)
     else:
-        aggs = aggregator_ranks(max(int(trace.rank.max()) + 1, trace.nprocs), procs_per_node, tp.aggregators)
+        nranks = max(int(trace.rank.max()) + 1, trace.nprocs)
+        # on the nodes the job ran on, when known (ranks spread evenly), else the profile's
+        ppn = -(-nranks // tp.nodes) if tp.nodes else procs_per_node
+        aggs = aggregator_ranks(nranks, ppn, tp.aggregators)
     A = len(aggs)
     has_t = bool(trace.has_times)
     cols = {k: [] for k in ("rank", "file", "op", "offset", "length", "order", "start", "end")}
@@ -277,4 +355,5 @@ def _cut(a: np.ndarray, b: np.ndarray, lo: int, size: int):
     return s, e, slot, src
 
 
-__all__ = ["ORDERS", "request_order", "aggregator_ranks", "aggregator_view"]
+__all__ = ["ORDERS", "request_order", "aggregator_ranks", "aggregator_view", "two_phase", "TwoPhase",
+           "romio_cb_nodes", "cb_config_limit"]

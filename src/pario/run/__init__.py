@@ -12,6 +12,9 @@ calls :func:`run_loop` and prints the summary.
   against run 1, the program's phase times, file checksums;
 - :mod:`pario.run.variation` — an unmodified program's files against its own without
   pario, byte for byte outside the bytes that vary between two runs without pario;
+- :mod:`pario.run.predict` — the predicted I/O time of both runs: the plan as run 2 runs it
+  (layouts, replicas, collective order, the trace's aggregators and buffer), priced by the
+  model ``pario advise`` used;
 - :mod:`pario.run.compare` — prediction against measurement: :func:`judge` gives the
   verdict (``as predicted`` / ``faster than predicted`` / ``contradicts the prediction``,
   tolerance :data:`TOLERANCE`) and its reasons, each from measured evidence.

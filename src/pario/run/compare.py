@@ -1,7 +1,10 @@
 """Prediction against measurement for ``pario run``: the verdict and its reasons.
 
-The prediction is the plan's: ``pario advise`` prices run 1's trace with the cost model under
-the original layout (``ORIG``, what run 1 ran on) and under the plan (what run 2 runs on).
+The prediction (:mod:`pario.run.predict`) prices run 1's trace with ``pario advise``'s model
+under the original layout (``ORIG``, what run 1 ran on) and under the plan as run 2 runs it:
+its layouts and replicas, and for collective requests its collective order with the
+aggregators and buffer of the trace's own hints (the simulated two-phase run advise chose
+the order with).
 The measurement is each run's traced I/O time (first request's start → last request's end,
 :func:`pario.run.measure.io_span`, the quantity the model prices).  :func:`judge` compares
 the two speed-ups, run 1 / run 2:
@@ -25,8 +28,11 @@ trace times, a zero prediction) the verdict is ``not comparable`` and ``agrees``
 The reasons are built only from what the run measured (each with its numbers in
 ``evidence``), never from fixed text alone:
 
-- ``not_redirected`` — the plan has no replica or run 2 had no RMT hit: both runs used the
-  original layout, so the prediction is "no change";
+- ``collective_order`` — the plan runs the collective requests in another order than run 1
+  (e.g. ROMCIO → HACIO): the simulated two-phase time of each run's order, with the
+  aggregators and buffer it was priced with;
+- ``not_redirected`` — the plan has no replica or run 2 had no RMT hit, and it keeps run 1's
+  collective order: both runs used the original layout, so the prediction is "no change";
 - ``page_cache`` — present exactly when the ranks did not use ``O_DIRECT`` (no ``--direct``,
   no ``--testbed``): run 1's bytes per second of traced I/O and its median request latency
   against the cheapest request the profile prices (α + s·β of its fastest server);
@@ -65,6 +71,8 @@ import math
 
 import numpy as np
 
+from ..units import format_size
+
 TOLERANCE = 0.25
 BETWEEN_SHARE = 0.25   # time between requests is a reason when it is >= this share of the span's change
 AS_PREDICTED, FASTER, CONTRADICTS, NOT_COMPARABLE = (
@@ -72,15 +80,17 @@ AS_PREDICTED, FASTER, CONTRADICTS, NOT_COMPARABLE = (
 
 
 # ====================================================================== the model's side
-def planned_view(trace, system, cb_buffer: int = 16 << 20, cb_nodes: int | None = 1):
+def planned_view(trace, system, nodes: int | None = None):
     """Run 1's trace as ``pario advise`` planned it: collective requests as the aggregators'
-    two-phase requests (:func:`pario.plan.collective.aggregator_view`), ``pario run``'s
-    ``--cb-nodes 1`` and the default 16 MiB ``cb_buffer``."""
+    two-phase requests (:func:`pario.plan.collective.aggregator_view`) with the trace's own
+    hints — its aggregators and ``cb_buffer_size`` (:func:`pario.plan.collective.two_phase`),
+    a ``cb_nodes`` hint placed on ``nodes`` client nodes as ROMIO places it — as ``pario run``
+    has ``pario advise --nodes`` resolve them."""
     if not trace.collective.any():
         return trace
     from ..plan.collective import aggregator_view
 
-    return aggregator_view(trace, system.procs_per_node, cb_buffer, cb_nodes)
+    return aggregator_view(trace, system.procs_per_node, nodes=nodes)
 
 
 def plan_layouts(plan, files, orig_layouts: dict | None = None) -> tuple[dict, dict]:
@@ -104,18 +114,20 @@ def plan_layouts(plan, files, orig_layouts: dict | None = None) -> tuple[dict, d
     return orig, new
 
 
-def predicted_servers(trace, plan_path, system, orig_layouts: dict | None = None) -> dict | None:
+def predicted_servers(trace, plan_path, system, orig_layouts: dict | None = None,
+                      nodes: int | None = None) -> dict | None:
     """Per server, the model's prediction for run 1's trace under ORIG and under the plan:
     ``{"ORIG": {"predicted_s", "servers": {name: {"requests", "bytes", "busy_s"}}}, "plan": …}``
     (requests = sub-requests of :func:`pario.layout.server_load`; busy_s = the distribution
-    model's per-server time).  None when the plan has no layout for a file."""
+    model's per-server time; collective requests as :func:`planned_view` with ``nodes``).
+    None when the plan has no layout for a file."""
     from ..layout import server_load
     from ..model import DistributionModel
     from ..model.batches import batch_ids
     from ..plan.base import Plan
 
     plan = Plan.load(plan_path, system)
-    view = planned_view(trace, system)
+    view = planned_view(trace, system, nodes)
     orig, new = plan_layouts(plan, view.files, orig_layouts)
     if any(v is None for v in orig.values()):
         return None
@@ -232,11 +244,27 @@ def judge(s: dict, tolerance: float = TOLERANCE) -> dict:
     hits = s.get("redirected") or {}
     n_rep = s.get("replicas_planned")
     relaid = s.get("relaid") or []
+    ords = pred.get("order") or {}
+    reordered = bool(ords) and ords.get("run1") != ords.get("run2")
+    if reordered:
+        parts = (pred.get("parts") or {}).get("collective") or {}
+        tp = pred.get("two_phase") or {}
+        agg = tp.get("aggregators")
+        setting = (f"{'one aggregator per node' if agg is None else f'{agg} aggregator(s)'}, "
+                   f"cb_buffer {format_size(tp['cb_buffer'])}") if tp.get("cb_buffer") else ""
+        add("collective_order",
+            f"the plan changes the collective order from {ords['run1'].upper()} (run 1) to {ords['run2'].upper()} "
+            f"(run 2): the aggregators issue their file domains' pieces in that order (seed 004 §3, Algorithm 1 for "
+            f"HACIO); the simulated two-phase run of run 1's collective requests ({setting}) takes "
+            + (f"{parts['plan']:.3f} s against {parts['ORIG']:.3f} s"
+               if parts.get("ORIG") is not None and parts.get("plan") is not None else "another time")
+            + f", {'no change' if pr is None or _speed(pr) == 'as fast' else _speed(pr)} in all",
+            run1=ords["run1"], run2=ords["run2"], collective_s=parts or None, two_phase=tp or None)
     if relaid:
         add("relaid", f"the plan gave {len(relaid)} file(s) a new layout, applied by pario replicate before run 2 "
             f"({', '.join(relaid[:3])}{', …' if len(relaid) > 3 else ''}); run 2's {hits.get('hit_requests', 0)} of "
             f"{hits.get('requests', 0)} requests hit replicas", relaid=relaid)
-    elif n_rep == 0 or hits.get("hit_requests", 1) == 0:
+    elif not reordered and (n_rep == 0 or hits.get("hit_requests", 1) == 0):
         add("not_redirected",
             f"run 2 was not redirected: the plan has {n_rep} replica(s) and {hits.get('hit_requests', 0)} of run 2's "
             f"{hits.get('requests', 0)} requests hit the RMT, so both runs used the original layout; the model "
@@ -336,7 +364,7 @@ def judge(s: dict, tolerance: float = TOLERANCE) -> dict:
 
     if s.get("collective_requests_run1") and n_rep:
         add("collective",
-            f"run 1 had {s['collective_requests_run1']} collective requests: pario advise priced them as the "
+            f"run 1 had {s['collective_requests_run1']} collective requests: the model priced them as the "
             "aggregators' two-phase requests, while the RMT hits count the ranks' requests and the redirector "
             "serves each aggregator's runs piece by piece through the replica",
             collective_requests=s["collective_requests_run1"])

@@ -37,8 +37,11 @@ Measured afterwards (:mod:`pario.run.measure`): each run's wall time and traced 
 run 2's RMT hits, each request's latency in both runs, the program's printed phase times,
 SHA-256 of every file the program touched (read through the store after run 1 and after
 run 2) and ``fsck``; on a testbed each server's device requests and bytes per run.  Then
+:func:`pario.run.predict.predict` prices both runs (the plan as run 2 runs it: layouts,
+replicas, collective order, the trace's two-phase hints) and
 :func:`pario.run.compare.judge` puts the prediction next to the measurement and gives the
-verdict with its measured reasons.  A program that opens its files with ``pario.mpi.File``
+verdict with its measured reasons.  Every step is timed (:class:`Steps`: the summary's
+``steps``).  A program that opens its files with ``pario.mpi.File``
 must be deterministic (the same bytes in both runs, compared by SHA-256).  An unmodified
 program's files are compared with the program's own without pario
 (:func:`_plain_reference`, :mod:`pario.run.variation`): when a SHA-256 differs, a second run
@@ -63,6 +66,7 @@ from ..store.planes import PLANES
 from ..store.root import read_config
 from . import compare, devices, measure, variation
 from .launch import find_mpiexec, launch, mpi_command, parse_procs
+from .predict import order_hint, predict
 
 OWN_ENV = ("PARIO_STORE", "PARIO_PLAN", "PARIO_TRACE", "PARIO_SYSTEM", "PARIO_DIRECT", "PARIO_HINTS")
 
@@ -111,6 +115,34 @@ def _nothing(kind: str, text: str) -> None:
     return None
 
 
+class Steps:
+    """The loop's steps as they happen, for ``pario run --json``'s ``steps``: each one
+    ``{"name", "start", "seconds"}`` — its start in seconds since the run began and how long it
+    took (until the next step starts, or the run ends).  :meth:`start` also tells
+    ``progress`` (kind ``"step"``) when given a text."""
+
+    def __init__(self, say=_nothing):
+        self.t0 = time.perf_counter()
+        self.rows: list[dict] = []
+        self.say = say
+
+    def _close(self, now: float) -> None:
+        if self.rows and self.rows[-1]["seconds"] is None:
+            self.rows[-1]["seconds"] = max(0.0, now - self.t0 - self.rows[-1]["start"])
+
+    def start(self, name: str, text: str | None = None) -> None:
+        now = time.perf_counter()
+        self._close(now)
+        self.rows.append({"name": name, "start": now - self.t0, "seconds": None})
+        if text is not None:
+            self.say("step", text)
+
+    def finish(self) -> list[dict]:
+        """Close the last step; the steps in order."""
+        self._close(time.perf_counter())
+        return [dict(r) for r in self.rows]
+
+
 def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, store, system: str | None = None,
              testbed: str | None = None, direct: bool = False, space: int | None = None, schemes: str = "ceda",
              out: str | None = None, timeout: float | None = None, mpiexec: str | None = None,
@@ -143,6 +175,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     from ..trace import load as load_trace
 
     say = progress or _nothing
+    steps = Steps(say)
+    steps.start("setup")    # inputs checked, the store made or checked, replicas of an earlier run dropped
     load0 = os.getloadavg()
     n = parse_procs(procs)
     check_coord(coord)     # the store made here is on the local plane
@@ -230,7 +264,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         # opens is served from the store (run 1: the store's layouts; run 2: the plan's)
         base["PARIO_SERVE"] = "all"
     if prep_cmd is not None:
-        say("step", f"prepare (not traced){where}: {' '.join(prep_cmd)}")
+        steps.start("prepare", f"prepare (not traced){where}: {' '.join(prep_cmd)}")
         wall0, log0, _ = run(prep_cmd, _with_tracer(base, tracer, None), outdir / "prepare.log", "the prepare run")
         echo(log0)
         say("info", f"wall time {wall0:.3f} s")
@@ -242,6 +276,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         suffix = "" if k == 0 else f"-{k + 1}"
         tp = tpath if k == 0 else outdir / f"run{which}{suffix}.parquet"
         label = f"run {which}" + (f" ({k + 1} of {repeat})" if repeat > 1 else "")
+        steps.start(label)
         return (tp, *run(cmd, {**env, "PARIO_TRACE": str(tp)}, outdir / f"run{which}{suffix}.log", label))
 
     say("step", f"run 1 (traced{', pario library preloaded' if tracer else ''}){where}: {shown}"
@@ -261,7 +296,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
             say("info", f"wall time {wall1:.3f} s, {len(trace1)} requests traced → {t1}"
                 + (" (by the MPI-IO tracer: the program does plain MPI-IO, served from the store)" if native else ""))
             if native:
-                plain = _plain_reference(cmd, prep_cmd, os.environ, outdir, timeout, trace1.files, say)
+                plain = _plain_reference(cmd, prep_cmd, os.environ, outdir, timeout, trace1.files, say,
+                                         step=steps.start)
                 kept = variation.Kept(outdir / "compare")
                 kept.remove()       # an earlier run's
         if native:
@@ -273,11 +309,14 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                              "deterministic)")
         rep1.append({"wall_s": wall, "io_s": measure.io_span(tr)})
 
-    # collective calls are planned as the aggregators' requests; every rank runs on this
-    # machine, i.e. one node, so pario.mpi picks one aggregator (ROMIO's cb_nodes default)
-    # (a trace of the MPI-IO tracer names ROMIO's aggregators itself: advise takes them from it)
+    # collective calls are planned as the aggregators' requests, with the trace's own hints
+    # (the aggregator ranks pario.mpi or the MPI-IO tracer recorded, else its cb_nodes, and its
+    # cb_buffer_size); without placement options every rank runs on this machine, one node:
+    # advise --nodes 1 places a cb_nodes hint as ROMIO does there (cb_config_list *:1: one
+    # aggregator), and the prediction below resolves the same settings
+    nodes = None if place else 1
     adv = ["advise", str(t1), "--system", system, "--schemes", schemes, "-o", str(plan),
-           *(() if native else ("--cb-nodes", "1")), *(("--paper-benefit",) if paper_benefit else ())]
+           *(("--nodes", str(nodes)) if nodes is not None else ()), *(("--paper-benefit",) if paper_benefit else ())]
     orig_layouts = _store_layouts(store, trace1.files)
     original = _original_arg(orig_layouts, prof, outdir)
     if original:
@@ -286,11 +325,11 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     if space is not None:
         adv += ["--space", str(space)]
         rep += ["--space", str(space)]
-    say("step", "pario " + " ".join(adv))
+    steps.start("advise", "pario " + " ".join(adv))
     _tool(adv, "pario advise", tool_stdout)
     plan_d = json.loads(plan.read_text())
     n_rep = sum(len(v) for v in (plan_d.get("replicas") or {}).values())
-    say("step", "pario " + " ".join(rep))
+    steps.start("replicate", "pario " + " ".join(rep))
     _tool(rep, "pario replicate", tool_stdout)
     relaid = sorted(f for f, lay in _store_layouts(store, trace1.files).items()
                     if lay is not None and lay != orig_layouts.get(f))
@@ -314,6 +353,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                 kept.copy_from_store(str(store), [n for n in dig if dig[n] != plain["files"].get(n)], dig)
         elif repeat > 1 and measure.file_digests(str(store), trace1.files) != d1:
             raise ParioError(f"run 2 repetition {k + 1} left other bytes than run 1")
+    steps.start("check")    # run 2's trace, RMT hits, files through the store, fsck, bytes against the references
     trace2 = load_trace(t2) if t2.exists() else None
     hit2 = measure.rmt_hit_mask(str(store), trace2) if trace2 is not None else None
     hits = measure.hit_counts(trace2, hit2) if trace2 is not None else dict(measure.NO_HITS)
@@ -325,26 +365,17 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     vary = None
     if native:
         vary = _judge_bytes(store, plain, runs, _run_label(2, repeat - 1, repeat), kept, cmd, prep_cmd, outdir,
-                            timeout, say)
+                            timeout, say, step=steps.start)
         plain["identical"] = not any(f["differing"].get(label, {}).get("bytes") for f in vary["files"].values()
                                      for label in runs)
         same = vary["identical"]
     io1, io2 = _median([r["io_s"] for r in rep1]), _median([r["io_s"] for r in rep2])
     if repeat > 1:
         wall1, wall2 = _median([r["wall_s"] for r in rep1]), _median([r["wall_s"] for r in rep2])
-    base_s = plan_d.get("baselines") or {}
-    pred = {"scheme": plan_d.get("scheme"), "system": prof.name,
-            "ORIG": base_s.get("ORIG"), "plan": plan_d.get("predicted_s")}
-    try:
-        model_servers = compare.predicted_servers(trace1, plan, prof, orig_layouts)
-    except ParioError:
-        model_servers = None
-    if (pred["ORIG"] is None or relaid) and model_servers is not None:
-        # the plan's own baselines do not price the layouts run 1 had (a layout plan made with
-        # its own model): both runs priced by the distribution model (CEDA seed 000 eq. 1–4)
-        pred.update(ORIG=model_servers["ORIG"]["predicted_s"], plan=model_servers["plan"]["predicted_s"],
-                    model="distribution")
-    pred["ratio"] = (pred["ORIG"] / pred["plan"]) if pred["ORIG"] and pred["plan"] else None
+    # both runs as they ran: the plan's layouts, replicas and collective order, the trace's hints
+    steps.start("compare")  # the prediction against the measurement
+    pred, model_servers = predict(trace1, plan, prof, orig_layouts, relaid=relaid, nodes=nodes,
+                                  hint=order_hint(trace1, base))
     load1 = os.getloadavg()
     summary = {"procs": n, "command": cmd, "store": str(store), "out": str(outdir),
                "testbed": tb.dir if tb is not None else None, "direct": direct or not plane.page_cache,
@@ -362,6 +393,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                "loadavg": {"start": list(load0), "end": list(load1)}}
     summary["evidence"] = _evidence(trace1, trace2, hit2, prof, plan, store, log1, log2, model_servers)
     summary["verdict"] = compare.judge(summary)
+    summary["steps"] = steps.finish()
     return summary
 
 
@@ -420,17 +452,19 @@ def _run_trace(tp: Path, tdir: Path, lib: Path | None, label: str, required: boo
         shutil.rmtree(tdir, ignore_errors=True)
 
 
-def _plain_reference(cmd, prep_cmd, environ, outdir: Path, timeout, names, say, second: bool = False) -> dict:
+def _plain_reference(cmd, prep_cmd, environ, outdir: Path, timeout, names, say, second: bool = False,
+                     step=None) -> dict:
     """The program without pario (no store, no library: MPICH alone, the prepare run first),
     its files' SHA-256 at the paths the program names: what the served runs must equal.
     ``second``: the second such run (logs ``plain-2*.log``).  ``end_time``: when it ended
-    (``time.time()``)."""
+    (``time.time()``).  ``step(name, text)``: :meth:`Steps.start` (None: ``say`` alone)."""
     env = {k: v for k, v in environ.items() if not k.startswith("PARIO_")}
     tag, what = ("-2", "second reference") if second else ("", "reference")
+    step = step or (lambda name, text: say("step", text))
     if prep_cmd is not None:
-        say("step", f"{what}, without pario: {' '.join(prep_cmd)}")
+        step(f"{what} prepare", f"{what}, without pario: {' '.join(prep_cmd)}")
         launch(prep_cmd, env, outdir / f"plain{tag}-prepare.log", timeout, f"the {what} prepare run")
-    say("step", f"{what}, without pario: {' '.join(cmd)}")
+    step(f"{what} run", f"{what}, without pario: {' '.join(cmd)}")
     wall, _ = launch(cmd, env, outdir / f"plain{tag}.log", timeout, f"the {what} run")
     end = time.time()
     files = {name: measure.plain_digest(name) for name in names}
@@ -445,7 +479,7 @@ def _run_label(which: int, k: int, repeat: int) -> str:
 
 
 def _judge_bytes(store: Path, plain: dict, runs: dict, final: str, kept, cmd, prep_cmd, outdir: Path, timeout,
-                 say) -> dict:
+                 say, step=None) -> dict:
     """The store's files of every run of an unmodified program against the program's own
     files without pario (:func:`pario.run.variation.judge_files`).  When every SHA-256 agrees
     with the plain run's, nothing more is read or run.  Otherwise the program runs without
@@ -471,7 +505,9 @@ def _judge_bytes(store: Path, plain: dict, runs: dict, final: str, kept, cmd, pr
     time.sleep(max(0.0, end1 + 1.0 - time.time()))
     for n in names:
         kept.move(n, p1.get(n))
-    second = _plain_reference(cmd, prep_cmd, os.environ, outdir, timeout, names, say, second=True)
+    second = _plain_reference(cmd, prep_cmd, os.environ, outdir, timeout, names, say, second=True, step=step)
+    if step is not None:
+        step("byte comparison", None)
     second.pop("end_time")
     plain.update(runs=2, wall_s_2=second["wall_s"], files_2=second["files"])
     out = variation.judge_files(str(store), names, p1, second["files"], runs, final, kept)

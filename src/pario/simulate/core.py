@@ -106,7 +106,8 @@ def _as_routing(system, layout, plan, routing) -> Routing:
 def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=None, routing: Routing | None = None,
              collective: bool = False, aggregators: int | None = None, cb_buffer: int | str | None = None,
              order: str | None = None, align: int | str | None = None, timing: str = "blocking",
-             elevator: bool = False, jitter: float = 0.0, seed: int = 0, progress=None) -> SimResult:
+             elevator: bool = False, jitter: float = 0.0, seed: int = 0, progress=None,
+             nodes: int | None = None) -> SimResult:
     """Simulate ``trace`` on ``system`` under a layout (or a plan / a :class:`Routing`).
 
     Independent I/O (default): every rank issues its requests in ``order``, one at a time
@@ -119,7 +120,9 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
     the plan's collective order, else ``romcio``.  ``aggregators`` / ``cb_buffer`` left None
     come from the trace's metadata when it recorded them (the aggregator ranks and the
     ``cb_buffer_size`` hint of the job that was traced), else ROMIO's defaults (one
-    aggregator per client node, 16 MiB): :func:`pario.plan.collective.two_phase`.
+    aggregator per client node, 16 MiB): :func:`pario.plan.collective.two_phase` (``nodes``:
+    the client nodes the traced job ran on, when known: a ``cb_nodes`` hint is then placed as
+    ROMIO's ``cb_config_list`` places aggregators).
     ``seed`` only breaks ties between simultaneous events and draws the jitter (see
     ``docs/simulator.md``).  ``progress``: a :class:`pario.trace.io.progress_bar` to move.
 
@@ -135,7 +138,7 @@ def simulate(trace, system, layout: Layout | dict | str | None = None, *, plan=N
     from ..plan.collective import two_phase
 
     cb = parse_size(cb_buffer, "collective buffer size") if isinstance(cb_buffer, str) else cb_buffer
-    tp = two_phase(trace, cb, aggregators) if collective else None
+    tp = two_phase(trace, cb, aggregators, nodes=nodes) if collective else None
     cb = tp.cb_buffer if tp is not None else cb
     al = None if align is None else (parse_size(align, "alignment") if isinstance(align, str) else int(align))
     order = order_for(plan, order)
