@@ -190,10 +190,10 @@ def test_every_injected_coverage_loss_fails_fsck(tmp_path):
     cfg["setup"] = ["r1", "r2", "h1"]
     root = tmp_path / "s"
     crash.setup(root, cfg)
-    assert crash.rewrite_journal(root / "rmt.log")
+    assert crash.rewrite_journal(root)
     with Store(root) as st:
         assert fsck(st)["ok"]
-    cuts = crash.coverage_cuts(root / "rmt.log", crash.read_meta(root)[2], seed=1, tries=100)
+    cuts = crash.coverage_cuts(root, crash.read_meta(root)[2], seed=1, tries=100)
     kinds = {c[0] for c in cuts}
     assert kinds == {"drop", "shrink"}
     recs = rj.read(root / "rmt.log").records
@@ -202,9 +202,9 @@ def test_every_injected_coverage_loss_fails_fsck(tmp_path):
         work = tmp_path / f"c{how}{i}"
         shutil.copytree(root, work)
         if how == "drop":
-            crash.rewrite_journal(work / "rmt.log", drop=i)
+            crash.rewrite_journal(work, drop=i)
         else:
-            crash.rewrite_journal(work / "rmt.log", shrink=(i, m))
+            crash.rewrite_journal(work, shrink=(i, m))
         j = rj.read(work / "rmt.log")
         assert j.stop_reason == "end" and len(j.records) == len(recs) - (how == "drop")
         hdr_end, hdr_seq = struct.unpack_from("<QQ", (work / "rmt.log").read_bytes(), 24)
