@@ -86,19 +86,7 @@ static int file_open(rmt_log *lg, const char *path, int how)
         return RMT_ENOMEM;
     lg->impl = j;
     lg->hdr = &j->hdr;
-    int rc = rmt_posix_open(&j->f, path, how);
-    if (!rc)
-        rc = file_stat(lg);
-    if (!rc && lg->fsize < RMT_HDR_SIZE)
-        rc = RMT_ECORRUPT;
-    if (!rc)
-        rc = read_header(lg);
-    if (rc) {
-        int e = errno;
-        file_close(lg);
-        errno = e;
-    }
-    return rc;
+    return rmt_storage_opened(lg, rmt_posix_open(&j->f, path, how), read_header);
 }
 
 /* a window's bytes, the kernel's cached pages of the range dropped first -- from the first page

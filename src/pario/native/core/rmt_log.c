@@ -404,3 +404,19 @@ void rmt_window_free(rmt_window *w)
     free(w->buf);
     memset(w, 0, sizeof *w);
 }
+
+int rmt_storage_opened(rmt_log *lg, int rc, int (*read_header)(rmt_log *lg))
+{
+    if (!rc)
+        rc = lg->ops->stat(lg);
+    if (!rc && lg->fsize < RMT_HDR_SIZE)
+        rc = RMT_ECORRUPT;
+    if (!rc)
+        rc = read_header(lg);
+    if (rc) {
+        int e = errno;
+        lg->ops->close(lg);
+        errno = e;
+    }
+    return rc;
+}

@@ -91,6 +91,9 @@ typedef int (*rmt_fill)(void *ctx, void *buf, size_t n, uint64_t pos);
 int rmt_window_read(rmt_window *w, uint64_t pos, size_t n, uint64_t fsize, rmt_fill fill, void *ctx,
                     const uint8_t **p);
 void rmt_window_free(rmt_window *w);
+/* the end of a storage's open (rc: its own part's result): the size, at least a header, the
+ * header read (read_header: the storage's); on failure the storage closed, errno kept */
+int rmt_storage_opened(rmt_log *lg, int rc, int (*read_header)(rmt_log *lg));
 
 /* journal_posix.c: what the members over a POSIX file share */
 typedef struct {

@@ -142,18 +142,7 @@ static int jr_open(rmt_log *lg, const char *path, int how)
             free(blank);
         }
     }
-    if (!rc)
-        rc = jr_stat(lg);
-    if (!rc && lg->fsize < RMT_HDR_SIZE)
-        rc = RMT_ECORRUPT;
-    if (!rc)
-        rc = read_header(lg);
-    if (rc) {
-        int e = errno;
-        jr_close(lg);
-        errno = e;
-    }
-    return rc;
+    return rmt_storage_opened(lg, rc, read_header);
 }
 
 static int fill(void *ctx, void *buf, size_t n, uint64_t pos)
