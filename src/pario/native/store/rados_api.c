@@ -120,3 +120,18 @@ int pxs_rados_connect(const char *cluster, rd_handle *out, char *err, size_t err
     *out = h;
     return PXS_OK;
 }
+
+int pxs_rados_ioctx(rd_handle cluster, const char *pool, const char *ns, rd_handle *out, char *err, size_t errlen)
+{
+    int rv = pxs_rados.ioctx_create(cluster, pool, out);
+    if (rv < 0) {
+        *out = NULL;
+        if (rv == -ENOENT)
+            snprintf(err, errlen, "pool %s does not exist in the cluster", pool);
+        else
+            snprintf(err, errlen, "cannot open pool %s: %s", pool, strerror(-rv));
+        return rv == -ENOENT ? PXS_ENOENT : PXS_EIO;
+    }
+    pxs_rados.ioctx_set_namespace(*out, ns);
+    return PXS_OK;
+}

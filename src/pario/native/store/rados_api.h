@@ -81,6 +81,8 @@ int pxs_rados_load(char *err, size_t errlen);
  * PXS_ENOENT (no ceph.conf: the cluster is down), PXS_EIO; err: one line */
 int pxs_rados_connect(const char *cluster, rd_handle *out, char *err, size_t errlen);
 
+/* an I/O context of cluster on pool, in namespace ns: PXS_OK, PXS_ENOENT (no such pool), PXS_EIO */
+int pxs_rados_ioctx(rd_handle cluster, const char *pool, const char *ns, rd_handle *out, char *err, size_t errlen);
 /* the cluster directory of a store on the rados data plane (store.json "cluster"; planes/rados.c),
  * NULL for another plane */
 const char *pxs_rados_cluster_of(const pxs_config *cfg);

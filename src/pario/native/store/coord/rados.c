@@ -142,15 +142,7 @@ static int coord_pool(const char *root, char **out, char *err, size_t errlen)
 
 static int io_for(rcoord *r, rd_handle *io, char *err, size_t errlen)
 {
-    int rv = pxs_rados.ioctx_create(r->cluster, r->pool, io);
-    if (rv < 0) {
-        *io = NULL;
-        snprintf(err, errlen, "%s pool %s of the store's coordination: %s", rv == -ENOENT ? "no" : "cannot open",
-                 r->pool, strerror(-rv));
-        return rv == -ENOENT ? PXS_ENOENT : PXS_EIO;
-    }
-    pxs_rados.ioctx_set_namespace(*io, r->ns);
-    return PXS_OK;
+    return pxs_rados_ioctx(r->cluster, r->pool, r->ns, io, err, errlen);
 }
 
 static int rados_open(const char *root, double timeout, pxs_coord **out, char *err, size_t errlen)

@@ -172,18 +172,12 @@ static int open_plane(const pxs_config *cfg, int cache, pxs_dplane **out, char *
         return rv;
     }
     for (int i = 0; i < cfg->nservers; i++) {
-        rv = pxs_rados.ioctx_create(p->cluster, cfg->servers[i].place, &p->io[i]);
-        if (rv < 0) {
-            p->io[i] = NULL;
-            if (rv == -ENOENT)
-                snprintf(err, errlen, "pool %s does not exist in the cluster", cfg->servers[i].place);
-            else
-                snprintf(err, errlen, "cannot open pool %s: %s", cfg->servers[i].place, why(rv));
+        rv = pxs_rados_ioctx(p->cluster, cfg->servers[i].place, cfg->id, &p->io[i], err, errlen);
+        if (rv) {
             p->nio = i;
             close_plane(&p->hdr);
-            return rv == -ENOENT ? PXS_ENOENT : PXS_EIO;
+            return rv;
         }
-        pxs_rados.ioctx_set_namespace(p->io[i], cfg->id);
     }
     p->nio = cfg->nservers;
     *out = &p->hdr;
