@@ -5,6 +5,8 @@ it serves as a baseline.  See tests/multinode/nodes.py and docs/multinode.md."""
 
 from __future__ import annotations
 
+import re
+
 import os
 import shutil
 import subprocess
@@ -77,3 +79,12 @@ def ior_mn(cluster3):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return Path(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def sdir(cluster3, request):
+    """A fresh directory on the CephFS (as the nodes see it), removed after the test."""
+    d = cluster3.pfs / ("s_" + re.sub(r"\W", "_", request.node.name))[:80]
+    cluster3.run("n1", f"rm -rf {d} && mkdir -p {d}")
+    yield d
+    cluster3.run("n1", f"rm -rf {d}", check=False)

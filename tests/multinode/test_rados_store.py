@@ -19,15 +19,6 @@ from nodes import by_node
 pytestmark = pytest.mark.multinode
 PARIO = shlex.quote(str(VENV_BIN / "pario"))
 
-@pytest.fixture
-def rdir(cluster3, request):
-    """A fresh directory on the CephFS (as the nodes see it), removed after the test."""
-    d = cluster3.pfs / ("r_" + re.sub(r"\W", "_", request.node.name))[:80]
-    cluster3.run("n1", f"rm -rf {d} && mkdir -p {d}")
-    yield d
-    cluster3.run("n1", f"rm -rf {d}", check=False)
-
-
 def _init(cluster3, store):
     cluster3.run("n1", f"{PARIO} store init {store} --backend rados --cluster {cluster3.home / 'ceph'} --coord rados")
     return json.loads(cluster3.run("n1", f"cat {store}/store.json")[1].replace("[n1] ", ""))
@@ -63,14 +54,14 @@ def _fid(cluster3, store, name):
     return int(next(ln.split()[-1] for ln in by_node(out)["n1"] if "FID" in ln))
 
 
-def test_replica_reads_are_redirected_on_every_node(cluster3, ior_mn, lib, rdir):
+def test_replica_reads_are_redirected_on_every_node(cluster3, ior_mn, lib, sdir):
     """A CEDA replica of the whole file on H1, copied by `pario replicate` on n1; the
     original's data objects then zeroed: IOR's read-back check passes on ranks of n2 and n3
     (every node routes through the RMT it follows in the journal object); fsck from n3 then
     finds the original differing from its clean replica (what was done behind its back)."""
-    store = rdir / "store"
+    store = sdir / "store"
     cfg = _init(cluster3, store)
-    data = str(rdir / "ior.dat")
+    data = str(sdir / "ior.dat")
     base = ["-a", "MPIIO", "-k", "-G", "5", "-b", "512k", "-t", "64k", "-s", "3", "-o", data]
     cp = cluster3.mpi("n1,n2", 2, [ior_mn, "-w", *base], env=_env(lib, store), timeout=180)
     assert cp.returncode == 0, (cp.stdout + cp.stderr)[-3000:]

@@ -20,15 +20,6 @@ pytestmark = pytest.mark.multinode
 PARIO = shlex.quote(str(VENV_BIN / "pario"))
 
 
-@pytest.fixture
-def sdir(cluster3, request):
-    """A fresh directory on the CephFS (as the nodes see it), removed after the test."""
-    d = cluster3.pfs / ("s_" + re.sub(r"\W", "_", request.node.name))[:80]
-    cluster3.run("n1", f"rm -rf {d} && mkdir -p {d}")
-    yield d
-    cluster3.run("n1", f"rm -rf {d}", check=False)
-
-
 def _init(cluster3, store, coord):
     """A store for the cluster's nodes: "pfs" (on the CephFS, profile ceda-hdd8), "rados" (on the
     rados plane of the fixture's Ceph cluster, coordinated in RADOS), or "host" (refused)."""
