@@ -17,9 +17,13 @@ in pairs so that drifts of the shared machine hit both sides alike:
 - redirected  IOR -r -C of the served file after `pario replicate` put a full-size CEDA
           replica of it on one server: every read goes to the replica (vs plain reads).
 
-IOR's own bandwidths (MiB/s, open to close, max over ranks) and the ratios served / plain of
-every pair (the page cache dropped before every run, after an untimed first pair); the last
-lines the min and median ratio.  The directory's data pool is the SSD
+IOR's own bandwidths (MiB/s, open to close, max over ranks) and two ratios served / plain of
+every pair: of those bandwidths ("ratio", the open included) and of the I/O phase alone
+("phase": IOR's wr/rd seconds, between the open and the close), with both sides' open
+seconds beside them.  Every timed run starts cold: each node's ceph-fuse restarted (its
+object cache lives in the client: drop_caches leaves it full, and plain reads of a file a
+node had read came from it at 1.5 GB/s) and the page cache dropped; an untimed first pair
+before.  The last lines: min and median ratios, median open times.  The directory's data pool is the SSD
 pool (--pool hdd: the HDD one, 250 IOPS per OSD).  Not a test.
 """
 
@@ -45,13 +49,17 @@ def _size(s: str) -> int:
     return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2)]
 
 
-def _bw(out: str) -> dict[str, float]:
-    """IOR's summary bandwidth per operation (the "Max(MiB)" column of its summary)."""
+def _bw(out: str) -> dict[str, dict[str, float]]:
+    """IOR's result line per operation (one iteration): its bandwidth (MiB/s, open to close,
+    max over ranks) and the seconds of the open, of the transfers (IOR's "wr/rd" column: the
+    I/O phase between the open and the close) and of the close."""
     got = {}
     for op in ("write", "read"):
-        m = re.search(rf"^{op}\s+([\d.]+)\s", out, re.M)
+        m = re.search(rf"^{op}\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s",
+                      out, re.M)
         if m:
-            got[op] = float(m.group(1))
+            got[op] = {"bw": float(m.group(1)), "open": float(m.group(2)), "io": float(m.group(3)),
+                       "close": float(m.group(4))}
     return got
 
 
@@ -96,21 +104,34 @@ def main(argv=None) -> int:
         size = np * a.segments * _size(a.block)
         print(f"{np} nodes, 1 rank each, IOR {' '.join(base)}, {size >> 20} MiB a run, "
               f"CephFS data pool pario-fs-{a.pool}")
-        print(f"{'pair':>4} {'plain w':>9} {'served w':>9} {'ratio':>6} {'plain r':>9} {'served r':>9} {'ratio':>6}"
-              f" {'redir r':>9} {'ratio':>6}")
-        ratios = {"write": [], "read": [], "redirected": []}
+        print(f"{'pair':>4} {'op':>10} {'plain':>8} {'served':>8} {'ratio':>6} {'phase':>6} "
+              f"{'open p':>7} {'open s':>7}")
+        ratios = {op: {"whole": [], "phase": []} for op in ("write", "read", "redirected")}
+        opens = {"plain": [], "served": []}
 
-        def drop_caches():      # every run reads from the file system (the nodes share this kernel)
+        def cold():
+            """Every run from the file system: each node's ceph-fuse restarted (its object cache
+            is in the client process: drop_caches does not empty it) and the page cache dropped."""
+            cl._call(["remount"], 180, merge=True)
             subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
+
+        def row(k, op, p, s):
+            whole, phase = s["bw"] / p["bw"], p["io"] / s["io"]
+            ratios[op]["whole"].append(whole)
+            ratios[op]["phase"].append(phase)
+            opens["plain"].append(p["open"])
+            opens["served"].append(s["open"])
+            print(f"{k + 1:>4} {op:>10} {p['bw']:>8.1f} {s['bw']:>8.1f} {whole:>6.2f} {phase:>6.2f} "
+                  f"{p['open']:>7.3f} {s['open']:>7.3f}", flush=True)
 
         for name, env in (("warm.plain", None), ("warm.served", served_env)):      # first-time costs, untimed
             cl.mpi(hosts, np, [ior, "-w", "-r", *base, "-o", d / name], env=env, timeout=900)
         for k in range(a.repeat):
             plain, served = d / f"plain.{k}", d / f"served.{k}"
-            drop_caches()
+            cold()
             cp = cl.mpi(hosts, np, [ior, "-w", "-r", *base, "-o", plain], timeout=900)
             p = _bw(cp.stdout)
-            drop_caches()
+            cold()
             cp = cl.mpi(hosts, np, [ior, "-w", "-r", *base, "-o", served], env=served_env, timeout=900)
             s = _bw(cp.stdout)
             if cp.returncode or "pario: serve" in cp.stdout + cp.stderr or len(s) < 2 or len(p) < 2:
@@ -121,21 +142,26 @@ def main(argv=None) -> int:
                         "type": "extents", "extents": [[0, size, "H1", 0, 1]], "default": None}}]}}
             (home / "plan.json").write_text(json.dumps(plan))
             cl.run("n1", f"{pario} replicate {home}/plan.json --store {store} >/dev/null")
-            drop_caches()
+            cold()
             cp = cl.mpi(hosts, np, [ior, "-r", *base, "-o", plain], timeout=900)
             pr = _bw(cp.stdout)
-            drop_caches()
+            cold()
             cp = cl.mpi(hosts, np, [ior, "-r", *base, "-o", served], env=served_env, timeout=900)
             rr = _bw(cp.stdout)
-            rw, rd, rx = s["write"] / p["write"], s["read"] / p["read"], rr["read"] / pr["read"]
-            for key, v in (("write", rw), ("read", rd), ("redirected", rx)):
-                ratios[key].append(v)
-            print(f"{k + 1:>4} {p['write']:>9.1f} {s['write']:>9.1f} {rw:>6.2f} {p['read']:>9.1f} {s['read']:>9.1f} "
-                  f"{rd:>6.2f} {rr['read']:>9.1f} {rx:>6.2f}", flush=True)
+            if cp.returncode or "read" not in rr or "read" not in pr:
+                print((cp.stdout + cp.stderr)[-3000:], file=sys.stderr)
+                return 1
+            row(k, "write", p["write"], s["write"])
+            row(k, "read", p["read"], s["read"])
+            row(k, "redirected", pr["read"], rr["read"])
             cl.run("n1", f"rm -f {plain}; {pario} store rm {served} --store {store} >/dev/null 2>&1 || true",
                    check=False)
-        for key, v in ratios.items():
-            print(f"served/plain {key:>10}: min {min(v):.2f}  median {statistics.median(v):.2f}  (n={len(v)})")
+        for op, v in ratios.items():
+            print(f"served/plain {op:>10}: open to close min {min(v['whole']):.2f} median "
+                  f"{statistics.median(v['whole']):.2f}; I/O phase min {min(v['phase']):.2f} median "
+                  f"{statistics.median(v['phase']):.2f}  (n={len(v['whole'])})")
+        print(f"open (s): plain median {statistics.median(opens['plain']):.3f}, served median "
+              f"{statistics.median(opens['served']):.3f}")
     finally:
         if a.keep:
             print(f"cluster left up: MN_DIR={home}", file=sys.stderr)

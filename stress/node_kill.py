@@ -128,6 +128,8 @@ class _Store:
             self.rt.join()
 
     def judge(self, t, cl, py, peer, pario, t_kill, t_ended, killed, delay) -> bool:
+        from nodes import by_node
+
         a, store = self.a, self.store
         fsck_wait = 0.0
         if self.coord == "rados":
