@@ -18,7 +18,12 @@
  *   shared      every rank opens DIR/shared with MPI_COMM_SELF, writes 4 bytes with
  *               MPI_File_write_shared, closes: the file's size; then a collective open writes
  *               with write_shared, closes, opens again: the shared pointer (0 after an open),
- *               and each rank's pointer after its write_ordered.
+ *               and each rank's pointer after its write_ordered;
+ *   delete      MPI_File_delete: a file written and deleted, then opened without
+ *               MPI_MODE_CREATE, deleted again, created with MPI_MODE_EXCL (its size), written
+ *               and closed; a name never created deleted; MPI_MODE_DELETE_ON_CLOSE, then the
+ *               file opened read-only and deleted; every rank deleting one file at once (one
+ *               succeeds).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -220,6 +225,69 @@ static void shared(const char *dir)
         printf("reopened: shared pointer %lld, size %lld\n", (long long)pos, (long long)size_of(path));
 }
 
+static void del(const char *dir)
+{
+    char path[4096];
+    MPI_File fh;
+    MPI_Offset n = -1;
+    snprintf(path, sizeof path, "%s/del", dir);
+    int rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    report("create", rc);
+    if (rc != MPI_SUCCESS)
+        return;
+    if (me == 0)
+        MPI_File_write_at(fh, 0, "deleteme", 8, MPI_BYTE, MPI_STATUS_IGNORE);
+    MPI_File_close(&fh);
+    if (me == 0)
+        printf("delete: %s\n", cls(MPI_File_delete(path, MPI_INFO_NULL)));
+    MPI_Barrier(MPI_COMM_WORLD);
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+    report("read-only open after the delete", rc);
+    if (rc == MPI_SUCCESS)
+        MPI_File_close(&fh);
+    if (me == 0)
+        printf("delete again: %s\n", cls(MPI_File_delete(path, MPI_INFO_NULL)));
+    MPI_Barrier(MPI_COMM_WORLD);
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_EXCL | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    report("exclusive create after the delete", rc);
+    if (rc == MPI_SUCCESS) {
+        MPI_File_get_size(fh, &n);
+        if (me == 0) {
+            printf("created again: size %lld\n", (long long)n);
+            MPI_File_write_at(fh, 0, "ok", 2, MPI_BYTE, MPI_STATUS_IGNORE);
+        }
+        MPI_File_close(&fh);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        printf("written again: size %lld\n", (long long)size_of(path));
+        snprintf(path, sizeof path, "%s/never", dir);
+        printf("delete of a name never created: %s\n", cls(MPI_File_delete(path, MPI_INFO_NULL)));
+    }
+    snprintf(path, sizeof path, "%s/doc", dir);
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE,
+                       MPI_INFO_NULL, &fh);
+    report("create with DELETE_ON_CLOSE", rc);
+    if (rc == MPI_SUCCESS) {
+        if (me == 0)
+            MPI_File_write_at(fh, 0, "tmp", 3, MPI_BYTE, MPI_STATUS_IGNORE);
+        rc = MPI_File_close(&fh);
+        report("its close", rc);
+    }
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+    report("read-only open after DELETE_ON_CLOSE", rc);
+    if (rc == MPI_SUCCESS)
+        MPI_File_close(&fh);
+    if (me == 0)
+        printf("delete after DELETE_ON_CLOSE: %s\n", cls(MPI_File_delete(path, MPI_INFO_NULL)));
+    snprintf(path, sizeof path, "%s/race", dir);
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    if (rc == MPI_SUCCESS)
+        MPI_File_close(&fh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    report_each("every rank deleting one file", MPI_File_delete(path, MPI_INFO_NULL));
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -243,6 +311,8 @@ int main(int argc, char **argv)
         amode(dir);
     else if (!strcmp(c, "shared"))
         shared(dir);
+    else if (!strcmp(c, "delete"))
+        del(dir);
     else if (me == 0)
         fprintf(stderr, "open_semantics: unknown case %s\n", c);
     MPI_Finalize();

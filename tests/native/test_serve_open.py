@@ -49,7 +49,7 @@ def _shadows(store: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
 
 
-@pytest.mark.parametrize("case", ["selfcreate", "excl", "nodir", "amode", "shared"])
+@pytest.mark.parametrize("case", ["selfcreate", "excl", "nodir", "amode", "shared", "delete"])
 def test_open_semantics_equal_mpich(lib, exe, tmp_path, case):
     want, got, plain, served, store = _both(lib, exe, tmp_path, case)
     assert got.splitlines() == want.splitlines()

@@ -49,8 +49,10 @@
  * the store file.  The shared file pointer of an open lives in DIR/.pario-shadow/<token>.shfp
  * (8 bytes, etype units, under an fcntl lock; MPI-4.1 §14.4.4: each collective open has its
  * own, starting at 0).  MPI_File_delete of a served file empties it (size 0,
- * replica entries trimmed) but keeps its name and layout in the store, so that the
- * program's next create gets the plan's layout again.
+ * replica entries trimmed) and tombstones it: its name, layout and replicas stay in the
+ * store for the program's next create, and until then it is absent as MPICH's deleted file
+ * is (an open without MPI_MODE_CREATE passes through and fails, a second delete fails with
+ * MPI_ERR_NO_SUCH_FILE, MPI_MODE_EXCL creates it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -140,6 +142,7 @@ typedef struct srv_plan {
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static srv_store *stores;
+static int srv_unlink(srv_store *ss, const char *name);
 static srv_plan *plans;
 
 /* The kinds of the profile's servers (store.json "profile"."server"[i]."kind"). */
@@ -508,18 +511,38 @@ static void decide(srv_store *ss, const pxs_json *plan, int all, const char *nam
     pxs_meta_rec rec;
     memset(&rec, 0, sizeof rec);
     int found = pxs_meta_get(&ss->st->meta, name, &rec, err, sizeof err);
+    int64_t id = rec.id;
     pxs_meta_rec_free(&rec);
-    if (found < 0) {
+    int gone = found > 0 ? pxs_meta_tombstoned(&ss->st->meta, id, err, sizeof err) : 0;
+    if (found < 0 || gone < 0) {
         say("%s: %s", name, err);
         dec[1] = MPI_ERR_IO;
         return;
     }
     /* a file the store does not hold is created there when the program creates it and the
      * plan covers it (or every file is served); opened without MPI_MODE_CREATE it is an input
-     * outside the store: it passes through */
-    dec[0] = found || ((plan_covers(plan, name) || all) && (amode & MPI_MODE_CREATE));
+     * outside the store: it passes through.  A file the program deleted (a tombstone) is
+     * served only to a create, as a new file is: without MPI_MODE_CREATE it passes through
+     * (MPICH finds no file there) */
+    dec[0] = (found && (!gone || (amode & MPI_MODE_CREATE)))
+             || ((plan_covers(plan, name) || all) && (amode & MPI_MODE_CREATE));
     if (!dec[0])
         return;
+    int created = 0;        /* a deleted file created again by this open */
+    if (gone) {             /* its directory must be there, as for a new file */
+        int drc = create_dir_error(name);
+        if (drc != MPI_SUCCESS) {
+            dec[1] = drc;
+            return;
+        }
+        int cleared = pxs_meta_tombstone(&ss->st->meta, id, 0, err, sizeof err);
+        if (cleared < 0) {
+            say("cannot create %s in the store %s: %s", name, root, err);
+            dec[1] = MPI_ERR_IO;
+            return;
+        }
+        created = cleared;  /* this open created it: MPI_MODE_EXCL succeeds, a racing one's fails */
+    }
     if (!found) {
         int drc = create_dir_error(name);        /* MPICH fails there: so does the served open */
         if (drc != MPI_SUCCESS) {
@@ -538,7 +561,7 @@ static void decide(srv_store *ss, const pxs_json *plan, int all, const char *nam
             return;
         }
     }
-    if (found && (amode & MPI_MODE_EXCL)) {
+    if (found && !created && (amode & MPI_MODE_EXCL)) {
         dec[1] = MPI_ERR_FILE_EXISTS;
         return;
     }
@@ -1218,15 +1241,8 @@ static int srv_close(px_file *f, MPI_File *fh)
     rc = all;
     if (s->amode & MPI_MODE_DELETE_ON_CLOSE) {
         if (f->comm_rank == 0) {
-            int drc = MPI_SUCCESS;
-            char *root = s->ss->root;
-            (void)root;
-            pxs_file *pf = NULL;
-            if (pxs_open(s->ss->st, s->name, &pf) != 0 || pxs_truncate(pf, 0) != 0)
-                drc = MPI_ERR_IO;
-            if (pf)
-                pxs_close(pf);
-            if (drc != MPI_SUCCESS && rc == MPI_SUCCESS)
+            int drc = srv_unlink(s->ss, s->name);
+            if (drc != MPI_SUCCESS && drc != -1 && rc == MPI_SUCCESS)
                 rc = drc;
         }
     }
@@ -1249,6 +1265,42 @@ static int srv_close(px_file *f, MPI_File *fh)
     return rc != MPI_SUCCESS ? rc : crc;
 }
 
+/* MPI_File_delete of a served name (and MPI_MODE_DELETE_ON_CLOSE): the file emptied (its
+ * replica entries trimmed) and tombstoned (store/meta.h: pxs_meta_tombstone), its name,
+ * layout and replicas kept so that the program's next create gets them again.  MPICH's
+ * results: MPI_SUCCESS, MPI_ERR_NO_SUCH_FILE for a file deleted already (by this or a racing
+ * delete), MPI_ERR_IO; -1: the store does not hold the name (MPICH's own delete decides) */
+static int srv_unlink(srv_store *ss, const char *name)
+{
+    char err[PXS_ERRLEN];
+    pxs_meta_rec rec;
+    memset(&rec, 0, sizeof rec);
+    int found = pxs_meta_get(&ss->st->meta, name, &rec, err, sizeof err);
+    int64_t id = rec.id;
+    pxs_meta_rec_free(&rec);
+    if (found <= 0)
+        return -1;
+    int gone = pxs_meta_tombstoned(&ss->st->meta, id, err, sizeof err);
+    if (gone)
+        return gone > 0 ? MPI_ERR_NO_SUCH_FILE : MPI_ERR_IO;
+    pxs_file *pf = NULL;
+    int rc = pxs_open(ss->st, name, &pf) == 0 && pxs_truncate(pf, 0) == 0 ? MPI_SUCCESS : MPI_ERR_IO;
+    if (rc != MPI_SUCCESS)
+        say("cannot delete %s: %s", name, pxs_store_error(ss->st));
+    if (pf)
+        pxs_close(pf);
+    if (rc == MPI_SUCCESS) {
+        int set = pxs_meta_tombstone(&ss->st->meta, id, 1, err, sizeof err);
+        if (set < 0) {
+            say("cannot delete %s: %s", name, err);
+            rc = MPI_ERR_IO;
+        } else if (set == 0) {
+            rc = MPI_ERR_NO_SUCH_FILE;  /* a racing delete was first */
+        }
+    }
+    return rc;
+}
+
 static int srv_delete(const char *filename, MPI_Info info, int *rc)
 {
     char *root = setting(info, "pario_store", "PARIO_STORE");
@@ -1262,25 +1314,12 @@ static int srv_delete(const char *filename, MPI_Info info, int *rc)
         return 0;
     }
     const char *name = px_fs_path(filename);
-    char err[PXS_ERRLEN];
     srv_store *ss = get_store(root);
     free(root);
     if (!ss || !ss->st)
         return 0;
-    pxs_meta_rec rec;
-    memset(&rec, 0, sizeof rec);
-    int found = pxs_meta_get(&ss->st->meta, name, &rec, err, sizeof err);
-    pxs_meta_rec_free(&rec);
-    if (found <= 0)
-        return 0;
-    /* emptied, name and layout kept (the file's next create gets the plan's layout) */
-    pxs_file *pf = NULL;
-    *rc = pxs_open(ss->st, name, &pf) == 0 && pxs_truncate(pf, 0) == 0 ? MPI_SUCCESS : MPI_ERR_IO;
-    if (*rc != MPI_SUCCESS)
-        say("cannot delete %s: %s", name, pxs_store_error(ss->st));
-    if (pf)
-        pxs_close(pf);
-    return 1;
+    *rc = srv_unlink(ss, name);
+    return *rc != -1;
 }
 
 static void srv_finish(void)

@@ -656,6 +656,46 @@ int pxs_meta_set_dirty(pxs_meta *m, const char *name, int dirty, char *err, size
                     (int64_t)dirty, name);
 }
 
+/* the tombstones' table: made by the first delete (older stores have none) */
+static const char *TOMBSTONES = "CREATE TABLE IF NOT EXISTS deleted(id INTEGER PRIMARY KEY)";
+
+static int no_table(pxs_meta *m)
+{
+    const char *msg = sq.errmsg(m->db);
+    return msg && strncmp(msg, "no such table", 13) == 0;
+}
+
+int pxs_meta_tombstone(pxs_meta *m, int64_t id, int on, char *err, size_t errlen)
+{
+    int rc = on ? exec_sql(m, "making the table of deleted files", err, errlen, TOMBSTONES, NULL) : PXS_OK;
+    if (rc)
+        return rc;
+    rc = on ? exec_sql(m, "marking a file deleted", err, errlen, "INSERT OR IGNORE INTO deleted(id) VALUES (?)", "i", id)
+            : exec_sql(m, "clearing a file's deletion", err, errlen, "DELETE FROM deleted WHERE id=?", "i", id);
+    if (rc && !on && no_table(m))
+        return 0;               /* no file was ever deleted in this store */
+    return rc ? rc : sq.changes(m->db) > 0;
+}
+
+int pxs_meta_tombstoned(pxs_meta *m, int64_t id, char *err, size_t errlen)
+{
+    void *st = NULL;
+    int rc = sq.prepare_v2(m->db, "SELECT 1 FROM deleted WHERE id=?", -1, &st, NULL);
+    if (rc != SQ_OK)
+        return no_table(m) ? 0 : db_fail(m, rc, "looking up deleted files", err, errlen);
+    int src = sq.bind_int64(st, 1, id);
+    if (src == SQ_OK)
+        src = sq.step(st);
+    int found = src == SQ_ROW;
+    if (src != SQ_ROW && src != SQ_DONE) {
+        int e = sq.extended_errcode(m->db);
+        sq.finalize(st);
+        return db_fail(m, e ? e : src, "looking up deleted files", err, errlen);
+    }
+    sq.finalize(st);
+    return found;
+}
+
 int pxs_meta_set_size(pxs_meta *m, const char *name, int64_t size, int dirty, char *err, size_t errlen)
 {
     return exec_sql(m, "committing a size", err, errlen, "UPDATE files SET size=?, dirty=? WHERE name=?", "iit", size,

@@ -117,6 +117,15 @@ int pxs_meta_init(const char *path, int wal, char *err, size_t errlen);
  * if the library's default VFS is not one it can wrap */
 const char *pxs_meta_vfs(void *(*vfs_find)(const char *), int (*vfs_register)(void *, int));
 int pxs_meta_set_dirty(pxs_meta *m, const char *name, int dirty, char *err, size_t errlen);
+/* A file deleted by the program it is served to (MPI_File_delete, MPI_MODE_DELETE_ON_CLOSE;
+ * interpose/serve.c): emptied, and its id in table `deleted` (a tombstone), so that it keeps
+ * its name, layout and replica registrations for the program's next create while it is
+ * absent, as on a file system, to an open without MPI_MODE_CREATE and to another delete.
+ * on: set the tombstone (1: set now, 0: it was there); off: clear it (1: it was there, 0:
+ * it was not: a concurrent create cleared it first).  < 0: an error (err). */
+int pxs_meta_tombstone(pxs_meta *m, int64_t id, int on, char *err, size_t errlen);
+/* 1: file id has a tombstone, 0: it has none, < 0: an error (err) */
+int pxs_meta_tombstoned(pxs_meta *m, int64_t id, char *err, size_t errlen);
 int pxs_meta_set_size(pxs_meta *m, const char *name, int64_t size, int dirty, char *err, size_t errlen);
 /* size = MAX(size, ?) (shared stores: several processes extend one file) */
 int pxs_meta_grow_size(pxs_meta *m, const char *name, int64_t size, char *err, size_t errlen);
