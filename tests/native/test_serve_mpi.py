@@ -363,6 +363,7 @@ def test_pario_run_applies_a_layout_plan(ior_bin, tmp_path):
     """pario run on IOR with a PADP plan: pario replicate relays out the store file before
     run 2 (the summary names it), both runs are priced by the distribution model with run 1's
     own layout as ORIG (the plan's baselines do not price it), and the bytes are IOR's."""
+    from pario.layout import Striped
     from pario.model import DistributionModel
     from pario.plan.base import Plan
     from pario.store import Store
@@ -378,8 +379,26 @@ def test_pario_run_applies_a_layout_plan(ior_bin, tmp_path):
         now = st.stat(str(data)).layout
     assert now == plan.layouts[str(data)]
     assert s["relaid"] == [str(data)] and s["predicted"]["model"] == "distribution"
+    # the relayout is a step of its own, before the replicas; its copy priced as pario advise prices
+    # it (checked against the reference model, the copy rebuilt by hand) and measured by its step
+    names = [x["name"] for x in s["steps"]]
+    assert names.index("advise") < names.index("relayout") < names.index("replicate") < names.index("run 2")
+    w = s["whole_job"]
+    size = P * 2 * (1 << 20)
+    assert [(c["kind"], c["file"], c["bytes"]) for c in w["setup"]["copies"]] == [("relayout", str(data), size)]
+    on_path("plan")
+    from test_setup_cost import _reference_copy
+
+    want = _reference_copy(Striped(tuple(range(prof.n)), (64 * 1024,) * prof.n), plan.layouts[str(data)], [0], [size],
+                           prof, 8 << 20, True)
+    assert w["setup_s"]["predicted"] == pytest.approx(want, rel=1e-9)
+    rel = sum(x["seconds"] for x in s["steps"] if x["name"] == "relayout")
+    assert w["costs"]["relayout_s"] == pytest.approx(rel) and rel > 0
+    # IOR is unmodified: a run without pario was made, and the trace overhead is run 1's wall time minus its
+    assert w["costs"]["trace_overhead_s"] == pytest.approx(s["run1_s"] - s["plain"]["wall_s"])
+    f2 = w["costs"]["flush"]["run2"]
+    assert f2["at"] == ["finalize"] and f2["ranks"] == P and f2["flushed_bytes"] == 0     # no replica: nothing to flush
     t1 = load(tmp_path / "out" / "run1.parquet")
-    from pario.layout import Striped
     from pario.model.batches import batch_ids
 
     default = Striped(tuple(range(prof.n)), (64 * 1024,) * prof.n)      # run 1: the store's default layout
@@ -413,9 +432,18 @@ def test_ior_rewrite_goes_to_the_replica_and_home_when_the_program_ends(lib, ior
     assert main(["replicate", str(plan), "--store", str(store), "--no-layouts"]) == 0
     plain = tmp_path / "plain.dat"
     _mpiexec([ior_bin, *shape, "-G", "12", "-w", "-o", plain], _env(lib), tmp_path)
+    stats = tmp_path / "serve.jsonl"
     cp = _mpiexec([ior_bin, *shape, "-G", "12", "-w", "-r", "-R", "-E", "-o", name],
-                  _env(lib, store=store, plan=plan), tmp_path)
+                  _env(lib, store=store, plan=plan, extra={"PARIO_SERVE_STATS": str(stats)}), tmp_path)
     assert "pario: serve:" not in cp.stderr
+    # every rank reported its close of the store at MPI_Finalize (PARIO_SERVE_STATS): the flushes
+    # copied the rewritten replicated range home once, and some rank was the last one out
+    lines = [json.loads(x) for x in stats.read_text().splitlines()]
+    assert sorted(x["rank"] for x in lines) == list(range(P)) and {x["at"] for x in lines} == {"finalize"}
+    assert {x["store"] for x in lines} == {str(store)}
+    assert sum(x["flushed_bytes"] for x in lines) == 2 << 20
+    assert any(x["last_out"] for x in lines) and all(x["close_s"] >= x["flush_s"] + x["last_out_s"] for x in lines)
+    assert max(x["flush_s"] for x in lines if x["flushed_bytes"]) > 0
     j = J.read(store / "rmt.log")
     dirty_adds = [r for r in j.records if r.type == J.ADD and r.a16 == J.DIRTY]
     assert sum(int(r.u[4]) for r in dirty_adds) == 2 << 20          # the whole replicated range, rewritten

@@ -192,3 +192,50 @@ def test_model_labels_its_terms(capsys, trace_file, wide):
         main(["model", "--help"])
     helptext = " ".join(capsys.readouterr().out.split())
     assert "T_s = startup" in helptext and "T_t = transfer" in helptext and "T_e = connection setup" in helptext
+
+
+def _brute_break_even(r1, r2, setup):
+    for n in range(1, 1_000_000):
+        if n * r1 >= setup + n * r2:
+            return n
+    return None
+
+
+def test_setup_and_break_even(capsys, trace_file, wide):
+    """advise prints and writes every plan's setup (what pario replicate copies in a store holding
+    the traced files, each as large as the trace's furthest request, on --original) and, for the
+    best plan, one run without and with it and the break-even runs: a layout plan (padp on a
+    hybrid system) relays the traced file out — read, written and read back, priced as the
+    reference model prices that copy — and the break-even is counted from the printed figures."""
+    from helpers import on_path
+
+    on_path("plan")
+    from test_setup_cost import _reference_copy
+
+    from pario.layout import layout_from_dict, parse_layout
+    from pario.trace import load
+
+    rc, out, _ = run(capsys, "advise", trace_file, "--system", "padp-6h2s", "--schemes", "padp", "--json")
+    assert rc == 0
+    d = json.loads(out)
+    w = d["whole_job"]
+    tr = load(trace_file)
+    size = int((tr.offset + tr.length).max())
+    prof = load_system("padp-6h2s")
+    new = layout_from_dict(d["schemes"]["padp"]["plan"]["layouts"][tr.files[0]], prof)
+    want = _reference_copy(parse_layout("fixed:64K", prof), new, [0], [size], prof, 8 << 20, True)
+    assert [(c["kind"], c["bytes"]) for c in w["setup"]["copies"]] == [("relayout", size)]
+    assert w["setup"]["seconds"] == pytest.approx(want, rel=1e-9)
+    assert d["schemes"]["padp"]["setup"]["seconds"] == w["setup"]["seconds"]
+    # one run: the distribution model on the original layout and on the plan's (what pario run predicts)
+    orig = DistributionModel().trace_cost(tr, parse_layout("fixed:64K", prof), prof).predicted_s
+    assert w["run1_s"] == pytest.approx(orig, rel=1e-9) and w["model"] == "distribution"
+    assert w["run2_s"] == pytest.approx(d["schemes"]["padp"]["distribution_s"], rel=1e-9)
+    assert w["break_even_runs"] == _brute_break_even(w["run1_s"], w["run2_s"], w["setup"]["seconds"])
+    assert w["ratio"] == pytest.approx(w["run1_s"] / (w["setup"]["seconds"] + w["run2_s"]))
+    rc, out, _ = run(capsys, "advise", trace_file, "--system", "padp-6h2s", "--schemes", "padp")
+    text = " ".join(out.split())
+    n = w["break_even_runs"]
+    assert "setup of the plan of padp: copies relayout" in text
+    assert f"{w['setup']['seconds']:.3f} s predicted" in text
+    assert (f"pays for its setup after {n} run" if n else "pays for its setup never") in text

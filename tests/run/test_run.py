@@ -105,6 +105,90 @@ def test_run_json_steps(loop):
     assert by["run 1"]["seconds"] >= res["run1_s"] and by["run 2"]["seconds"] >= res["run2_s"]
 
 
+def _brute_break_even(r1, r2, setup):
+    """Smallest n >= 1 with n·r1 >= setup + n·r2, by counting (None: not within 10^6 runs)."""
+    for n in range(1, 1_000_000):
+        if n * r1 >= setup + n * r2:
+            return n
+    return None
+
+
+def test_run_whole_job(loop):
+    """--json whole_job: the measured ratio from the JSON's own step seconds and wall times,
+    run 1 / (advise + relayout + replicate + run 2); the predicted one from the prediction and
+    the setup, ORIG / (setup + plan); break-even runs counted; the setup's copies are the
+    replica's bytes the store's RMT holds; the flush at the program's end copied exactly run 2's
+    redirected writes back (every rank reported it, at pario.mpi's close); the whole job's verdict
+    follows the documented rule."""
+    d, res = loop
+    w, steps = res["whole_job"], res["steps"]
+    secs = {name: sum(s["seconds"] for s in steps if s["name"] == name) for name in ("advise", "relayout", "replicate")}
+    assert secs["advise"] > 0 and secs["replicate"] > 0 and secs["relayout"] == 0
+    assert w["costs"]["advise_s"] == pytest.approx(secs["advise"])
+    assert w["costs"]["replicate_s"] == pytest.approx(secs["replicate"])
+    setup_m = sum(secs.values())
+    assert w["setup_s"]["measured"] == pytest.approx(setup_m)
+    assert w["ratio"]["measured"] == pytest.approx(res["run1_s"] / (setup_m + res["run2_s"]))
+    assert w["break_even_runs"]["measured"] == _brute_break_even(res["run1_s"], res["run2_s"], setup_m)
+    pred = res["predicted"]
+    sp = w["setup_s"]["predicted"]
+    assert sp == pytest.approx(sum(c["seconds"] for c in w["setup"]["copies"])) and sp > 0
+    assert w["ratio"]["predicted"] == pytest.approx(pred["ORIG"] / (sp + pred["plan"]))
+    assert w["break_even_runs"]["predicted"] == _brute_break_even(pred["ORIG"], pred["plan"], sp)
+    from pario.store import Store
+
+    with Store(d / "store") as st:
+        assert [c["bytes"] for c in w["setup"]["copies"]] == [st.rmt.replica_bytes()]
+    f2 = w["costs"]["flush"]["run2"]
+    hit_written = res["redirected"]["hit_bytes"] // 2         # write then read of the same bytes: half are writes
+    assert f2["flushed_bytes"] == hit_written == 2 * 16 * 16384 and f2["ranks"] == 2 and f2["at"] == ["close"]
+    assert w["costs"]["flush"]["run1"]["flushed_bytes"] == 0
+    assert w["costs"]["trace_overhead_s"] is None      # pario.mpi.File: no run without pario
+    # pario advise on run 1's trace, as the loop ran it, prints the same setup and break-even
+    from helpers import run_cli
+
+    out = Path(res["out"])
+    adv = ["advise", res["traces"][0], "--system", "ceda-hdd8", "--schemes", "ceda", "--nodes", "1",
+           "--paper-benefit", "--json"]
+    if (out / "original-layout.json").exists():
+        adv += ["--original", str(out / "original-layout.json")]
+    rc, text, err = run_cli(*adv)
+    assert rc == 0, err
+    a = json.loads(text)["whole_job"]
+    assert a["setup"]["seconds"] == pytest.approx(sp, rel=1e-12) and a["setup"]["bytes"] == w["setup"]["bytes"]
+    assert (a["run1_s"], a["run2_s"]) == (pytest.approx(pred["ORIG"]), pytest.approx(pred["plan"]))
+    assert a["break_even_runs"] == w["break_even_runs"]["predicted"]
+    assert a["ratio"] == pytest.approx(w["ratio"]["predicted"])
+    wv = res["verdict"]["whole_job"]
+    q = w["ratio"]["measured"] / w["ratio"]["predicted"]
+    want = "as predicted" if 0.8 <= q <= 1.25 else "faster than predicted" if q > 1.25 else "contradicts the prediction"
+    assert wv["verdict"] == want and wv["q"] == pytest.approx(q)
+    assert wv["break_even_runs"] == w["break_even_runs"]
+
+
+def test_run_fresh_empties_the_store(tmp_path):
+    """--fresh: a store holding the program's file with another layout (as an earlier plan left
+    it) and another file: both deleted before run 1, so run 1 creates the file with the store's
+    default layout (without --fresh the earlier layout stays: run 1 would run on it)."""
+    _need_mpi()
+    from pario.store import Store, init_store
+
+    store = tmp_path / "store"
+    init_store(store, "ceda-hdd8")
+    with Store(store) as st:
+        st.create("data", "fixed:16K@H0")
+        st.create("other", "fixed:16K@H1")
+    cp = pario("run", "--procs", 2, "--store", store, "--out", tmp_path / "o", "--timeout", 90, "--fresh",
+               IOR, "data", "--xfer", "16K", "--segments", 4)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    assert "--fresh: deleted 2 file(s) of the store" in " ".join(cp.stdout.split())
+    from pario.layout import parse_layout
+
+    with Store(store) as st:
+        assert st.files() == ["data"]
+        assert st.stat("data").layout == parse_layout("fixed:64K", st.system)
+
+
 def brute_hits(store, name, t2):
     """(requests, bytes) of the trace that overlap an RMT entry of ``name``: one loop per request."""
     from pario.store import Store

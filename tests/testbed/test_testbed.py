@@ -89,6 +89,70 @@ def test_cli_registers_and_rejects(tmp_path):
         args.func(args)
 
 
+def test_status_free_space_and_pario_stores(monkeypatch, tmp_path, capsys):
+    """pario testbed status on a testbed recorded but not built (its servers' mounts are plain
+    directories here; the mount table and the loop devices faked): each server's free space and
+    size are its file system's (os.statvfs, read here), and the store directories pario made on
+    it (a live store's and a gone one's, as pario run --testbed places them) with the bytes of
+    their data files (summed here from the directory) and whether their store still uses them;
+    the images' file system's free space; the printed table and the hint to pario store gc.
+    Nothing is changed."""
+    import shutil
+
+    from pario.cli import main
+    from pario.store import Store, init_store
+
+    d = tmp_path / "tb"
+    d.mkdir()
+    mnt = {n: d / n for n in ("H0", "H1")}
+    for m in mnt.values():
+        m.mkdir()
+    tb = Testbed(dir=str(d), size=64 << 20, complete=True, servers=[
+        TestbedServer(n, "hdd", 200, 100 << 20, str(d / f"{n}.img"), loop=f"/dev/loop9{k}", mount=str(m),
+                      mounted=True) for k, (n, m) in enumerate(mnt.items())])
+    tb.save()
+    monkeypatch.setattr(core, "_mounts", lambda: [(f"/dev/loop9{k}", str(m), "ext4", "rw")
+                                                   for k, m in enumerate(mnt.values())])
+    monkeypatch.setattr(core, "_loops_backed_by", lambda image: [f"/dev/loop9{0 if 'H0' in image else 1}"])
+    for name in ("live", "gone"):
+        root = tmp_path / name
+        init_store(root, "ceda-hdd8", {n: str(m / f"pario-run-{name}") for n, m in mnt.items()})
+        with Store(root) as st:
+            st.create("f", "fixed:64K@H0,H1")
+            with st.open("f") as f:
+                f.write(0, b"y" * (700_000 if name == "gone" else 200_000))
+    shutil.rmtree(tmp_path / "gone")
+    before = sorted(str(p) for p in d.rglob("*"))
+    st = core.status(d)
+    assert sorted(str(p) for p in d.rglob("*")) == before
+    for r in st["servers"]:
+        vfs = os.statvfs(r["mount"])
+        assert (r["free"], r["total"]) == (vfs.f_bavail * vfs.f_frsize, vfs.f_blocks * vfs.f_frsize)
+        got = {Path(x["dir"]).name: (x["in_use"], x["bytes"], x["data_files"]) for x in r["stores"]}
+        want = {}
+        for name in ("live", "gone"):
+            files = [p for p in (Path(r["mount"]) / f"pario-run-{name}").iterdir() if p.name[0].isdigit()]
+            want[f"pario-run-{name}"] = (name == "live", sum(p.stat().st_blocks * 512 for p in files), len(files))
+        assert got == want and want["pario-run-gone"][1] > 0
+    vfs = os.statvfs(d)
+    assert (st["dir_free"], st["dir_total"]) == (vfs.f_bavail * vfs.f_frsize, vfs.f_blocks * vfs.f_frsize)
+    capsys.readouterr()
+    from pario.cli.common import console
+
+    old = console.width
+    console.width = 300
+    try:
+        main(["testbed", "status", str(d)])
+    finally:
+        console.width = old
+    out = " ".join(capsys.readouterr().out.split())
+    gone = sum(x["bytes"] for r in st["servers"] for x in r["stores"] if not x["in_use"])
+    from pario.units import format_size
+
+    assert f"2 server directory(ies) of stores that are gone hold {format_size(gone)}" in out
+    assert f"pario store gc {d}" in out and "images' file system" in out
+
+
 def _leftovers(d: Path) -> list[str]:
     out = []
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout

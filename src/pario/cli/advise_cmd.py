@@ -20,13 +20,24 @@ with more than one scheme every scheme's plan is also written to ``PLAN.<scheme>
 (e.g. ``plan.json`` → ``plan.ceda.json``).  JSON (``--json``)::
 
     {"schemes": {NAME: {"plan": PLAN, "predicted_s": float, "baselines": {NAME: float},
-                        "distribution_s": float | null, "plan_seconds": float}},
+                        "distribution_s": float | null, "plan_seconds": float,
+                        "setup": {"seconds", "bytes", "copies"}}},
      "skipped": {NAME: "reason"}, "best": NAME | null,
      "collective_order": {"order", "rule", "paper_order", "simulated_s": {ORDER: float},
                           "original": {"order", "simulated_s"}} | null,
      "collective_view": {"cb_buffer": int, "requests": int, "aggregators": int,
                          "two_phase": {"cb_buffer", "aggregators", "ranks", "cb_source",
-                                       "agg_source", "nodes"}} | null}
+                                       "agg_source", "nodes"}} | null,
+     "whole_job": {"setup": {"seconds", "bytes", "copies", "relaid", "left", "model"},
+                   "run1_s", "run2_s", "model", "ratio", "break_even_runs"}}
+
+Every plan's **setup** is what ``pario replicate`` copies for it in a store holding the traced
+files (each as large as its furthest traced request) on ``--original``: relayout of the files
+the plan names a layout for, the replicas' bytes — priced by the distribution model as one
+process's 8 MiB steps (:func:`pario.plan.setup_cost.plan_setup`).  For the best plan, one run
+without and with it (:func:`pario.run.predict.predict_plan`: what ``pario run`` predicts run 1
+and run 2 with), run 1 / (setup + run 2) and the **break-even runs**: the smallest n with
+n·run 1 ≥ setup + n·run 2 ("never": run 2 is not faster; :mod:`pario.run.whole_job`).
 
 Collective requests (the trace's ``collective`` column, from Darshan DXT or ``pario_trace``)
 are planned as the file servers see them: the aggregators' requests of two-phase I/O
@@ -174,6 +185,42 @@ def _collective_order(raw, system, plan, args):
                         rule="model" if args.order == "auto" else "paper", nodes=args.nodes)
 
 
+def _setups(raw, system, plans, best, args) -> tuple[dict, dict]:
+    """:func:`pario.run.whole_job.advise_payoffs` for the planned schemes."""
+    from ..run.predict import order_hint
+    from ..run.whole_job import advise_payoffs
+
+    return advise_payoffs(raw, {name: plan for name, (plan, _) in plans.items()}, best, system,
+                          args.original or "fixed:64K", nodes=args.nodes, hint=order_hint(raw))
+
+
+def _copies(setup: dict) -> str:
+    """A plan's setup in one line: what is copied and the predicted seconds."""
+    left = "".join(f"; {c['file']!r} left: {c['why']}" for c in setup["left"])
+    if not setup["copies"]:
+        return "nothing to copy, 0 s" + left
+    kinds = []
+    for kind, label in (("relayout", "relayout"), ("replica", "replicas")):
+        rows = [c for c in setup["copies"] if c["kind"] == kind]
+        if rows:
+            kinds.append(f"{label} {format_size(sum(c['bytes'] for c in rows))} "
+                         f"({len(rows)} {'file' if kind == 'relayout' else 'replica'}{'s' if len(rows) > 1 else ''})")
+    return f"copies {', '.join(kinds)}: {setup['seconds']:.3f} s predicted" + left
+
+
+def _print_payoff(best: str, p: dict) -> None:
+    """The best plan's setup against its gain per run (the whole job ``pario run`` predicts)."""
+    from ..run.whole_job import pays
+
+    head = (f"setup of the plan of {best}: {_copies(p['setup'])} ({p['setup']['model']}); one run "
+            f"{p['run1_s']:.3f} s without the plan, {p['run2_s']:.3f} s with it"
+            if p["run1_s"] is not None and p["run2_s"] is not None else
+            f"setup of the plan of {best}: {_copies(p['setup'])}; one run without the plan is not priced")
+    tail = "" if p["ratio"] is None else (f"; whole job run 1 / (setup + run 2) = {p['ratio']:.2f}×; the plan pays "
+                                          f"for its setup {pays(p['break_even_runs'])}")
+    console.print(head + tail, soft_wrap=True)
+
+
 def _advise(args) -> int:
     from ..plan.schemes import parse_schemes
 
@@ -208,6 +255,7 @@ def _advise(args) -> int:
         order = _collective_order(raw, system, plans[best][0], args)
         run1_order, run1_s = _original_collective(raw, system, args)
         plans[best][0].collective_order = order.order
+    setups, payoff = _setups(raw, system, plans, best, args)
     if args.output:
         out = Path(args.output)
         plans[best][0].save(out, system)
@@ -218,7 +266,8 @@ def _advise(args) -> int:
         print_json({
             "schemes": {name: {"plan": plan.to_dict(system, lazy=True), "predicted_s": float(plan.predicted_s),
                                "baselines": {k: float(v) for k, v in plan.baselines.items()},
-                               "distribution_s": common[name], "plan_seconds": secs}
+                               "distribution_s": common[name], "plan_seconds": secs,
+                               "setup": {k: setups[name][k] for k in ("seconds", "bytes", "copies")}}
                         for name, (plan, secs) in plans.items()},
             "skipped": skipped,
             "best": best,
@@ -228,6 +277,7 @@ def _advise(args) -> int:
                                                             "simulated_s": order.times},
             "collective_view": {"cb_buffer": int(tp.cb_buffer), "requests": int(len(trace)),
                                 "aggregators": int(n_agg), "two_phase": tp.to_dict()} if view else None,
+            "whole_job": payoff,
         })
         return 0
     console.print(f"[bold]pario advise[/bold] {args.trace}: {len(trace)} requests, {len(trace.files)} file(s), "
@@ -248,6 +298,7 @@ def _advise(args) -> int:
         if common[name] is not None and not own.startswith("distribution"):
             note = f"; the plan under the distribution model (CEDA seed 000 §3 eq. 1–4): {common[name]:.6g} s"
         console.print(f"  own model: {own}; planned in {secs:.2f} s{note}")
+        console.print(f"  setup (pario replicate): {_copies(setups[name])}", soft_wrap=True)
     for name, why in skipped.items():
         console.print(f"[yellow]{name}: skipped[/yellow] ({why})")
     if len(plans) > 1:
@@ -272,6 +323,7 @@ def _advise(args) -> int:
     if order is not None:
         console.print(f"collective order for the plan of {best}: {order.describe()}; the original layout in "
                       f"{run1_order.upper()}, as the traced job ran: {run1_s:.3f} s")
+    _print_payoff(best, payoff)
     if args.output:
         console.print(f"plan of {best} written to {args.output}"
                       + (f" (and one file per scheme: {Path(args.output).stem}.<scheme>.json)" if len(plans) > 1 else ""))

@@ -1,6 +1,7 @@
-"""``pario replicate PLAN.json --store DIR [--space SIZE] [--chunk SIZE] [--no-layouts]``, or
-``--resume``: apply a plan's layouts to the files already in a store (relayout), then copy
-its replicas (CEDA replicator, online and resumable; see docs/store.md).
+"""``pario replicate PLAN.json --store DIR [--space SIZE] [--chunk SIZE] [--no-layouts | --layouts-only]``,
+or ``--resume``: apply a plan's layouts to the files already in a store (relayout), then copy
+its replicas (CEDA replicator, online and resumable; see docs/store.md).  ``--layouts-only``
+applies the layouts and copies no replica (``pario run`` times the two apart).
 
 The store is opened shared: MPI programs, ``pario store get`` and other readers and writers
 keep using it while the replicas are copied (a writer waits at most for the one chunk of
@@ -42,6 +43,8 @@ def register(sub) -> None:
     p.add_argument("--no-layouts", action="store_true",
                    help="do not apply the plan's 'layouts' to files already in the store (default: relay them "
                         "out first, see docs/store.md 'Applying a plan's layouts')")
+    p.add_argument("--layouts-only", action="store_true",
+                   help="apply the plan's 'layouts' to files already in the store and copy no replica")
     p.add_argument("--json", action="store_true", help="print the files relaid and the replicas copied and skipped as JSON")
     p.set_defaults(func=_replicate)
 
@@ -54,10 +57,16 @@ def _replicate(args) -> int:
 
     if not args.plan and not args.resume:
         raise ParioError("give PLAN.json or --resume")
+    if args.layouts_only and (args.no_layouts or args.resume or not args.plan):
+        raise ParioError("--layouts-only applies a plan's layouts: give PLAN.json, without --no-layouts or --resume")
     with Store(args.store, shared=True) as st:
         layouts = []
         if args.plan and not args.no_layouts:
             layouts = _apply_layouts(st, args.plan, quiet=args.json)
+        if args.layouts_only:
+            if args.json:
+                print_json({"replicas": [], "skipped": [], "copied_bytes": 0, "layouts": layouts})
+            return 0
         specs = resume_specs(st) if args.resume and not args.plan else specs_from_plan(args.plan, st)
         rep = Replicator(st, specs, space=args.space, chunk=args.chunk or CHUNK)
         with Progress("[progress.description]{task.description}", BarColumn(), *binary_columns(),

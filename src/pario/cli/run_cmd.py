@@ -27,8 +27,14 @@ them, ``fsck`` and the load average.
 ``files``, ``identical``, ``verdict`` (``verdict``, ``agrees``, ``predicted_ratio``,
 ``measured_ratio``, ``q``, ``tolerance``, ``runs``, ``sentence``, ``reasons``),
 ``evidence``, ``loadavg``, ``variation``, ``steps`` (every step — setup, prepare, run 1,
-reference run, advise, replicate, run 2, check, compare — as ``{"name", "start",
-"seconds"}``, ``start`` in seconds since the run began), ….  Exit status 1 if the bytes differ (for an
+reference run, advise, relayout, replicate, run 2, check, compare — as ``{"name", "start",
+"seconds"}``, ``start`` in seconds since the run began), ``whole_job`` (``ratio``,
+``break_even_runs``, ``setup_s``, ``run1_s``, ``run2_s``, each ``{"predicted",
+"measured"}``; ``costs``, ``setup``: :mod:`pario.run.whole_job`) and the verdict's
+``whole_job``, ….  After the verdict of the traced I/O, the whole job is printed: a table of
+run 1, the setup (advise, relayout, replicate) and run 2, predicted and measured, the
+whole-job ratio and the break-even runs, the flush at the program's end, the trace overhead,
+and the whole job's verdict.  Exit status 1 if the bytes differ (for an
 unmodified program: outside the bytes that vary between two runs without pario) or fsck
 finds problems (the verdict does not change it); bad input and failed steps are one
 ``pario: error:`` line, exit 2.
@@ -76,6 +82,9 @@ def register(sub) -> None:
     p.add_argument("--paper-benefit", action="store_true",
                    help="pario advise --paper-benefit: CEDA's benefit test without the copy back of dirty "
                         "replica bytes at the program's end")
+    p.add_argument("--fresh", action="store_true",
+                   help="start from an empty store: delete every file of an existing --store first (with its "
+                        "replicas), so that no layout an earlier plan gave a file stays")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     add_placement_args(p)
     p.add_argument("--coord", default="host", metavar="MEMBER",
@@ -99,7 +108,7 @@ def _run(args) -> int:
                        testbed=args.testbed, direct=args.direct, space=args.space, schemes=args.schemes,
                        out=args.out, timeout=args.timeout, mpiexec=args.mpiexec, prepare=args.prepare,
                        repeat=args.repeat, paper_benefit=args.paper_benefit, place=placement_of(args),
-                       coord=args.coord,
+                       coord=args.coord, fresh=args.fresh,
                        progress=None if args.json else progress, tool_stdout=sys.stderr if args.json else None)
     if args.json:
         print_json(summary)
@@ -140,6 +149,56 @@ def _report_variation(vr: dict) -> None:
 
 def _fmt(v, unit=" s", digits=3) -> str:
     return "–" if v is None else f"{v:.{digits}f}{unit}"
+
+
+def _runs(n) -> str:
+    """Break-even runs as printed: ``1``, ``4``, ``never``."""
+    return "never" if n is None else str(n)
+
+
+def _report_whole(w: dict, wv: dict, style: dict) -> None:
+    """The whole job (:mod:`pario.run.whole_job`): pario's own costs, run 1 against setup + run 2,
+    predicted and measured, the break-even runs and the whole job's verdict."""
+    from rich.table import Table
+
+    from ..units import format_size
+
+    c = w["costs"]
+    t = Table(title="whole job: run 1 against pario's setup + run 2")
+    t.add_column("")
+    t.add_column("predicted (model: I/O times, copies)", justify="right")
+    t.add_column("measured (wall times, steps)", justify="right")
+    setup = w.get("setup") or {}
+    t.add_row("run 1", _fmt(w["run1_s"]["predicted"]), _fmt(w["run1_s"]["measured"]))
+    t.add_row("setup" + (f" (copies {format_size(setup['bytes'])})" if setup else ""),
+              _fmt(w["setup_s"]["predicted"]), _fmt(w["setup_s"]["measured"]))
+    t.add_row("  advise", "not priced", _fmt(c["advise_s"]))
+    if c["relayout_s"] or any(x["kind"] == "relayout" for x in setup.get("copies", [])):
+        t.add_row("  relayout", _fmt(sum(x["seconds"] for x in setup.get("copies", []) if x["kind"] == "relayout")),
+                  _fmt(c["relayout_s"]))
+    t.add_row("  replicate", _fmt(sum(x["seconds"] for x in setup.get("copies", []) if x["kind"] == "replica")),
+              _fmt(c["replicate_s"]))
+    t.add_row("run 2", _fmt(w["run2_s"]["predicted"]), _fmt(w["run2_s"]["measured"]))
+    t.add_row("whole-job ratio: run 1 / (setup + run 2)", _fmt(w["ratio"]["predicted"], "×", 2),
+              _fmt(w["ratio"]["measured"], "×", 2))
+    t.add_row("break-even: runs until the plan has paid for its setup", _runs(w["break_even_runs"]["predicted"]),
+              _runs(w["break_even_runs"]["measured"]))
+    console.print(t)
+    fl = c.get("flush") or {}
+    parts = []
+    for run in ("run1", "run2"):
+        f = fl.get(run)
+        if f is not None:
+            parts.append(f"{run[:3]} {run[3]} {f['flush_s']:.3f} s ({format_size(f['flushed_bytes'])} copied, "
+                         f"{f['ranks']} rank(s), at {'/'.join(f['at'])})")
+    console.print("flush of dirty replica bytes at the program's end (inside the run's wall time): "
+                  + ("; ".join(parts) if parts else "not reported (no served file)"), soft_wrap=True)
+    over = c.get("trace_overhead_s")
+    console.print("trace overhead: " + (f"{over:.3f} s, {escape(c['trace_overhead'])}" if over is not None
+                                        else escape(c["trace_overhead"])), soft_wrap=True)
+    if wv:
+        console.print(f"[{style.get(wv['verdict'], 'bold')}]verdict[/] (whole job): {escape(wv['sentence'])}",
+                      soft_wrap=True)
 
 
 def _report(s: dict) -> None:
@@ -195,11 +254,14 @@ def _report(s: dict) -> None:
                         for name in s["devices"]["run1"])
         console.print(f"device requests per server (run 1/run 2): {per}")
     style = {"as predicted": "green", "faster than predicted": "yellow", "contradicts the prediction": "bold red"}
-    console.print(f"[{style.get(v['verdict'], 'bold')}]verdict[/]: {escape(v['sentence'])}", soft_wrap=True)
+    console.print(f"[{style.get(v['verdict'], 'bold')}]verdict[/] (traced I/O): {escape(v['sentence'])}",
+                  soft_wrap=True)
     if v["reasons"]:
         console.print("why (measured in these runs):")
         for r in v["reasons"]:
             console.print(f"  - {escape(r['text'])}", soft_wrap=True)
+    if s.get("whole_job"):
+        _report_whole(s["whole_job"], v.get("whole_job") or {}, style)
     h = s["redirected"]
     console.print(f"run 2 requests through replicas (RMT hits): {h['hit_requests']} of {h['requests']} "
                   f"({h['hit_bytes']} of {h['bytes']} bytes)")

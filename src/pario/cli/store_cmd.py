@@ -8,6 +8,7 @@
     pario store rm NAME --store DIR
     pario store flush --store DIR
     pario store fsck --store DIR [--no-checksums] [--repair] [--json]
+    pario store gc DIR [--dry-run] [--json]
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .common import console, print_json, size_arg
 
 
 def register(sub) -> None:
-    p = sub.add_parser("store", help="embedded striped store: init, put, get, ls, rm, flush, fsck")
+    p = sub.add_parser("store", help="the striped store: init, put, get, ls, rm, flush, fsck, gc")
     s = p.add_subparsers(dest="store_cmd", metavar="ACTION")
     s.required = True
 
@@ -82,6 +83,17 @@ def register(sub) -> None:
                          "itself; the damaged files are kept aside; docs/store.md)")
     fk.add_argument("--json", action="store_true", help="print the report as JSON")
     fk.set_defaults(func=_fsck)
+
+    gc = s.add_parser("gc", help="remove the server directories of stores that are gone (e.g. pario run's on a testbed)",
+                      description="Below DIR (3 levels, no symbolic link followed): every server directory pario made "
+                                  "outside a store's root (its marker .pario-server) whose store is gone — no "
+                                  "store.json at the root it names, or another store there — is removed: its data "
+                                  "files, the marker, and the directory when pario made it.  A directory holding "
+                                  "anything else is kept and reported; directories without a marker are never touched.")
+    gc.add_argument("dir", metavar="DIR", help="where to look, e.g. a testbed directory or a server's mount")
+    gc.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    gc.add_argument("--json", action="store_true", help="print the report as JSON")
+    gc.set_defaults(func=_gc)
 
 
 def _open(args, exclusive: bool = False, unverified_ok: bool = False):
@@ -206,3 +218,25 @@ def _fsck(args) -> int:
         console.print(f"{'clean' if rep['ok'] else 'NOT clean'}: {rep['files']} files, {rep['entries']} RMT entries "
                       f"({rep['unclean']} pending sync), {format_size(rep['checked_bytes'])} of replicas checked")
     return 0 if rep["ok"] else 1
+
+
+def _gc(args) -> int:
+    from ..store.gc import collect
+
+    rep = collect(args.dir, dry_run=args.dry_run)
+    if args.json:
+        print_json(rep)
+        return 0
+    verb = "would remove" if rep["dry_run"] else "removed"
+    for r in rep["removed"]:
+        console.print(f"{verb} {r['dir']} (server {r['server']} of the store at {r['store']}, gone): "
+                      f"{r['data_files']} data file(s), {format_size(r['bytes'])}"
+                      + ("" if r["dir_removed"] else "; the directory itself stays (pario did not make it)")
+                      + (f"; {r['note']}" if r.get("note") else ""), markup=False, highlight=False)
+    for r in rep["kept"]:
+        console.print(f"kept {r['dir']}: {r['why']}", markup=False, highlight=False)
+    total = sum(r["bytes"] for r in rep["removed"])
+    n = len(rep["removed"])
+    console.print(f"{n} director{'y' if n == 1 else 'ies'} {'to remove' if rep['dry_run'] else 'removed'}, "
+                  f"{format_size(total)} of data files; {len(rep['kept'])} kept")
+    return 0

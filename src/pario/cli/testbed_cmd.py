@@ -82,16 +82,31 @@ def _print_status(st: dict) -> None:
     from rich.table import Table
 
     t = Table(title=f"testbed {st['dir']} (cgroup v{st['cgroup_version']}: {st['cgroup']})")
-    for col in ("server", "kind", "loop", "mount", "IOPS r/w", "bandwidth r/w", "free / size", "ok"):
-        t.add_column(col, justify="right" if col in ("IOPS r/w", "bandwidth r/w", "free / size") else "left")
+    for col in ("server", "kind", "loop", "mount", "IOPS r/w", "bandwidth r/w", "free / size", "pario stores",
+                "ok"):
+        t.add_column(col, justify="right" if col in ("IOPS r/w", "bandwidth r/w", "free / size", "pario stores")
+                     else "left")
+    gone_dirs, gone_bytes = 0, 0
     for r in st["servers"]:
         lim = r["throttle"] or {}
         iops = f"{lim.get('read_iops', '-')}/{lim.get('write_iops', '-')}"
         bw = "/".join(format_size(lim[k]) + "/s" if k in lim else "-" for k in ("read_bps", "write_bps"))
         space = f"{format_size(r['free'])} / {format_size(r['total'])}" if r["free"] is not None else "-"
+        stores = r.get("stores") or []
+        gone = [x for x in stores if not x["in_use"]]
+        gone_dirs += len(gone)
+        gone_bytes += sum(x["bytes"] for x in gone)
+        held = (f"{len(stores)}: {format_size(sum(x['bytes'] for x in stores))}"
+                + (f" ({len(gone)} gone)" if gone else "")) if stores else "-"
         ok = "yes" if r["attached"] and r["is_mounted"] and lim else "[red]NO[/]"
-        t.add_row(r["name"], r["kind"], r["loop"] or "-", r["mount"] or "-", iops, bw, space, ok)
+        t.add_row(r["name"], r["kind"], r["loop"] or "-", r["mount"] or "-", iops, bw, space, held, ok)
     console.print(t)
+    if st.get("dir_free") is not None:
+        console.print(f"images' file system ({st['dir']}): {format_size(st['dir_free'])} free of "
+                      f"{format_size(st['dir_total'])}")
+    if gone_dirs:
+        console.print(f"{gone_dirs} server directory(ies) of stores that are gone hold {format_size(gone_bytes)}: "
+                      f"'pario store gc {st['dir']}' removes them")
     if st["procs_in_cgroup"]:
         console.print(f"processes in the cgroup: {' '.join(map(str, st['procs_in_cgroup']))}")
     if not st["healthy"]:

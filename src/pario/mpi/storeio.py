@@ -212,10 +212,12 @@ class SharedStoreBackend(_StoreBackendBase):
 
     def flush(self) -> None:
         """Called by File.close on every rank: finish lazy sync, flush dirty replica data."""
+        t0, synced0 = time.perf_counter(), self.sf.stats["synced"]
         self.store.drain()
         with self._lock:
             self.sf.flush()
             self.sf.fsync()
+        report_flush(self.store.root, self.rank, time.perf_counter() - t0, self.sf.stats["synced"] - synced0)
 
     def close(self) -> None:
         if self.sf is not None:
@@ -365,9 +367,11 @@ class ShippedStoreBackend(_StoreBackendBase):
                 raise ParioError(f"store rank: the request service did not stop within {_timeout():g} s")
             self._thread = None
         if self.rank == STORE_RANK:
+            t0, synced0 = time.perf_counter(), self.sf.stats["synced"]
             self.store.drain()
             with self._lock:
                 self.sf.flush()
+            report_flush(self.store.root, self.rank, time.perf_counter() - t0, self.sf.stats["synced"] - synced0)
 
     def close(self) -> None:
         if self.rank == STORE_RANK and self.store is not None:
@@ -382,6 +386,26 @@ class ShippedStoreBackend(_StoreBackendBase):
 
 
 StoreBackend = ShippedStoreBackend   # former name
+
+
+def report_flush(root, rank: int, seconds: float, nbytes: int) -> None:
+    """``PARIO_SERVE_STATS=FILE``: one JSON line per flush at a file's close appended to FILE,
+    the fields of the served runtime's lines at ``MPI_Finalize`` (interpose/serve.c,
+    ``report_close``) with ``"at": "close"`` — what ``pario run``'s whole-job report reads
+    (:func:`pario.run.measure.flush_stats`)."""
+    import json
+
+    path = os.environ.get("PARIO_SERVE_STATS")
+    if not path:
+        return
+    line = json.dumps({"rank": int(rank), "pid": os.getpid(), "store": str(root), "at": "close",
+                       "flush_s": float(seconds), "last_out_s": 0.0, "close_s": float(seconds),
+                       "flushed_bytes": int(nbytes), "last_out": False}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
 
 
 def open_store_backend(f, MPI):

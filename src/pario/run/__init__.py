@@ -17,7 +17,10 @@ calls :func:`run_loop` and prints the summary.
   model ``pario advise`` used;
 - :mod:`pario.run.compare` — prediction against measurement: :func:`judge` gives the
   verdict (``as predicted`` / ``faster than predicted`` / ``contradicts the prediction``,
-  tolerance :data:`TOLERANCE`) and its reasons, each from measured evidence.
+  tolerance :data:`TOLERANCE`) and its reasons, each from measured evidence;
+- :mod:`pario.run.whole_job` — the whole job: pario's own costs (advise, relayout,
+  replicate, the flush at the end, the trace overhead), run 1 / (setup + run 2) and the
+  break-even runs, predicted and measured, and their verdict.
 """
 
 from .compare import TOLERANCE, classify, judge, predicted_servers

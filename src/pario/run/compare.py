@@ -120,13 +120,14 @@ def predicted_servers(trace, plan_path, system, orig_layouts: dict | None = None
     ``{"ORIG": {"predicted_s", "servers": {name: {"requests", "bytes", "busy_s"}}}, "plan": …}``
     (requests = sub-requests of :func:`pario.layout.server_load`; busy_s = the distribution
     model's per-server time; collective requests as :func:`planned_view` with ``nodes``).
-    None when the plan has no layout for a file."""
+    ``plan_path``: the plan file or a :class:`pario.plan.base.Plan`.  None when the plan has
+    no layout for a file."""
     from ..layout import server_load
     from ..model import DistributionModel
     from ..model.batches import batch_ids
     from ..plan.base import Plan
 
-    plan = Plan.load(plan_path, system)
+    plan = plan_path if isinstance(plan_path, Plan) else Plan.load(plan_path, system)
     view = planned_view(trace, system, nodes)
     orig, new = plan_layouts(plan, view.files, orig_layouts)
     if any(v is None for v in orig.values()):

@@ -14,7 +14,9 @@ opens its files with :class:`pario.mpi.File`:
 2. ``pario advise OUT/run1.parquet --system P --schemes S --cb-nodes 1 [--space SIZE]
    -o OUT/plan.json`` — the command itself (:func:`pario.cli.main`), so the plan file and
    its printed tables are exactly what a user typing it gets;
-3. ``pario replicate OUT/plan.json --store DIR [--space SIZE]`` — likewise;
+3. ``pario replicate OUT/plan.json --store DIR [--space SIZE]`` — likewise (when the plan
+   names layouts for files, in two steps timed apart: ``--layouts-only``, the relayout,
+   then ``--no-layouts``, the replicas);
 4. **run 2** — the same command with ``PARIO_PLAN=OUT/plan.json`` (and
    ``PARIO_TRACE=OUT/run2.parquet``): reads and writes are redirected by the store's RMT.
 
@@ -47,6 +49,15 @@ program's files are compared with the program's own without pario
 (:func:`_plain_reference`, :mod:`pario.run.variation`): when a SHA-256 differs, a second run
 without pario tells the bytes that vary from run to run (HDF5's modification times), and the
 files are judged byte for byte outside them.
+
+The whole job (:mod:`pario.run.whole_job`): pario's own costs — the steps ``advise``,
+``relayout`` and ``replicate``, the flush of dirty replica bytes at the program's end that
+every rank reports to ``PARIO_SERVE_STATS`` (``OUT/runN.serve.jsonl``:
+:func:`pario.run.measure.flush_stats`), the trace overhead against the run without pario of
+an unmodified program — beside run 1 / (setup + run 2) and the break-even runs, measured and
+predicted (the setup as ``pario advise`` prices it: :func:`pario.plan.setup_cost.plan_setup`
+on the store's files after run 1).  ``fresh``: the store's files are deleted before
+anything runs (:func:`pario.store.gc.empty_store`).
 """
 
 from __future__ import annotations
@@ -64,11 +75,12 @@ from .. import ParioError
 from ..native import build_hint
 from ..store.planes import PLANES
 from ..store.root import read_config
-from . import compare, devices, measure, variation
+from . import compare, devices, measure, variation, whole_job
 from .launch import find_mpiexec, launch, mpi_command, parse_procs
 from .predict import order_hint, predict
 
-OWN_ENV = ("PARIO_STORE", "PARIO_PLAN", "PARIO_TRACE", "PARIO_SYSTEM", "PARIO_DIRECT", "PARIO_HINTS")
+OWN_ENV = ("PARIO_STORE", "PARIO_PLAN", "PARIO_TRACE", "PARIO_SYSTEM", "PARIO_DIRECT", "PARIO_HINTS",
+           "PARIO_SERVE_STATS")
 
 
 def _store_profile(store: Path, outdir: Path) -> Path:
@@ -147,7 +159,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
              testbed: str | None = None, direct: bool = False, space: int | None = None, schemes: str = "ceda",
              out: str | None = None, timeout: float | None = None, mpiexec: str | None = None,
              prepare: str | None = None, repeat: int = 1, progress=None, tool_stdout=None,
-             paper_benefit: bool = False, place: list[str] | tuple = (), coord: str = "host") -> dict:
+             paper_benefit: bool = False, place: list[str] | tuple = (), coord: str = "host",
+             fresh: bool = False) -> dict:
     """Run the loop of the module docstring and return its summary (``pario run --json``).
 
     ``procs``: number of MPI processes (int or text); ``store``: the store directory (created
@@ -164,7 +177,9 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     print (None: this process's stdout); ``paper_benefit``: ``pario advise --paper-benefit``
     (CEDA's benefit test without the copy back of dirty bytes); ``place``: mpiexec's options
     placing the ranks on nodes (:func:`pario.run.launch.placement`); ``coord``: the
-    coordination of a store made here (``pfs`` for ranks on several nodes; docs/multinode.md).
+    coordination of a store made here (``pfs`` for ranks on several nodes; docs/multinode.md);
+    ``fresh``: an existing store is emptied first (every file deleted with its replicas:
+    :func:`pario.store.gc.empty_store`), so that no layout an earlier plan gave a file stays.
     Every input is checked before anything is written;
     a bad input or a failed step raises :class:`pario.ParioError`.
     """
@@ -222,7 +237,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     if not store.exists():
         init_store(store, prof, servers, coord=coord)
     t1, t2, plan = outdir / "run1.parquet", outdir / "run2.parquet", outdir / "plan.json"
-    for p in (t1, t2, plan, *outdir.glob("run[12]-*.parquet"), *outdir.glob("plain-2*.log")):
+    for p in (t1, t2, plan, *outdir.glob("run[12]-*.parquet"), *outdir.glob("plain-2*.log"),
+              *outdir.glob("run[12]*.serve.jsonl")):
         p.unlink(missing_ok=True)
     # the variables the loop sets per run are its own; others (PARIO_ORDER, PARIO_STORE_TIMEOUT,
     # PARIO_DEBUG, …) apply to every run alike
@@ -248,6 +264,13 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         for line in text.rstrip().splitlines()[-limit:]:
             say("output", line)
 
+    if fresh:
+        from ..store.gc import empty_store
+
+        gone = empty_store(store)
+        if gone:
+            say("info", f"--fresh: deleted {len(gone)} file(s) of the store (and their replicas): "
+                + ", ".join(gone[:5]) + (" …" if len(gone) > 5 else ""))
     dropped = drop_replicas(store)
     if dropped:
         say("info", f"dropped {len(dropped)} replica(s) left in the store by an earlier run (run 1 uses the originals)")
@@ -276,8 +299,11 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         suffix = "" if k == 0 else f"-{k + 1}"
         tp = tpath if k == 0 else outdir / f"run{which}{suffix}.parquet"
         label = f"run {which}" + (f" ({k + 1} of {repeat})" if repeat > 1 else "")
+        stats = outdir / f"run{which}{suffix}.serve.jsonl"     # the flush at the program's end, per rank
+        stats.unlink(missing_ok=True)
         steps.start(label)
-        return (tp, *run(cmd, {**env, "PARIO_TRACE": str(tp)}, outdir / f"run{which}{suffix}.log", label))
+        return (tp, *run(cmd, {**env, "PARIO_TRACE": str(tp), "PARIO_SERVE_STATS": str(stats)},
+                         outdir / f"run{which}{suffix}.log", label))
 
     say("step", f"run 1 (traced{', pario library preloaded' if tracer else ''}){where}: {shown}"
         + (f", {repeat} times" if repeat > 1 else ""))
@@ -317,7 +343,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     nodes = None if place else 1
     adv = ["advise", str(t1), "--system", system, "--schemes", schemes, "-o", str(plan),
            *(("--nodes", str(nodes)) if nodes is not None else ()), *(("--paper-benefit",) if paper_benefit else ())]
-    orig_layouts = _store_layouts(store, trace1.files)
+    files1 = _store_files(store, trace1.files)     # (size, layout) after run 1: what pario replicate copies
+    orig_layouts = {f: lay for f, (_, lay) in files1.items()}
     original = _original_arg(orig_layouts, prof, outdir)
     if original:
         adv += ["--original", str(original)]     # the ORIG of CEDA and hybrid: the files' layout now
@@ -329,6 +356,12 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     _tool(adv, "pario advise", tool_stdout)
     plan_d = json.loads(plan.read_text())
     n_rep = sum(len(v) for v in (plan_d.get("replicas") or {}).values())
+    if any(f != "*" for f in plan_d.get("layouts") or {}):
+        # the plan's layouts for files in the store first (relayout), timed apart from the replicas
+        rel = ["replicate", str(plan), "--store", str(store), "--layouts-only"]
+        steps.start("relayout", "pario " + " ".join(rel))
+        _tool(rel, "pario replicate --layouts-only", tool_stdout)
+        rep.insert(4, "--no-layouts")
     steps.start("replicate", "pario " + " ".join(rep))
     _tool(rep, "pario replicate", tool_stdout)
     relaid = sorted(f for f, lay in _store_layouts(store, trace1.files).items()
@@ -376,6 +409,15 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     steps.start("compare")  # the prediction against the measurement
     pred, model_servers = predict(trace1, plan, prof, orig_layouts, relaid=relaid, nodes=nodes,
                                   hint=order_hint(trace1, base))
+    from ..plan.base import Plan
+    from ..plan.setup_cost import plan_setup
+
+    # pario's own costs and the whole job: the setup as pario advise prices it (the same copies
+    # of the same files), the steps' seconds, the flush the ranks reported at the program's end
+    whole = whole_job.whole_job(
+        predicted=pred, setup=plan_setup(Plan.load(plan, prof), prof, files1), steps=steps.rows,
+        run1_s=wall1, run2_s=wall2, plain_s=plain["wall_s"] if plain else None,
+        flush={f"run{k}": measure.flush_stats(outdir / f"run{k}.serve.jsonl") for k in (1, 2)})
     load1 = os.getloadavg()
     summary = {"procs": n, "command": cmd, "store": str(store), "out": str(outdir),
                "testbed": tb.dir if tb is not None else None, "direct": direct or not plane.page_cache,
@@ -392,7 +434,9 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                "repeat": repeat, "repetitions": {"run1": rep1, "run2": rep2},
                "loadavg": {"start": list(load0), "end": list(load1)}}
     summary["evidence"] = _evidence(trace1, trace2, hit2, prof, plan, store, log1, log2, model_servers)
+    summary["whole_job"] = whole
     summary["verdict"] = compare.judge(summary)
+    summary["verdict"]["whole_job"] = whole_job.judge(whole)
     summary["steps"] = steps.finish()
     return summary
 
@@ -539,10 +583,19 @@ def _original_arg(layouts: dict, prof, outdir: Path) -> Path | None:
 
 def _store_layouts(store: Path, names) -> dict:
     """The layout of each named file in the store (None for a file it does not hold)."""
+    return {n: lay for n, (_, lay) in _store_files(store, names).items()}
+
+
+def _store_files(store: Path, names) -> dict:
+    """``(size, layout)`` of each named file in the store (``(0, None)`` for a file it does not hold)."""
     from ..store import Store
 
     with Store(str(store)) as st:
-        return {n: (st.stat(n).layout if st.exists(n) else None) for n in names}
+        out = {}
+        for n in names:
+            info = st.stat(n) if st.exists(n) else None
+            out[n] = (int(info.size), info.layout) if info is not None else (0, None)
+        return out
 
 
 def _evidence(trace1, trace2, hit2, prof, plan: Path, store: Path, log1: str, log2: str, model_servers) -> dict:

@@ -14,6 +14,8 @@ hits, checksums of the files, and the program's own phase times.
 - :func:`program_phases` — the ``open / write / read / close`` seconds a program prints
   (``examples/ior_like.py``'s last line), when it prints them.
 - :func:`file_digests` — SHA-256 of every file as a reader sees it through the store.
+- :func:`flush_stats` — the flush of dirty replica bytes at the program's end, as the ranks
+  reported it (``PARIO_SERVE_STATS``).
 """
 
 from __future__ import annotations
@@ -188,3 +190,42 @@ def program_phases(output: str) -> dict[str, float] | None:
         if "close" in found:
             return found
     return None
+
+
+def flush_stats(path) -> dict | None:
+    """The flush at the program's end from the JSON lines the ranks appended to ``path``
+    (``PARIO_SERVE_STATS``: the served runtime at ``MPI_Finalize``, interpose/serve.c, and
+    :func:`pario.mpi.storeio.report_flush` at a ``pario.mpi.File`` close): ``{"flush_s",
+    "last_out_s", "close_s", "flushed_bytes", "ranks", "lines", "at"}`` — the longest any rank
+    spent flushing (its lines summed), in the last process's work and in closing the store, the
+    bytes all flushes copied, the ranks that reported and where (``finalize``, ``close``).
+    None when no rank reported (the file is missing or empty)."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError:
+        return None
+    per: dict[int, dict] = {}
+    at, n = set(), 0
+    for line in text.splitlines():
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError:
+            continue        # a rank killed mid-line: its line is lost, the others count
+        n += 1
+        at.add(str(d.get("at")))
+        r = per.setdefault(int(d.get("rank", -1)), {"flush_s": 0.0, "last_out_s": 0.0, "close_s": 0.0, "bytes": 0})
+        r["flush_s"] += float(d.get("flush_s", 0.0))
+        r["last_out_s"] += float(d.get("last_out_s", 0.0))
+        r["close_s"] += float(d.get("close_s", 0.0))
+        r["bytes"] += int(d.get("flushed_bytes", 0))
+    if not per:
+        return None
+    return {"flush_s": max(r["flush_s"] for r in per.values()),
+            "last_out_s": max(r["last_out_s"] for r in per.values()),
+            "close_s": max(r["close_s"] for r in per.values()),
+            "flushed_bytes": sum(r["bytes"] for r in per.values()), "ranks": len(per), "lines": n,
+            "at": sorted(at)}

@@ -107,34 +107,52 @@ def collective_prediction(trace, plan, system, orig_layouts: dict | None = None,
 
 def predict(trace, plan_path, system, orig_layouts: dict | None = None, *, relaid=(), nodes: int | None = None,
             hint: str | None = None) -> tuple[dict, dict | None]:
-    """``(predicted, model_servers)`` for ``pario run``'s summary: ``predicted`` = ``{"scheme",
-    "system", "ORIG", "plan", "ratio", "model", "order", "two_phase", "parts"}`` (module
-    docstring; ``model`` None: the plan's own figures), ``model_servers`` the per-server
-    prediction of :func:`pario.run.compare.predicted_servers` (None when it cannot be made).
-    ``relaid``: the files ``pario replicate`` gave a new layout; ``nodes``: the client nodes
-    the ranks ran on, when known; ``hint``: :func:`order_hint`."""
+    """``(predicted, model_servers)`` for ``pario run``'s summary: ``predicted`` =
+    :func:`predict_plan`'s, ``model_servers`` the per-server prediction of
+    :func:`pario.run.compare.predicted_servers` (None when it cannot be made)."""
     from ..plan.base import Plan
     from .compare import predicted_servers
 
     plan = Plan.load(plan_path, system)
+    try:
+        model_servers = predicted_servers(trace, plan, system, orig_layouts, nodes=nodes)
+    except ParioError:
+        model_servers = None
+    return predict_plan(trace, plan, system, orig_layouts, relaid=relaid, nodes=nodes, hint=hint,
+                        model_servers=model_servers), model_servers
+
+
+def predict_plan(trace, plan, system, orig_layouts: dict | None = None, *, relaid=(), nodes: int | None = None,
+                 hint: str | None = None, model_servers=False) -> dict:
+    """The predicted I/O time of run 1 and run 2 for a :class:`pario.plan.base.Plan` — what
+    ``pario run`` predicts and ``pario advise`` sets against the plan's setup (module
+    docstring): ``{"scheme", "system", "ORIG", "plan", "ratio", "model", "order",
+    "two_phase", "parts"}`` (``model`` None: the plan's own figures).  ``relaid``: the files
+    ``pario replicate`` gives a new layout; ``nodes``: the client nodes the ranks ran on, when
+    known; ``hint``: :func:`order_hint`; ``model_servers``: :func:`pario.run.compare.predicted_servers`'s
+    answer when already made (False: made here if needed)."""
+    from .compare import predicted_servers
+
     base_s = plan.baselines or {}
     pred = {"scheme": plan.scheme, "system": system.name, "ORIG": base_s.get("ORIG"), "plan": plan.predicted_s,
             "model": None, "order": None, "two_phase": None, "parts": None}
-    try:
-        model_servers = predicted_servers(trace, plan_path, system, orig_layouts, nodes=nodes)
-    except ParioError:
-        model_servers = None
     coll = collective_prediction(trace, plan, system, orig_layouts, nodes=nodes, hint=hint) \
         if trace.collective.any() else None
     if coll is not None:
         pred.update(coll)
-    elif (pred["ORIG"] is None or relaid) and model_servers is not None:
-        # the plan's own baselines do not price the layouts run 1 had (a layout plan made with
-        # its own model): both runs priced by the distribution model (CEDA seed 000 eq. 1–4)
-        pred.update(ORIG=model_servers["ORIG"]["predicted_s"], plan=model_servers["plan"]["predicted_s"],
-                    model="distribution")
+    elif pred["ORIG"] is None or relaid:
+        if model_servers is False:
+            try:
+                model_servers = predicted_servers(trace, plan, system, orig_layouts, nodes=nodes)
+            except ParioError:
+                model_servers = None
+        if model_servers is not None:
+            # the plan's own baselines do not price the layouts run 1 had (a layout plan made with
+            # its own model): both runs priced by the distribution model (CEDA seed 000 eq. 1–4)
+            pred.update(ORIG=model_servers["ORIG"]["predicted_s"], plan=model_servers["plan"]["predicted_s"],
+                        model="distribution")
     pred["ratio"] = (pred["ORIG"] / pred["plan"]) if pred["ORIG"] and pred["plan"] else None
-    return pred, model_servers
+    return pred
 
 
-__all__ = ["predict", "collective_prediction", "orders", "order_hint", "MODEL_TWO_PHASE"]
+__all__ = ["predict", "predict_plan", "collective_prediction", "orders", "order_hint", "MODEL_TWO_PHASE"]

@@ -28,6 +28,7 @@ from ..system import load_system
 from .base import Backend
 
 DATAFILE = re.compile(r"^(\d{8,})\.(\d+)$")    # <id:08d>.<data file>: the only names in a server directory
+MARKER = ".pario-server"    # besides them, in a directory outside the store's root (pario.store.gc.MARKER)
 
 
 class LocalBackend(Backend):
@@ -102,7 +103,7 @@ class LocalBackend(Backend):
         out = np.zeros(self.system.n, dtype=np.int64)
         for j, d in enumerate(self.server_dirs):
             for p in d.iterdir():
-                if p.is_file() and not p.is_symlink():
+                if p.is_file() and not p.is_symlink() and p.name != MARKER:
                     out[j] += p.stat().st_blocks * 512
         return out
 
@@ -120,6 +121,8 @@ class LocalBackend(Backend):
         out = []
         for j, d in enumerate(self.server_dirs):
             for e in os.scandir(d):
+                if e.name == MARKER:     # pario store gc's marker of a directory outside the root
+                    continue
                 p = d / e.name
                 if e.is_symlink() or not e.is_file(follow_symlinks=False):
                     out.append((j, p, -2, -2))

@@ -70,11 +70,12 @@ from ..layout import (
     map_requests,
     parse_layout,
 )
+from ..plan.setup_cost import COPY_CHUNK
 from ..units import format_size
 from .rmt import PARTIAL, ROUTES
 from .root import INCOMING_PREFIX, RESERVED, Store
 
-CHUNK = 8 << 20                        # bytes per copy step (one read, one write, one read-back)
+CHUNK = COPY_CHUNK                      # bytes per copy step (one read, one write, one read-back: 8 MiB)
 RELAYOUT_PREFIX = INCOMING_PREFIX + "relayout-"    # the new copy while it is filled
 RETIRED_PREFIX = INCOMING_PREFIX + "retired-"      # the old copy (and its replicas) after the switch
 WHOLE = 1 << 52                        # the range lock's bound: offsets below 2^52 (docs/store.md)

@@ -42,11 +42,12 @@ import numpy as np
 
 from .. import ParioError
 from ..layout import ExtentMap, Layout, layout_from_dict, layout_to_dict
+from ..plan.setup_cost import COPY_CHUNK, copy_groups, replica_extents, replica_file_layout
 from ..units import format_size
 from .rmt import COPYING
 from .root import Store, replica_name
 
-CHUNK = 8 << 20      # bytes per chunk: the range a writer of the original may wait for
+CHUNK = COPY_CHUNK   # bytes per chunk (8 MiB): the range a writer of the original may wait for
 
 
 @dataclass
@@ -74,20 +75,14 @@ class ReplicaSpec:
         return self.route or ("replica" if self.mode == "partial" else "cheapest")
 
     def replica_layout(self) -> Layout:
-        """The replica file's own layout (an extent map without default)."""
-        lay = self.layout
-        if isinstance(lay, ExtentMap):
-            return ExtentMap(lay.offset, lay.length, lay.server, lay.local, np.maximum(lay.datafile, 1), None)
-        return lay
+        """The replica file's own layout (an extent map without default;
+        :func:`pario.plan.setup_cost.replica_file_layout`)."""
+        return replica_file_layout(self.layout)
 
     def extents(self, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """(offsets, lengths) of the bytes to copy, clipped to the original's size."""
-        if isinstance(self.layout, ExtentMap):
-            o = self.layout.offset
-            e = np.minimum(o + self.layout.length, size)
-            keep = e > o
-            return o[keep], (e - o)[keep]
-        return (np.array([0]), np.array([size])) if size > 0 else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        """(offsets, lengths) of the bytes to copy, clipped to the original's size
+        (:func:`pario.plan.setup_cost.replica_extents`, what ``pario advise`` prices)."""
+        return replica_extents(self.layout, size)
 
     def to_dict(self, system) -> dict:
         return {"original": self.original, "name": self.name, "route": self.route,
@@ -275,20 +270,9 @@ class Replicator:
 
     def _chunks(self, todo):
         """The ranges to copy in groups of at most ``chunk`` bytes (a long range split, short
-        ones together: one lock, one transaction and one vectored copy per group)."""
-        cur, size = [], 0
-        for x, n in todo:
-            pos = x
-            while pos < x + n:
-                c = min(self.chunk - size, x + n - pos)
-                cur.append((pos, c))
-                size += c
-                pos += c
-                if size >= self.chunk:
-                    yield cur
-                    cur, size = [], 0
-        if cur:
-            yield cur
+        ones together: one lock, one transaction and one vectored copy per group;
+        :func:`pario.plan.setup_cost.copy_groups`, the steps ``pario advise`` prices)."""
+        return copy_groups(todo, self.chunk)
 
     def _copy(self, f, s: ReplicaSpec, todo) -> bool:
         """Copy ``todo`` into the replica group by group, each group one step of the engine

@@ -102,10 +102,17 @@ def init_store(root, system, servers: dict[str, str] | None = None, *, exist_ok:
         raise ParioError(f"{root} exists and is not a directory")
     if root.is_dir() and any(root.iterdir()):
         raise ParioError(f"{root} is not empty: a store needs a new or empty directory")
+    from .gc import check_server_dirs_unused, mark_server_dirs
+
+    outside = {n: d for n, d in (entries.get("servers") or {}).items() if Path(d).is_absolute()}
+    check_server_dirs_unused(outside)          # another store's data files would be this one's orphans
+    made = {d for d in outside.values() if not Path(d).exists()}
     root.mkdir(parents=True, exist_ok=True)
     plane.prepare(root, entries)
     cfg = {"pario_store": 1, "id": uuid.uuid4().hex, "backend": plane.name, "system": system.name,
            "profile": system.to_dict(), **entries}
+    if outside:
+        mark_server_dirs(root, cfg, made)      # what 'pario store gc' finds once the store is gone
     if coord != "host":
         cfg["coord"] = coord
     if coord == "rados" and "pools" in entries:

@@ -438,8 +438,23 @@ def down(d: str | Path, progress=None) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- status
+def _space(path) -> tuple[int, int] | tuple[None, None]:
+    """(free bytes for an unprivileged user, size) of the file system holding ``path``."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None, None
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
 def status(d: str | Path) -> dict:
-    """Health of the testbed at ``d``: per server loop/mount/throttle as recorded and as found."""
+    """Health of the testbed at ``d``: per server loop/mount/throttle as recorded and as found,
+    its file system's free space and size, and the pario store directories on it (``pario run
+    --testbed``'s ``pario-run-<hash>``: bytes, whether their store still uses them —
+    :func:`pario.store.gc.survey`; ``pario store gc`` removes the others); the free space of the
+    file system holding the images (``dir_free`` / ``dir_total``).  Reads only."""
+    from ..store.gc import survey
+
     tb = load_state(d)
     mounts = {mnt: dev for dev, mnt, _fs, _o in _mounts()}
     rows = []
@@ -447,19 +462,22 @@ def status(d: str | Path) -> dict:
         attached = bool(s.loop) and s.loop in _loops_backed_by(s.image)
         is_mounted = bool(s.mount) and s.mount in mounts
         free = total = None
+        stores: list[dict] = []
         if is_mounted:
-            st = os.statvfs(s.mount)
-            free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+            free, total = _space(s.mount)
+            stores = survey(s.mount, depth=1)
         rows.append({**asdict(s), "attached": attached, "is_mounted": is_mounted, "free": free, "total": total,
-                     "throttle": _read_limits(tb, s)})
+                     "stores": stores, "throttle": _read_limits(tb, s)})
     procs: list[int] = []
     if tb.cgroup and os.path.isdir(tb.cgroup):
         with contextlib.suppress(OSError):
             procs = [int(p) for p in Path(tb.cgroup, "cgroup.procs").read_text().split()]
     healthy = tb.complete and all(r["attached"] and r["is_mounted"] for r in rows) and bool(tb.cgroup) \
         and os.path.isdir(tb.cgroup)
+    dir_free, dir_total = _space(tb.dir)
     return {"dir": tb.dir, "cgroup": tb.cgroup, "cgroup_version": tb.cgroup_version, "complete": tb.complete,
-            "healthy": healthy, "procs_in_cgroup": procs, "servers": rows}
+            "healthy": healthy, "procs_in_cgroup": procs, "servers": rows, "dir_free": dir_free,
+            "dir_total": dir_total}
 
 
 def _read_limits(tb: Testbed, s: TestbedServer) -> dict[str, int] | None:

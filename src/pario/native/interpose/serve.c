@@ -1322,6 +1322,32 @@ static int srv_delete(const char *filename, MPI_Info info, int *rc)
     return *rc != -1;
 }
 
+/* PARIO_SERVE_STATS=FILE: one JSON line per store this process closed at MPI_Finalize,
+ * appended to FILE (pario run's whole-job report reads it): {"rank", "pid", "store", "at":
+ * "finalize", "flush_s", "last_out_s", "close_s", "flushed_bytes", "last_out"}
+ * (redirect.h: pxs_close_stats).  One write of one line, O_APPEND: the ranks' lines do not mix. */
+static void report_close(const char *root, const pxs_close_stats *cs)
+{
+    const char *path = getenv("PARIO_SERVE_STATS");
+    if (!path || !*path)
+        return;
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    px_buf b = {0};
+    px_buf_printf(&b, "{\"rank\": %d, \"pid\": %ld, \"store\": ", rank, (long)getpid());
+    px_buf_json(&b, root, strlen(root));
+    px_buf_printf(&b, ", \"at\": \"finalize\", \"flush_s\": %.6f, \"last_out_s\": %.6f, \"close_s\": %.6f, "
+                      "\"flushed_bytes\": %lld, \"last_out\": %s}\n",
+                  cs->flush_s, cs->last_out_s, cs->close_s, (long long)cs->flushed, cs->last_out ? "true" : "false");
+    int fd = b.oom ? -1 : open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    ssize_t w = fd < 0 ? -1 : write(fd, b.p, b.n);
+    if (fd < 0 || w != (ssize_t)b.n)
+        say("cannot write the close statistics to %s: %s", path, b.oom ? "out of memory" : strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    px_buf_free(&b);
+}
+
 static void srv_finish(void)
 {
     pthread_mutex_lock(&reg_mu);
@@ -1329,8 +1355,11 @@ static void srv_finish(void)
         srv_store *s = stores;
         stores = s->next;
         char err[PXS_ERRLEN];
-        if (s->st && pxs_store_close(s->st, err, sizeof err) != 0)
+        pxs_close_stats cs;
+        if (s->st && pxs_store_close_stats(s->st, err, sizeof err, &cs) != 0)
             say("closing the store %s: %s", s->root, err);
+        else if (s->st)
+            report_close(s->root, &cs);
         pxs_coord_close(s->hold);
         free(s->why);
         free(s->kinds);

@@ -36,6 +36,7 @@ typedef struct {
     pxs_cost_fn cost_fn;        /* the routing cost (pxs_store_set_cost), NULL: the profile's */
     void *cost_ctx;
     uint64_t followed;          /* st->rmt.followed when the data files' cache was last dropped */
+    int64_t synced;             /* bytes copied by flush / sync steps of every file (pxs_close_stats) */
 } rstore;
 
 static inline rstore *RS(pxs_store *st)
@@ -965,6 +966,7 @@ static int sync_locked(pxs_file *f, const range *rg, size_t nr, int flag, int co
                 ro[m] = pc[j].ro;
                 ln[m] = pc[j].len;
                 f->stats.synced += pc[j].len;
+                RS(f->st)->synced += pc[j].len;
                 m++;
             }
         pxs_sfile *rh, *dst;
@@ -1709,13 +1711,30 @@ int pxs_store_close_alone(pxs_store *st)
     return rc;
 }
 
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 int pxs_store_close(pxs_store *st, char *err, size_t errlen)
 {
+    return pxs_store_close_stats(st, err, errlen, NULL);
+}
+
+int pxs_store_close_stats(pxs_store *st, char *err, size_t errlen, pxs_close_stats *out)
+{
+    double t0 = mono_s();
+    pxs_close_stats cs = {0};
     int rc = RS(st)->lazy ? pxs_lazy_stop(RS(st)->lazy) : PXS_OK;     /* before the mutex: the thread takes it */
     RS(st)->lazy = NULL;
     LOCK(st);
+    int64_t synced0 = RS(st)->synced;
     if (RS(st)->flush_at_end && st->have_rmt) {   /* the application ends: its DIRTY bytes home */
+        double t1 = mono_s();
         int r = flush_all(st);
+        cs.flush_s = mono_s() - t1;
         rc = rc ? rc : r;
     }
     while (RS(st)->files) {
@@ -1724,9 +1743,13 @@ int pxs_store_close(pxs_store *st, char *err, size_t errlen)
         rc = rc ? rc : r;
     }
     if (!RS(st)->hold && last_out(st)) {
+        double t1 = mono_s();
         int r = close_alone(st);
+        cs.last_out = 1;
+        cs.last_out_s = mono_s() - t1;
         rc = rc ? rc : r;
     }
+    cs.flushed = RS(st)->synced - synced0;
     while (st->sfiles) {
         st->sfiles->refs = 1;
         pxs_sfile_close(st->sfiles);
@@ -1735,5 +1758,8 @@ int pxs_store_close(pxs_store *st, char *err, size_t errlen)
         snprintf(err, errlen, "%s", st->err);
     UNLOCK(st);
     store_free(st);
+    cs.close_s = mono_s() - t0;
+    if (out)
+        *out = cs;
     return rc;
 }

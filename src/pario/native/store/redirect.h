@@ -106,6 +106,20 @@ void pxs_store_set_lazy(pxs_store *st, int on);
  * entries, compacts the journal when large and marks it closed cleanly; the store is freed
  * in any case (err: the one-line message on failure) */
 int pxs_store_close(pxs_store *st, char *err, size_t errlen);
+/* what one process's close of a store did (pxs_store_close_stats; CLOCK_MONOTONIC seconds):
+ * flush_s, the flush of the application's DIRTY replica bytes to the originals at the close
+ * (PXS_FLUSH_AT_END: the MPI runtime's at MPI_Finalize; CEDA seed 000 §5); last_out_s, the last
+ * process's work (what others left flushed, final sizes, FRESH -> CLEAN, compaction, the clean
+ * mark; 0 when this process was not the last one out); flushed, the bytes every flush and
+ * synchronisation step of the close copied (DIRTY replica bytes home, STALE replicas
+ * refreshed); close_s, the whole close */
+typedef struct {
+    double flush_s, last_out_s, close_s;
+    int64_t flushed;
+    int last_out;
+} pxs_close_stats;
+/* pxs_store_close, and what it did in *out (NULL: nothing reported) */
+int pxs_store_close_stats(pxs_store *st, char *err, size_t errlen, pxs_close_stats *out);
 const char *pxs_store_error(const pxs_store *st);
 /* flush every file with unclean RMT entries */
 int pxs_store_flush(pxs_store *st);

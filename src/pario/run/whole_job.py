@@ -1,0 +1,149 @@
+"""``pario run``'s whole-job report: what the plan costs besides the runs, and whether it pays.
+
+The traced I/O of run 1 and run 2 (:mod:`pario.run.compare`) leaves out what pario itself
+costs.  :func:`whole_job` puts it beside them, from what the loop measured:
+
+- **own costs**, each step's seconds (:class:`pario.run.loop.Steps`): ``advise`` (planning),
+  ``relayout`` (the plan's layouts given to the files in the store) and ``replicate`` (the
+  replicas copied, and with ``O_DIRECT`` the copy synced to the devices); the **flush** of
+  dirty replica bytes at the program's end (inside run 2's wall time: the served runtime's
+  ``MPI_Finalize``, or ``pario.mpi.File.close``, reported per rank in ``PARIO_SERVE_STATS``:
+  :func:`pario.run.measure.flush_stats`); the **trace overhead**, when a run without pario
+  was made (an unmodified program): run 1's wall time minus the program's without pario (the
+  tracer and the store together; not measurable for a program that opens its files with
+  ``pario.mpi.File``: it has no run without pario);
+- **whole-job ratio** = run 1 / (setup + run 2), where setup = advise + relayout + replicate
+  (measured: wall times of the runs, :func:`pario.plan.setup_cost.whole_job_ratio`), and
+  ORIG / (predicted setup + plan) predicted — the model's I/O times of both runs
+  (:mod:`pario.run.predict`) and the setup ``pario advise`` prices
+  (:func:`pario.plan.setup_cost.plan_setup`: the copies, priced by the distribution model;
+  planning itself is not priced);
+- **break-even runs**: the smallest n ≥ 1 with n·run 1 ≥ setup + n·run 2, predicted and
+  measured (:func:`pario.plan.setup_cost.break_even_runs`; None: never — run 2 is not faster).
+
+:func:`judge` gives the whole job a verdict by the rule of :func:`pario.run.compare.classify`
+(measured whole-job ratio / predicted, the same tolerance) and says whether the plan pays for
+itself in one run, after n runs, or never — measured and predicted.
+"""
+
+from __future__ import annotations
+
+from ..plan.setup_cost import break_even_runs, whole_job_ratio
+from .compare import AS_PREDICTED, NOT_COMPARABLE, TOLERANCE, classify
+
+SETUP_STEPS = ("advise", "relayout", "replicate")
+
+
+def step_seconds(steps: list[dict], name: str) -> float:
+    """Seconds of the steps named ``name`` (0 when there was none; a step not yet closed counts 0)."""
+    return float(sum(s["seconds"] or 0.0 for s in steps if s["name"] == name))
+
+
+def whole_job(*, predicted: dict, setup: dict | None, steps: list[dict], run1_s: float | None,
+              run2_s: float | None, flush: dict | None = None, plain_s: float | None = None) -> dict:
+    """The summary's ``whole_job`` (module docstring): ``{"ratio", "break_even_runs", "setup_s",
+    "run1_s", "run2_s"}`` each ``{"predicted", "measured"}``, ``"costs"`` (``advise_s``,
+    ``relayout_s``, ``replicate_s``, ``flush`` per run, ``trace_overhead_s`` and how it was
+    measured) and ``"setup"`` (the predicted copies).  ``predicted``: :func:`pario.run.predict.predict`'s;
+    ``setup``: :func:`pario.plan.setup_cost.plan_setup`'s (None: not priced); ``steps``: the
+    loop's steps so far; ``flush``: ``{"run1", "run2"}`` of :func:`pario.run.measure.flush_stats`;
+    ``plain_s``: the program's wall time without pario, when measured."""
+    costs = {f"{name}_s": step_seconds(steps, name) for name in SETUP_STEPS}
+    setup_m = sum(costs.values())
+    setup_p = None if setup is None else float(setup["seconds"])
+    p1, p2 = predicted.get("ORIG"), predicted.get("plan")
+    if plain_s is not None and run1_s is not None:
+        costs["trace_overhead_s"] = float(run1_s - plain_s)
+        costs["trace_overhead"] = ("run 1's wall time minus the program's without pario (the tracer and the store "
+                                   f"together; {plain_s:.3f} s without pario)")
+    else:
+        costs["trace_overhead_s"] = None
+        costs["trace_overhead"] = ("not measurable: the program opens its files with pario.mpi.File and has no run "
+                                   "without pario")
+    costs["flush"] = flush or {"run1": None, "run2": None}
+    return {
+        "ratio": {"predicted": whole_job_ratio(p1, setup_p, p2), "measured": whole_job_ratio(run1_s, setup_m, run2_s)},
+        "break_even_runs": {"predicted": break_even_runs(p1, p2, setup_p),
+                            "measured": break_even_runs(run1_s, run2_s, setup_m)},
+        "setup_s": {"predicted": setup_p, "measured": setup_m},
+        "run1_s": {"predicted": p1, "measured": run1_s},
+        "run2_s": {"predicted": p2, "measured": run2_s},
+        "costs": costs,
+        "setup": setup,
+        "formula": "ratio = run 1 / (advise + relayout + replicate + run 2) measured (wall times), "
+                   "ORIG / (setup + plan) predicted (the model's I/O times and copies); break-even = the "
+                   "smallest n >= 1 with n·run 1 >= setup + n·run 2",
+    }
+
+
+def predicted_payoff(trace, plan, system, files: dict, *, nodes: int | None = None, hint: str | None = None) -> dict:
+    """What ``pario advise`` prints beside a plan: its setup on a store holding ``files`` (name →
+    ``(size, layout)``; :func:`pario.plan.setup_cost.plan_setup`), one run without and with it
+    (:func:`pario.run.predict.predict_plan`, as ``pario run`` predicts them), the whole-job
+    ratio and the break-even runs — the functions ``pario run`` predicts its whole job with.
+    ``{"setup", "run1_s", "run2_s", "model", "ratio", "break_even_runs"}``."""
+    from ..plan.setup_cost import plan_setup
+    from .predict import predict_plan
+
+    setup = plan_setup(plan, system, files)
+    orig = {f: lay for f, (_, lay) in files.items()}
+    pred = predict_plan(trace, plan, system, orig, relaid=setup["relaid"], nodes=nodes, hint=hint)
+    p1, p2, s = pred["ORIG"], pred["plan"], setup["seconds"]
+    return {"setup": setup, "run1_s": p1, "run2_s": p2, "model": pred["model"],
+            "ratio": whole_job_ratio(p1, s, p2), "break_even_runs": break_even_runs(p1, p2, s)}
+
+
+def advise_payoffs(trace, plans: dict, best: str, system, original, *, nodes: int | None = None,
+                   hint: str | None = None) -> tuple[dict, dict]:
+    """What ``pario advise`` prints beside its plans: ``(scheme → its setup, the best plan's
+    whole job)`` — every plan's copies on a store holding the traced files, each as large as
+    its furthest traced request, on the ``original`` layout (spec, Layout or dict;
+    :func:`pario.plan.setup_cost.plan_setup`), and :func:`predicted_payoff` for ``best``."""
+    from ..plan.base import original_layouts
+    from ..plan.setup_cost import plan_setup, trace_files
+
+    _, per_file = original_layouts(original, trace, system)
+    files = trace_files(trace, dict(zip(trace.files, per_file)).get)
+    payoff = predicted_payoff(trace, plans[best], system, files, nodes=nodes, hint=hint)
+    setups = {name: (payoff["setup"] if name == best else plan_setup(plan, system, files))
+              for name, plan in plans.items()}
+    return setups, payoff
+
+
+def pays(n: int | None) -> str:
+    """Break-even runs as words: ``after 1 run`` / ``after 4 runs`` / ``never (…)``."""
+    if n is None:
+        return "never (run 2 is not faster than run 1)"
+    return f"after {n} run" + ("" if n == 1 else "s")
+
+
+def judge(w: dict, tolerance: float = TOLERANCE) -> dict:
+    """The whole job's verdict: ``{"verdict", "agrees", "q", "predicted_ratio",
+    "measured_ratio", "break_even_runs", "sentence"}`` — :func:`pario.run.compare.classify` on
+    the whole-job ratios, and whether (and after how many runs) the plan pays for itself."""
+    pr, mr = w["ratio"]["predicted"], w["ratio"]["measured"]
+    verdict, q = classify(pr, mr, tolerance)
+    be = w["break_even_runs"]
+    c = w["costs"]
+    own = (f"advise {c['advise_s']:.3f} s" + (f" + relayout {c['relayout_s']:.3f} s" if c["relayout_s"] else "")
+           + f" + replicate {c['replicate_s']:.3f} s")
+    if verdict == NOT_COMPARABLE:
+        sentence = "Whole job not comparable: " + ("no predicted ratio" if pr is None else "no measured ratio") + "."
+    else:
+        sentence = (f"Whole job {verdict}: run 1 / (setup + run 2) = {mr:.2f}× measured ({own}; wall times) "
+                    f"against {pr:.2f}× predicted (setup {w['setup_s']['predicted']:.3f} s, the copies as priced by "
+                    f"pario advise; I/O times); measured/predicted = {q:.2f}.")
+        if verdict != AS_PREDICTED:
+            out = [f"{w[k]['measured'] - w[k]['predicted']:.3f} s" for k in ("run1_s", "run2_s")
+                   if w[k]["measured"] is not None and w[k]["predicted"] is not None]
+            sentence += (f" Not in the prediction: planning (advise {c['advise_s']:.3f} s)"
+                         + (f" and the runs' wall time beyond their predicted I/O ({' and '.join(out)})" if out else "")
+                         + ".")
+    sentence += (f" Break-even (runs until the plan has paid for its setup): {pays(be['measured'])} measured, "
+                 f"{pays(be['predicted'])} predicted.")
+    return {"verdict": verdict, "agrees": None if verdict == NOT_COMPARABLE else verdict == AS_PREDICTED, "q": q,
+            "predicted_ratio": pr, "measured_ratio": mr, "tolerance": tolerance, "break_even_runs": dict(be),
+            "sentence": sentence}
+
+
+__all__ = ["whole_job", "judge", "predicted_payoff", "advise_payoffs", "step_seconds", "pays", "SETUP_STEPS"]
