@@ -384,10 +384,12 @@ def _await_first_read(tdir: str) -> None:
     kill placed after the victim's n-th marker never comes before any read: on a loaded
     machine the reader's first read could otherwise lag the replicator's first chunks, and the
     trial's stale-read check would hold vacuously.  A failed reader thread ends the wait
-    (:func:`check` reports it)."""
+    (:func:`check` reports it), and so does a reader the harness killed before its first read
+    (a kill at a random time: the harness marks it, ``killed.rd``)."""
     def read_or_failed() -> bool:
         log = Path(f"{tdir}/reads.bin")
-        return (log.exists() and log.stat().st_size > 0) or Path(f"{tdir}/reader.err").exists()
+        return ((log.exists() and log.stat().st_size > 0) or Path(f"{tdir}/reader.err").exists()
+                or Path(f"{tdir}/killed.rd").exists())
     _until(read_or_failed, "the reader logged no read")
 
 
@@ -683,6 +685,7 @@ def _run_shared(cfg: dict, root: Path, tdir: Path) -> dict:
             os.kill(procs[n], signal.SIGKILL)
         for n in victims:
             exited[n] = _reap(procs[n], block=True)
+            (tdir / f"killed.{n}").touch()      # survivors waiting for it stop waiting
         in_close = any(_last_marker(tdir / f"{n}.log") == "closing" for n in victims)
         in_flush = any(_last_marker(tdir / f"{n}.log") == "flushing" for n in victims)
         in_write = any(_last_marker(tdir / f"{n}.log") == "b" for n in victims)
