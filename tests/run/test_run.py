@@ -755,6 +755,12 @@ def test_run_on_testbed(tmp_path):
             assert per_rank <= dev2[name]["read_bytes"] <= per_rank + slack
         for name in ("H2", "H3"):
             assert dev2[name]["read_bytes"] <= slack
+        # the replication ran inside the testbed's cgroup with O_DIRECT: its copies reached the
+        # devices (rank r's object written once to server r's replica file)
+        devs = res["devices"]["setup"]
+        for name in ("H0", "H1"):
+            assert devs[name]["write_bytes"] >= per_rank
+        assert sum(d["read_bytes"] for d in devs.values()) >= 2 * per_rank
         # the model predicts the gain that made CEDA replicate
         assert res["predicted"]["plan"] < res["predicted"]["ORIG"]
         # the verdict compares the measured device load per server with the model's

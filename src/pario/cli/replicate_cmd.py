@@ -45,6 +45,9 @@ def register(sub) -> None:
                         "out first, see docs/store.md 'Applying a plan's layouts')")
     p.add_argument("--layouts-only", action="store_true",
                    help="apply the plan's 'layouts' to files already in the store and copy no replica")
+    p.add_argument("--direct", action="store_true",
+                   help="copy with O_DIRECT on the data files (no page cache between the copy and the devices: "
+                        "pario run does so on a testbed, inside its throttles)")
     p.add_argument("--json", action="store_true", help="print the files relaid and the replicas copied and skipped as JSON")
     p.set_defaults(func=_replicate)
 
@@ -59,7 +62,7 @@ def _replicate(args) -> int:
         raise ParioError("give PLAN.json or --resume")
     if args.layouts_only and (args.no_layouts or args.resume or not args.plan):
         raise ParioError("--layouts-only applies a plan's layouts: give PLAN.json, without --no-layouts or --resume")
-    with Store(args.store, shared=True) as st:
+    with Store(args.store, shared=True, direct=args.direct) as st:
         layouts = []
         if args.plan and not args.no_layouts:
             layouts = _apply_layouts(st, args.plan, quiet=args.json)
