@@ -83,7 +83,15 @@ def test_run_reports_predicted_and_traced_times(loop):
     assert pred["plan"] < pred["ORIG"] and pred["ratio"] == pytest.approx(pred["ORIG"] / pred["plan"])
     for k, run in enumerate(("run1", "run2")):
         df = pd.read_parquet(res["traces"][k])
-        assert res["io_s"][run] == pytest.approx(float(df["end"].max() - df["start"].min()))
+        assert res["span_s"][run] == pytest.approx(float(df["end"].max() - df["start"].min()))
+        # the busy time, recounted with pandas: requests sorted by start, a new busy period
+        # where one starts after everything before it ended
+        df = df.sort_values("start")
+        reach = df["end"].cummax().shift(1, fill_value=-np.inf)
+        period = (df["start"] > reach).cumsum()
+        busy = df.groupby(period).agg(a=("start", "min"), b=("end", "max"))
+        assert res["io_s"][run] == pytest.approx(float((busy["b"] - busy["a"]).sum()))
+        assert res["io_s"][run] <= res["span_s"][run]
     assert res["io_s"]["ratio"] == pytest.approx(res["io_s"]["run1"] / res["io_s"]["run2"])
     assert res["testbed"] is None and res["devices"] is None and res["direct"] is False
     assert len(res["loadavg"]["start"]) == 3 and res["dropped_replicas"] == []
@@ -815,12 +823,16 @@ def test_run_repeat_compares_medians(tmp_path):
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     res = json.loads(cp.stdout)
     assert res["repeat"] == 3 and res["identical"] and res["fsck_ok"]
-    from pario.run.measure import io_span
+    from pario.run.measure import io_busy, io_span
 
     for run in (1, 2):
-        spans = [io_span(load(out / f"run{run}{'' if k == 0 else f'-{k + 1}'}.parquet")) for k in range(3)]
-        assert [r["io_s"] for r in res["repetitions"][f"run{run}"]] == pytest.approx(spans)
-        assert res["io_s"][f"run{run}"] == pytest.approx(float(np.median(spans)))
+        traces = [load(out / f"run{run}{'' if k == 0 else f'-{k + 1}'}.parquet") for k in range(3)]
+        busy, spans = [io_busy(t) for t in traces], [io_span(t) for t in traces]
+        assert [r["io_s"] for r in res["repetitions"][f"run{run}"]] == pytest.approx(busy)
+        assert [r["span_s"] for r in res["repetitions"][f"run{run}"]] == pytest.approx(spans)
+        assert res["io_s"][f"run{run}"] == pytest.approx(float(np.median(busy)))
+        assert res["span_s"][f"run{run}"] == pytest.approx(float(np.median(spans)))
+        assert all(0 < b <= sp for b, sp in zip(busy, spans))
     assert res["verdict"]["measured_ratio"] == pytest.approx(res["io_s"]["run1"] / res["io_s"]["run2"])
 
 

@@ -8,7 +8,8 @@ redirected: see :mod:`pario.run.loop`) and prints what it returns.
 Printed as the loop goes: each step's command and the program's last output lines.  Then,
 for run 1 and run 2 side by side: the model's prediction (``pario advise``: ORIG, the
 original layout, for run 1 and the plan for run 2), the I/O time of each run from its trace
-(first request start → last request end, the quantity the model prices), measured /
+(the time with a request in flight, the quantity the model prices; the program's gaps and
+the span first request → last request below it), measured /
 predicted per run, and the wall time of each ``mpiexec`` (MPI start-up, imports and
 open/close included); on a testbed also the requests and bytes each server's device served
 in each run (the cgroup's ``blkio.throttle.io_serviced`` / ``io_service_bytes``).  Below
@@ -214,8 +215,14 @@ def _report(s: dict) -> None:
     t.add_row(f"predicted I/O time ({escape(str(src))}, {escape(str(pr['system']))}: ORIG / plan)", _fmt(pr["ORIG"]),
               _fmt(pr["plan"]), _fmt(v["predicted_ratio"], "×", 2))
     k = s.get("repeat", 1)
-    t.add_row("measured I/O time (trace: first request → last request)" + (f", median of {k}" if k > 1 else ""),
+    t.add_row("measured I/O time (trace: a request in flight)" + (f", median of {k}" if k > 1 else ""),
               _fmt(io["run1"]), _fmt(io["run2"]), _fmt(v["measured_ratio"], "×", 2))
+    sp = s.get("span_s") or {}
+    if sp.get("run1") is not None and sp.get("run2") is not None and io["run1"] is not None and io["run2"] is not None:
+        t.add_row("  the program's gaps between requests (open, close, computation)",
+                  _fmt(sp["run1"] - io["run1"]), _fmt(sp["run2"] - io["run2"]), "")
+        t.add_row("  first request → last request (I/O time and gaps)", _fmt(sp["run1"]), _fmt(sp["run2"]),
+                  _fmt(sp.get("ratio"), "×", 2))
     if k > 1:
         spans = [[r["io_s"] for r in s["repetitions"][run] if r["io_s"] is not None] for run in ("run1", "run2")]
         t.add_row("  each run's I/O time, min – max", *(f"{min(x):.3f} – {max(x):.3f}" if x else "–" for x in spans),

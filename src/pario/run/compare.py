@@ -5,8 +5,9 @@ under the original layout (``ORIG``, what run 1 ran on) and under the plan as ru
 its layouts and replicas, and for collective requests its collective order with the
 aggregators and buffer of the trace's own hints (the simulated two-phase run advise chose
 the order with).
-The measurement is each run's traced I/O time (first request's start → last request's end,
-:func:`pario.run.measure.io_span`, the quantity the model prices).  :func:`judge` compares
+The measurement is each run's traced I/O time (:func:`pario.run.measure.io_busy`: the time
+with a request of any rank in flight, the quantity the model prices; the program's gaps
+between its requests are reported apart).  :func:`judge` compares
 the two speed-ups, run 1 / run 2:
 
     predicted_ratio = ORIG / plan          measured_ratio = io_s(run 1) / io_s(run 2)

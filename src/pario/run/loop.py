@@ -335,7 +335,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         elif k > 0 and dig != d1:
             raise ParioError(f"run 1 repetition {k + 1} wrote other bytes than the first (the program must be "
                              "deterministic)")
-        rep1.append({"wall_s": wall, "io_s": measure.io_span(tr)})
+        rep1.append({"wall_s": wall, "io_s": measure.io_busy(tr), "span_s": measure.io_span(tr)})
 
     # collective calls are planned as the aggregators' requests, with the trace's own hints
     # (the aggregator ranks pario.mpi or the MPI-IO tracer recorded, else its cb_nodes, and its
@@ -400,7 +400,8 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
         if k == 0:
             wall2, log2, dev2 = wall, log, dev
             echo(log2)
-        rep2.append({"wall_s": wall, "io_s": measure.io_span(tr2k) if tr2k is not None else None})
+        rep2.append({"wall_s": wall, "io_s": measure.io_busy(tr2k) if tr2k is not None else None,
+                     "span_s": measure.io_span(tr2k) if tr2k is not None else None})
         if native:
             names_k = list(dict.fromkeys([*trace1.files, *(tr2k.files if tr2k is not None else ())]))
             dig = runs[_run_label(2, k, repeat)] = measure.file_digests(str(store), names_k)
@@ -425,6 +426,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                                      for label in runs)
         same = vary["identical"]
     io1, io2 = _median([r["io_s"] for r in rep1]), _median([r["io_s"] for r in rep2])
+    span1, span2 = _median([r["span_s"] for r in rep1]), _median([r["span_s"] for r in rep2])
     if repeat > 1:
         wall1, wall2 = _median([r["wall_s"] for r in rep1]), _median([r["wall_s"] for r in rep2])
     # both runs as they ran: the plan's layouts, replicas and collective order, the trace's hints
@@ -447,6 +449,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                "prepare_s": wall0,
                "run1_s": wall1, "run2_s": wall2, "speedup": wall1 / wall2 if wall2 > 0 else None,
                "io_s": {"run1": io1, "run2": io2, "ratio": (io1 / io2) if io1 and io2 else None},
+               "span_s": {"run1": span1, "run2": span2, "ratio": (span1 / span2) if span1 and span2 else None},
                "predicted": pred,
                "devices": {"run1": dev1, "run2": dev2, "setup": dev_setup} if tb is not None else None,
                "replicas_planned": n_rep, "redirected": hits, "files": d2, "files_run1": d1, "identical": same,

@@ -1,8 +1,9 @@
 """What ``pario run`` measures after each run: traced I/O time, per-request latencies, RMT
 hits, checksums of the files, and the program's own phase times.
 
-- :func:`io_span` — the traced I/O time of a run: first request's start → last request's
-  end (the quantity the cost model prices; open and close are outside it).
+- :func:`io_busy` — the traced I/O time of a run: the time with a request in flight (the
+  quantity the cost model prices; open, close and the program's other gaps are outside it);
+- :func:`io_span` — first request's start → last request's end (gaps included).
 - :func:`rmt_hit_mask` / :func:`rmt_hits` — the requests of a trace that overlap an RMT
   entry of their file: the ones the redirector serves through replicas (seed 000 §4.6).
 - :func:`request_latencies` — run 2's requests matched with the same requests of run 1
@@ -29,11 +30,34 @@ CLASSES = ("hit_read", "hit_write", "miss_read", "miss_write")
 
 
 def io_span(trace) -> float | None:
-    """Seconds from the first request's start to the last request's end (the traced I/O time)."""
+    """Seconds from the first request's start to the last request's end: the I/O time with the
+    program's gaps in it (its close and open between phases, its computation)."""
     if trace is None or len(trace) == 0 or not trace.has_times:
         return None
     end = np.where(np.isnan(trace.end), trace.start, trace.end)
     return float(np.nanmax(end) - np.nanmin(trace.start))
+
+
+def io_busy(trace) -> float | None:
+    """Seconds during which at least one request of any rank was in flight: the union of the
+    requests' ``[start, end]`` intervals (the traced I/O time).  What the models price —
+    every request's time, the phases back to back — and what the span adds are the program's
+    gaps (:func:`io_span` − this): the close and open between IOR's iterations, computation."""
+    if trace is None or len(trace) == 0 or not trace.has_times:
+        return None
+    s = np.asarray(trace.start, dtype=float)
+    e = np.where(np.isnan(trace.end), s, np.asarray(trace.end, dtype=float))
+    keep = ~np.isnan(s)
+    s, e = s[keep], np.maximum(e[keep], s[keep])
+    if s.size == 0:
+        return None
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)                 # the furthest end so far
+    new = np.r_[True, s[1:] > reach[:-1]]            # a request that starts after every earlier one ended
+    first = np.flatnonzero(new)
+    seg_end = np.maximum.reduceat(e, first)
+    return float(np.sum(seg_end - s[first]))
 
 
 def plain_digest(path: str) -> str | None:
