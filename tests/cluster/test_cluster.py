@@ -406,3 +406,46 @@ def test_zz_down_after_a_crash_leaves_nothing(ceph_cluster, capsys):
     assert not d.exists()
     assert main(["cluster", "down", str(d)]) == 0  # idempotent
     assert "nothing to release" in capsys.readouterr().out
+
+
+def read_requests(s) -> tuple[int, int]:
+    """(read requests, bytes read) of server ``s``'s loop device, as the kernel counts them."""
+    f = Path(f"/sys/block/{os.path.basename(s.loop)}/stat").read_text().split()
+    return int(f[0]), int(f[2]) * 512
+
+
+def test_every_read_of_fresh_small_objects_reaches_the_device(ceph_cluster):
+    """An HDD-class OSD defers writes of up to 64 KiB through its RocksDB WAL and serves reads of
+    them from memory until it applies them (16-55 of 64 fresh 16 KiB objects read with no device
+    request, before and after `cache drop`); the cluster turns that off, so each read of a CEDA
+    replica just copied pays the device as the model prices it.  And `pario.cluster.caches`
+    reports every OSD's caches and empties them."""
+    import rados
+
+    from pario.cluster import caches
+
+    cl = ceph_cluster
+    s = next(x for x in cl.servers if x.kind == "hdd")
+    r = rados.Rados(conffile=cl.conf)
+    r.connect(timeout=20)
+    try:
+        io = r.open_ioctx(s.pool)
+        blobs = {f"fresh-{i}": os.urandom(16 << 10) for i in range(64)}
+        for name, b in blobs.items():
+            io.write_full(name, b)
+        n0, b0 = read_requests(s)
+        for name, b in blobs.items():
+            assert io.read(name, len(b)) == b
+        n1, b1 = read_requests(s)
+        io.close()
+    finally:
+        r.shutdown()
+    assert b1 - b0 >= len(blobs) * (16 << 10), (n1 - n0, b1 - b0)
+    held = caches.status(cl.conf)
+    assert sorted(held) == sorted(x.osd for x in cl.servers)
+    assert all("bluestore_buffers" in v and "bluestore_onode" in v for v in held.values())
+    dropped = caches.drop(cl.conf)
+    assert sorted(dropped) == sorted(held)
+    after = caches.status(cl.conf)
+    assert caches.buffers(after) == 0 and all(v["bluestore_onode"] <= dropped[k]["bluestore_onode"]
+                                              for k, v in after.items())

@@ -249,8 +249,16 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     if direct:
         base["PARIO_DIRECT"] = "1"
 
+    osd_cache = []      # on a pario cluster: the OSDs' buffer-cache entries dropped before each run
+
     def run(c, env, log, label):
-        """One mpiexec (inside the testbed's cgroup with a testbed): wall time, output, device I/O."""
+        """One mpiexec (inside the testbed's cgroup with a testbed): wall time, output, device I/O.
+        On a pario cluster the OSDs' caches are emptied first (pario.cluster.caches)."""
+        from ..cluster.caches import buffers, drop_for_store
+
+        held = drop_for_store(store)
+        if held is not None:
+            osd_cache.append({"run": label, "buffers": buffers(held)})
         if tb is None:
             wall, text = launch(c, env, log, timeout, label)
             return wall, text, None
@@ -452,6 +460,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
                "span_s": {"run1": span1, "run2": span2, "ratio": (span1 / span2) if span1 and span2 else None},
                "predicted": pred,
                "devices": {"run1": dev1, "run2": dev2, "setup": dev_setup} if tb is not None else None,
+               "osd_cache_dropped": osd_cache or None,
                "replicas_planned": n_rep, "redirected": hits, "files": d2, "files_run1": d1, "identical": same,
                "fsck_ok": ok_fsck, "plan": str(plan), "traces": [str(t1), str(t2)],
                "dropped_replicas": dropped, "collective_requests_run1": int(trace1.collective.sum()),

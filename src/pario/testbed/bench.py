@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import ParioError
 from ..plan.collective import ORDERS
+from ..cluster.caches import drop_for_store
 from .core import Testbed, enter, find_testbed
 
 PREFIX = "bench/"
@@ -54,6 +55,7 @@ class BenchResult:
     replica_bytes: int = 0           # copied into the plan's replicas before the timed replay
     rank_time_s: dict[int, float] = field(default_factory=dict)
     direct: bool = True
+    osd_cache: dict | None = None    # on a pario cluster: what each OSD's caches held before the drop
 
     @property
     def bandwidth_MiBps(self) -> float:
@@ -249,6 +251,8 @@ def replay(trace, store_root, *, procs: int, layout=None, plan=None, prefill: bo
                 mv.release()
                 wb.close()
 
+        # on a pario cluster, the OSDs' caches emptied: the timed reads reach the devices
+        osd_cache = drop_for_store(store_root)
         # enter() restarts the throttles: the replay gets the credit of idle devices (one slice),
         # not what a previous run that ended a few ms ago left in the still-open slice
         ctx = enter(tb) if tb is not None and tb.cgroup else contextlib.nullcontext()
@@ -284,7 +288,7 @@ def replay(trace, store_root, *, procs: int, layout=None, plan=None, prefill: bo
         return BenchResult(wall_s=wall, requests=len(trace), bytes=int(trace.length.sum()), procs=procs,
                            server_names=list(system.names), mapped_bytes=mapped, device_bytes=dev,
                            rank_time_s={r: v - t0 for r, v in rank_done.items()}, direct=direct,
-                           replica_bytes=replica_bytes)
+                           replica_bytes=replica_bytes, osd_cache=osd_cache)
     finally:
         store.close()
 
@@ -436,6 +440,7 @@ def replay_collective(trace, store_root, *, procs: int, layout=None, plan=None, 
         Path(spath).write_text(json.dumps(spec))
         cmd = [mpiexec, "-n", str(procs), sys.executable, "-m", "pario.testbed.collective", spath]
         ctx = enter(tb) if inside else contextlib.nullcontext()
+        drop_for_store(store_root)      # on a pario cluster: the OSDs' caches emptied first
         if progress:
             progress(f"collective replay ({order}) with {procs} MPI ranks")
         with ctx:
