@@ -127,8 +127,11 @@ class _Store:
         if self.rt:
             self.rt.join()
 
-    def judge(self, t, cl, py, peer, pario, t_kill, t_ended, killed, delay) -> bool:
+    def judge(self, t, cl, py, peer, pario, t_kill, t_ended, killed, delay) -> None:
+        """fsck from n1 (after the rados lease), the blocks checked: self.verdict = (ok, lines)."""
         from nodes import by_node
+
+        self.verdict = None
 
         a, store = self.a, self.store
         fsck_wait = 0.0
@@ -152,16 +155,16 @@ class _Store:
               and lease <= self.bound)
         self.leases.append(lease)
         rep_out = self.res.get("rep", (0, ""))[1].strip().splitlines()[-1:] if self.rt else []
-        print(f"trial {t} ({self.coord}): killed {killed} processes of n3 after {delay:.1f} s; {line}; fsck "
+        out = [f"trial {t} ({self.coord}): killed {killed} processes of n3 after {delay:.1f} s; {line}; fsck "
               f"{'clean' if clean else 'NOT CLEAN: ' + ' | '.join(fs_lines)} after {lease:.1f} s "
               f"(the jobs{' and the replicator' if self.rt else ''} ended {t_ended - t_kill:.1f} s after the kill, "
               f"fsck took {fsck_s:.1f} s)"
-              f"{'; replicate: ' + rep_out[0] if rep_out else ''} -> {'ok' if ok else 'FAILED'}", flush=True)
+              f"{'; replicate: ' + rep_out[0] if rep_out else ''} -> {'ok' if ok else 'FAILED'}"]
         if not ok:
             rc3, why = cl.run("n1", f"{py} {peer} explain {store} {self.path} {t} 2 {self.nblocks} {BS} {self.acks}",
                               check=False, timeout=300)
-            print("\n".join("    " + ln for ln in by_node(why).get("n1", [])), flush=True)
-        return ok
+            out += ["    " + ln for ln in by_node(why).get("n1", [])]
+        self.verdict = (ok, out)
 
 
 def _make_store(cl, home, coord, lib, pario, a) -> _Store:
@@ -246,15 +249,23 @@ def main(argv=None) -> int:
             for s in stores:
                 s.join()
             t_ended = time.monotonic()
+            # every store judged at once (its own fsck from n1 as soon as it may: one store's
+            # recovery time never includes the other's check)
+            judges = [threading.Thread(target=s.judge, args=(t, cl, py, peer, pario, t_kill, t_ended, killed, delay))
+                      for s in stores]
+            for j in judges:
+                j.start()
+            for j in judges:
+                j.join()
+            bad = False
             for s in stores:
-                ok = s.judge(t, cl, py, peer, pario, t_kill, t_ended, killed, delay)
+                ok, out = s.verdict or (False, [f"trial {t} ({s.coord}): the judgement failed (above)"])
+                print("\n".join(out), flush=True)
                 failed[s.coord] += not ok
-                if not ok and a.stop:
-                    break
-            else:
-                cl._call(["remount"], 180, merge=True)
-                continue
-            break
+                bad = bad or not ok
+            if bad and a.stop:
+                break
+            cl._call(["remount"], 180, merge=True)
         for s in stores:
             what = (f"session timeout and autoclose {a.lease} s" if s.coord == "pfs"
                     else f"rados locks {a.rados_lease} s, the store's directory on the CephFS")

@@ -44,9 +44,11 @@ def _worked_example():
     blk = 4096
     meta = TraceMeta(source="pario.mpi", nprocs=4, aggregators=(0, 2),
                      hints=(("cb_buffer_size", str(blk)), ("cb_nodes", "2")))
+    # one collective call per rank (its two blocks through a file view: call 0), whose ranges
+    # interleave, so that ROMIO runs it through two-phase I/O (pario.plan.collective.two_phase_mask)
     trace = Trace.from_arrays([0, 0, 1, 1, 2, 2, 3, 3], None, np.ones(8, dtype=np.int8),
                               np.array([0, 4, 1, 5, 2, 6, 3, 7]) * blk, [blk] * 8, collective=True,
-                              files=["ex.dat"], meta=meta)
+                              files=["ex.dat"], meta=meta, call=np.zeros(8, dtype=np.int64))
     return trace, system, Striped.fixed(blk, (0, 1, 2, 3))
 
 
@@ -90,7 +92,12 @@ def test_forced_order_wins_over_the_plan(tmp_path):
 
 # ---------------------------------------------------------------- hacio-6h2s, against advise
 def _ior_trace(hints: dict, procs=4, segments=4):
+    """IOR -c, strided: the k-th calls of the ranks write consecutive blocks, which do not
+    interleave, so ROMIO's automatic mode would run them as independent I/O; with
+    ``romio_cb_write = enable`` (as seed 004's experiments ran them) they go through two-phase
+    I/O (pario.plan.collective.two_phase_mask)."""
     tr = ior(procs, 256 * K, 256 * K, segments, "strided", collective=True)
+    hints = {"romio_cb_write": "enable", **hints}
     return tr.with_meta(TraceMeta(source="pario tracer", nprocs=procs, hints=tuple(sorted(hints.items()))))
 
 
@@ -167,7 +174,8 @@ def test_traced_hints_not_the_old_defaults(tmp_path):
     assert len(view) != len(aggregator_view(trace, system.procs_per_node, 16 * M, 1))
     assert servers is not None
     # cb_config_list *:* lets both aggregators be on the one node: another prediction
-    both = trace.with_meta(hints={"cb_nodes": "2", "cb_buffer_size": str(M), "cb_config_list": "*:*"})
+    both = trace.with_meta(hints={"cb_nodes": "2", "cb_buffer_size": str(M), "cb_config_list": "*:*",
+                                  "romio_cb_write": "enable"})
     pred2, _ = predict(both, pp, system, {"ior.dat": orig}, nodes=1)
     assert pred2["two_phase"]["aggregators"] == 2
     assert pred2["plan"] == pytest.approx(sim(new, order, M, 2), rel=1e-12)

@@ -67,6 +67,7 @@ from rich.table import Table
 from .. import ParioError
 from ..layout import describe
 from ..plan.advise import collective_view, compare, run_advise
+from ..plan.collective import romio_view
 from ..plan.collective import ORDERS
 from ..system import load_system
 from ..units import format_size
@@ -229,6 +230,15 @@ def _advise(args) -> int:
     system = load_system(args.system)
     schemes = parse_schemes(args.schemes)
     trace = load_trace_arg(args.trace)
+    declared = int(trace.collective.sum())
+    # collective calls ROMIO runs as independent I/O (romio_cb_* automatic, ranges that do not
+    # interleave, or disable) are planned as the independent requests they are
+    trace = romio_view(trace)
+    independent = declared - int(trace.collective.sum())
+    if independent:
+        console.print(f"{independent} of {declared} collective requests are in calls ROMIO runs as independent "
+                      "I/O (romio_cb_read/write automatic and the ranks' ranges not interleaved, or disable): "
+                      "planned as independent requests, no collective order applies to them", soft_wrap=True)
     raw = trace
     view = ""
     tp = n_agg = None

@@ -357,3 +357,71 @@ def _cut(a: np.ndarray, b: np.ndarray, lo: int, size: int):
 
 __all__ = ["ORDERS", "request_order", "aggregator_ranks", "aggregator_view", "two_phase", "TwoPhase",
            "romio_cb_nodes", "cb_config_limit"]
+
+
+def two_phase_mask(trace) -> np.ndarray:
+    """The requests that go through two-phase I/O when the traced job runs: those of the
+    collective calls ROMIO (and pario's runtimes, ``collective/twophase.c``) do not turn into
+    independent I/O.  Seed 004 prices two-phase I/O; ROMIO runs a collective call through it
+    only when its hint says so: ``romio_cb_write`` / ``romio_cb_read`` ``enable`` (every call),
+    ``disable`` (none), ``automatic`` (the default: a call whose ranks' ranges interleave —
+    ROMIO's test, in rank order a rank with data starts before the previous one's end).
+    IOR's ``-c`` with contiguous blocks per rank does not interleave: its collective calls run
+    as each rank's own requests, and no collective order changes them.
+
+    A call is the ``k``-th collective call (by ``call`` number) of every rank on one file and
+    op; when the ranks made different numbers of them (the calls cannot be matched), every
+    one counts as two-phase."""
+    from ..trace.core import READ
+
+    coll = np.asarray(trace.collective, dtype=bool).copy()
+    if not coll.any():
+        return coll
+    meta = getattr(trace, "meta", None)
+    op = np.asarray(trace.op)
+    for code, key in ((READ, "romio_cb_read"), (1 - READ, "romio_cb_write")):
+        mode = ((meta.hint(key) if meta is not None else None) or "automatic").strip().lower()
+        sel_op = coll & (op == code)
+        if mode == "enable" or not sel_op.any():
+            continue
+        if mode == "disable":
+            coll[sel_op] = False
+            continue
+        for f in np.unique(np.asarray(trace.file)[sel_op]).tolist():
+            rows = np.flatnonzero(sel_op & (np.asarray(trace.file) == f))
+            rank = np.asarray(trace.rank)[rows].astype(np.int64)
+            call = np.asarray(trace.call)[rows].astype(np.int64)
+            st = np.asarray(trace.offset)[rows].astype(np.int64)
+            en = st + np.asarray(trace.length)[rows].astype(np.int64)
+            # the k-th call of each rank: calls numbered densely within the rank
+            o = np.lexsort((call, rank))
+            rank, call, st, en, rows = rank[o], call[o], st[o], en[o], rows[o]
+            first = np.r_[True, (rank[1:] != rank[:-1]) | (call[1:] != call[:-1])]
+            newrank = np.r_[True, rank[1:] != rank[:-1]]
+            ordinal = np.cumsum(first) - 1
+            ordinal -= np.maximum.accumulate(np.where(newrank, ordinal, 0))
+            counts = {int(r): int(ordinal[rank == r].max()) + 1 for r in np.unique(rank)}
+            if len(set(counts.values())) != 1:
+                continue
+            for k in range(next(iter(counts.values()))):
+                m = ordinal == k
+                rk, s, e = rank[m], st[m], en[m]
+                data = e > s
+                if not data.any():              # nothing to move: no interleaving either
+                    coll[rows[m]] = False
+                    continue
+                ur = np.unique(rk[data])
+                lo = np.array([s[data][rk[data] == r].min() for r in ur])
+                hi = np.array([e[data][rk[data] == r].max() for r in ur])
+                if not (lo[1:] < hi[:-1]).any():        # in rank order: no rank starts before the previous one's end
+                    coll[rows[m]] = False
+    return coll
+
+
+def romio_view(trace):
+    """``trace`` with only its two-phase requests collective (:func:`two_phase_mask`): the
+    others are independent requests, as the job ran them."""
+    mask = two_phase_mask(trace)
+    if np.array_equal(mask, np.asarray(trace.collective, dtype=bool)):
+        return trace
+    return trace.with_columns(collective=mask)

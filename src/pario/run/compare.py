@@ -87,10 +87,11 @@ def planned_view(trace, system, nodes: int | None = None):
     hints — its aggregators and ``cb_buffer_size`` (:func:`pario.plan.collective.two_phase`),
     a ``cb_nodes`` hint placed on ``nodes`` client nodes as ROMIO places it — as ``pario run``
     has ``pario advise --nodes`` resolve them."""
+    from ..plan.collective import aggregator_view, romio_view
+
+    trace = romio_view(trace)       # calls ROMIO runs as independent I/O: the ranks' own requests
     if not trace.collective.any():
         return trace
-    from ..plan.collective import aggregator_view
-
     return aggregator_view(trace, system.procs_per_node, nodes=nodes)
 
 

@@ -113,7 +113,10 @@ def predict(trace, plan_path, system, orig_layouts: dict | None = None, *, relai
     from ..plan.base import Plan
     from .compare import predicted_servers
 
+    from ..plan.collective import romio_view
+
     plan = Plan.load(plan_path, system)
+    trace = romio_view(trace)
     try:
         model_servers = predicted_servers(trace, plan, system, orig_layouts, nodes=nodes)
     except ParioError:
@@ -131,8 +134,10 @@ def predict_plan(trace, plan, system, orig_layouts: dict | None = None, *, relai
     ``pario replicate`` gives a new layout; ``nodes``: the client nodes the ranks ran on, when
     known; ``hint``: :func:`order_hint`; ``model_servers``: :func:`pario.run.compare.predicted_servers`'s
     answer when already made (False: made here if needed)."""
+    from ..plan.collective import romio_view
     from .compare import predicted_servers
 
+    trace = romio_view(trace)       # the collective calls ROMIO runs as independent I/O are independent
     base_s = plan.baselines or {}
     pred = {"scheme": plan.scheme, "system": system.name, "ORIG": base_s.get("ORIG"), "plan": plan.predicted_s,
             "model": None, "order": None, "two_phase": None, "parts": None}

@@ -468,8 +468,8 @@ typedef pxs_dseg ioseg;
 /* order: data file (server, data file number), then server-local offset, then buffer offset */
 static inline int seg_before(const ioseg *x, const ioseg *y)
 {
-    if (x->server != y->server)
-        return x->server < y->server;
+    if (x->order != y->order)
+        return x->order < y->order;
     if (x->datafile != y->datafile)
         return x->datafile < y->datafile;
     if (x->local != y->local)
@@ -502,12 +502,20 @@ static void sort_segs(ioseg *sg, size_t n)
     }
 }
 
-/* the segments of n ranges, in the handle's scratch (h->seg, *nout of them), in order */
+#define ORDERED_SERVERS 128
+
+/* the segments of n ranges, in the handle's scratch (h->seg, *nout of them), in order: server
+ * by server in the order the ranges first reach each server (the caller's: a two-phase cycle's
+ * pieces come in the collective order, ROMCIO / CACIO / HACIO, seed 004 §3, and the servers
+ * are visited in that order, not by their index), contiguous pieces of a data file merged */
 static int segments(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *len, const int64_t *bo, size_t *nout)
 {
     pxs_pieces *pc = &h->pcs;
     size_t ns = 0;
     int rc = PXS_OK;
+    int first[ORDERED_SERVERS], nfirst = 0;
+    for (int i = 0; i < ORDERED_SERVERS; i++)
+        first[i] = -1;
     char lerr[300];
     for (int64_t k = 0; k < n && !rc; k++) {
         if (len[k] <= 0)
@@ -536,6 +544,13 @@ static int segments(pxs_sfile *h, int64_t n, const int64_t *off, const int64_t *
                 const pxs_piece *p = &pc->p[i];
                 ioseg *s = &h->seg[ns++];
                 s->server = p->server;
+                if (p->server >= 0 && p->server < ORDERED_SERVERS) {
+                    if (first[p->server] < 0)
+                        first[p->server] = nfirst++;
+                    s->order = first[p->server];
+                } else {
+                    s->order = ORDERED_SERVERS + p->server;   /* beyond: after, by index */
+                }
                 s->datafile = p->datafile;
                 s->local = p->local;
                 s->len = p->len;

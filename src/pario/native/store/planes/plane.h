@@ -47,6 +47,7 @@ typedef struct {
     pxs_datafile *df;
     int server, datafile;
     int64_t local, len, bo;
+    int order;              /* the caller's order of servers (storefile.c; planes ignore it) */
 } pxs_dseg;
 
 typedef struct pxs_dfops {
@@ -64,7 +65,8 @@ typedef struct pxs_dfops {
     int (*open)(pxs_dplane *dp, int server, int64_t id, int d, const char *name, pxs_datafile **out, char *err,
                 size_t errlen);
     void (*close)(pxs_datafile *f);
-    /* move n segments sorted by (server, data file, local, bo): write from / read into buf;
+    /* move n segments grouped by server (in the order the caller first reached each, storefile.c),
+     * each server's sorted by (data file, local, bo): write from / read into buf;
      * reads fill what a data file does not have with 0 */
     int (*transfer)(pxs_dplane *dp, const pxs_dseg *sg, size_t n, char *buf, int write, char *err, size_t errlen);
     /* the size of data file (id, d) of server, 0 if it has none (no data file is created) */
