@@ -28,7 +28,6 @@ itself in one run, after n runs, or never — measured and predicted.
 
 from __future__ import annotations
 
-from ..plan.setup_cost import break_even_runs, whole_job_ratio
 from .compare import AS_PREDICTED, NOT_COMPARABLE, TOLERANCE, classify
 
 SETUP_STEPS = ("advise", "relayout", "replicate")
@@ -48,6 +47,7 @@ def whole_job(*, predicted: dict, setup: dict | None, steps: list[dict], run1_s:
     ``setup``: :func:`pario.plan.setup_cost.plan_setup`'s (None: not priced); ``steps``: the
     loop's steps so far; ``flush``: ``{"run1", "run2"}`` of :func:`pario.run.measure.flush_stats`;
     ``plain_s``: the program's wall time without pario, when measured."""
+    from ..plan.setup_cost import break_even_runs, whole_job_ratio  # lazy: pario.plan needs the C extension
     costs = {f"{name}_s": step_seconds(steps, name) for name in SETUP_STEPS}
     setup_m = sum(costs.values())
     setup_p = None if setup is None else float(setup["seconds"])
@@ -82,6 +82,7 @@ def predicted_payoff(trace, plan, system, files: dict, *, nodes: int | None = No
     (:func:`pario.run.predict.predict_plan`, as ``pario run`` predicts them), the whole-job
     ratio and the break-even runs — the functions ``pario run`` predicts its whole job with.
     ``{"setup", "run1_s", "run2_s", "model", "ratio", "break_even_runs"}``."""
+    from ..plan.setup_cost import break_even_runs, whole_job_ratio  # lazy: pario.plan needs the C extension
     from ..plan.setup_cost import plan_setup
     from .predict import predict_plan
 

@@ -70,7 +70,7 @@ from ..layout import (
     map_requests,
     parse_layout,
 )
-from ..plan.setup_cost import COPY_CHUNK
+from .copies import COPY_CHUNK
 from ..units import format_size
 from .rmt import PARTIAL, ROUTES
 from .root import INCOMING_PREFIX, RESERVED, Store

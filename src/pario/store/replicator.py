@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import ParioError
 from ..layout import ExtentMap, Layout, layout_from_dict, layout_to_dict
-from ..plan.setup_cost import COPY_CHUNK, copy_groups, replica_extents, replica_file_layout
+from .copies import COPY_CHUNK, copy_groups, replica_extents, replica_file_layout
 from ..units import format_size
 from .rmt import COPYING
 from .root import Store, replica_name
