@@ -400,21 +400,27 @@ def two_phase_mask(trace) -> np.ndarray:
             newrank = np.r_[True, rank[1:] != rank[:-1]]
             ordinal = np.cumsum(first) - 1
             ordinal -= np.maximum.accumulate(np.where(newrank, ordinal, 0))
-            counts = {int(r): int(ordinal[rank == r].max()) + 1 for r in np.unique(rank)}
-            if len(set(counts.values())) != 1:
+            # every rank made the same number of calls, else they cannot be matched
+            per_rank = np.maximum.reduceat(ordinal, np.flatnonzero(newrank)) + 1
+            if (per_rank != per_rank[0]).any():
                 continue
-            for k in range(next(iter(counts.values()))):
-                m = ordinal == k
-                rk, s, e = rank[m], st[m], en[m]
-                data = e > s
-                if not data.any():              # nothing to move: no interleaving either
-                    coll[rows[m]] = False
-                    continue
-                ur = np.unique(rk[data])
-                lo = np.array([s[data][rk[data] == r].min() for r in ur])
-                hi = np.array([e[data][rk[data] == r].max() for r in ur])
-                if not (lo[1:] < hi[:-1]).any():        # in rank order: no rank starts before the previous one's end
-                    coll[rows[m]] = False
+            # per (call, rank): its first byte and its end (ranks without data: none)
+            data = en > st
+            lo = np.where(data, st, np.iinfo(np.int64).max)
+            hi = np.where(data, en, -1)
+            g = np.lexsort((rank, ordinal))                  # by call, then rank
+            key = ordinal[g] * (int(rank.max()) + 1) + rank[g]
+            start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+            g_call = ordinal[g][start]
+            g_lo = np.minimum.reduceat(lo[g], start)
+            g_hi = np.maximum.reduceat(hi[g], start)
+            has = g_hi >= 0
+            # ROMIO's test over the ranks with data, in rank order, within each call
+            c, l, h = g_call[has], g_lo[has], g_hi[has]
+            inter = np.zeros(int(ordinal.max()) + 1, dtype=bool)
+            same = c[1:] == c[:-1]
+            np.logical_or.at(inter, c[1:][same], l[1:][same] < h[:-1][same])
+            coll[rows] = inter[ordinal]      # a call with no data, or no interleaving: independent
     return coll
 
 
