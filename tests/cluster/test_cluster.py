@@ -390,30 +390,6 @@ def test_failed_up_releases_everything(tmp_path, monkeypatch):
     assert core.down(d) == []
 
 
-def test_zz_down_after_a_crash_leaves_nothing(ceph_cluster, capsys):
-    """Last test of the module: SIGKILL the monitor and an OSD (a crash), then down."""
-    import signal
-
-    cl = ceph_cluster
-    d = Path(cl.dir)
-    pids = [dm.pid for dm in cl.daemons]
-    cgroups = [s.cgroup for s in cl.servers]
-    os.kill(cl.daemon("mon.a").pid, signal.SIGKILL)
-    os.kill(cl.daemon("osd.1").pid, signal.SIGKILL)
-    assert leftovers(d, pids, cgroups) != []
-    assert main(["cluster", "down", str(d)]) == 0
-    assert leftovers(d, pids, cgroups) == []
-    assert not d.exists()
-    assert main(["cluster", "down", str(d)]) == 0  # idempotent
-    assert "nothing to release" in capsys.readouterr().out
-
-
-def read_requests(s) -> tuple[int, int]:
-    """(read requests, bytes read) of server ``s``'s loop device, as the kernel counts them."""
-    f = Path(f"/sys/block/{os.path.basename(s.loop)}/stat").read_text().split()
-    return int(f[0]), int(f[2]) * 512
-
-
 def test_every_read_of_fresh_small_objects_reaches_the_device(ceph_cluster):
     """An HDD-class OSD defers writes of up to 64 KiB through its RocksDB WAL and serves reads of
     them from memory until it applies them (16-55 of 64 fresh 16 KiB objects read with no device
@@ -449,3 +425,27 @@ def test_every_read_of_fresh_small_objects_reaches_the_device(ceph_cluster):
     after = caches.status(cl.conf)
     assert caches.buffers(after) == 0 and all(v["bluestore_onode"] <= dropped[k]["bluestore_onode"]
                                               for k, v in after.items())
+
+
+def test_zz_down_after_a_crash_leaves_nothing(ceph_cluster, capsys):
+    """Last test of the module: SIGKILL the monitor and an OSD (a crash), then down."""
+    import signal
+
+    cl = ceph_cluster
+    d = Path(cl.dir)
+    pids = [dm.pid for dm in cl.daemons]
+    cgroups = [s.cgroup for s in cl.servers]
+    os.kill(cl.daemon("mon.a").pid, signal.SIGKILL)
+    os.kill(cl.daemon("osd.1").pid, signal.SIGKILL)
+    assert leftovers(d, pids, cgroups) != []
+    assert main(["cluster", "down", str(d)]) == 0
+    assert leftovers(d, pids, cgroups) == []
+    assert not d.exists()
+    assert main(["cluster", "down", str(d)]) == 0  # idempotent
+    assert "nothing to release" in capsys.readouterr().out
+
+
+def read_requests(s) -> tuple[int, int]:
+    """(read requests, bytes read) of server ``s``'s loop device, as the kernel counts them."""
+    f = Path(f"/sys/block/{os.path.basename(s.loop)}/stat").read_text().split()
+    return int(f[0]), int(f[2]) * 512
