@@ -64,6 +64,25 @@ def test_distribution_model_hand_computed_cases():
     assert c.predicted_s == pytest.approx(0.02 + 6144e-6)
 
 
+def test_distribution_model_rate_limited_server_takes_the_larger_of_its_terms():
+    """A server whose profile says ``cost = "max"`` (the testbed's token bucket: requests at
+    1/α per second, bytes at 1/β) passes a batch of q sub-requests and B bytes in
+    max(T_s, T_t) = max(q·α, B·β); the additive server beside it keeps eq. 3's T_s + T_t."""
+    servers = (Server("D0", "hdd", alpha=0.01, beta=1e-6, cost="max"), Server("D1", "hdd", alpha=0.01, beta=1e-6))
+    sys2 = System("mixed", servers, Network(e=0.001, t=1e-7), procs_per_node=1)
+    lay = Striped.fixed(4 * KiB, (0, 1))
+    m = DistributionModel()
+    # four ranks, one 8 KiB request each: every server gets 4 pieces of 4 KiB from 4 ranks
+    # (p = q = 4: ½(p+q) = 4 seeks): T_s = 0.04, T_t = 16384e-6 = 0.016384
+    t = reads([0, 1, 2, 3], np.arange(4) * 8 * KiB, np.full(4, 8 * KiB))
+    c = m.trace_cost(t, lay, sys2, by="all")
+    assert c.servers == pytest.approx([0.04, 0.04 + 16384e-6])
+    # one 1 MiB request: transfer-bound, 512 KiB per server: T_s = 0.01, T_t = 524288e-6
+    big = m.trace_cost(reads([0], [0], [1 << 20]), lay, sys2, by="all")
+    assert big.servers == pytest.approx([524288e-6, 0.01 + 524288e-6])
+    assert big.predicted_s == pytest.approx(0.01 + 524288e-6)
+
+
 def test_distribution_model_sequential_alpha_and_paper_mode():
     sys2 = two_server_system(alpha_read_seq=0.001, alpha_read_rand=0.01)
     lay = Striped.fixed(4 * KiB, (0, 1))

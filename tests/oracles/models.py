@@ -88,7 +88,9 @@ class ReferenceDistributionModel(DistributionModel):
         if self.params["network"]:
             nbytes = np.bincount(key, weights=sub.length.astype(float), minlength=size)
             Tn = p * system.network.e + nbytes * system.network.t
-        T = (Ts + Tt + Tn).reshape(nb, n)
+        # a rate-limited server (profile cost = "max") passes the batch in max(T_s, T_t)
+        lim = np.tile(system.cost_table() == 1, nb)
+        T = (np.where(lim, np.maximum(Ts, Tt), Ts + Tt) + Tn).reshape(nb, n)
         terms = {"q": q.reshape(nb, n), "p": p.reshape(nb, n), "k": k.reshape(nb, n),
                  "T_s": Ts.reshape(nb, n), "T_t": Tt.reshape(nb, n), "T_n": Tn.reshape(nb, n)}
         return T, bid, sub, terms

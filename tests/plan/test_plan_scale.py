@@ -65,13 +65,26 @@ TRACES = traces()
 SYSTEMS = ("ceda-hdd8", "padp-6h2s", "psa-4h4s")
 
 
+def shaped_system(name):
+    """A built-in profile, or with ``+max`` every other server a rate limiter (``cost = "max"``:
+    a batch's T_ser^j = max(T_s, T_t), a sub-request's busy time max(α, s·β)) next to additive
+    ones."""
+    from dataclasses import replace
+
+    base, _, shape = name.partition("+")
+    system = load_system(base)
+    if shape != "max":
+        return system
+    return replace(system, servers=tuple(replace(s, cost="max") if i % 2 else s for i, s in enumerate(system.servers)))
+
+
 # --------------------------------------------------------------------------- the pricing kernel
 
 
 @pytest.mark.parametrize("name", sorted(TRACES))
-@pytest.mark.parametrize("sysname", ["ceda-hdd8", "padp-6h2s"])
+@pytest.mark.parametrize("sysname", ["ceda-hdd8", "padp-6h2s", "padp-6h2s+max"])
 def test_engine_prices_as_the_reference(name, sysname):
-    system = load_system(sysname)
+    system = shaped_system(sysname)
     tr = TRACES[name]
     for by in ("auto", "order", "all", "request"):
         bid = batch_ids(tr, by)
@@ -195,13 +208,13 @@ def test_hybrid_model_costs_equal_reference():
     np.testing.assert_allclose(fast.servers, ref.servers, rtol=1e-12)
 
 
-@pytest.mark.parametrize("sysname", ["ceda-hdd8", "padp-6h2s"])
+@pytest.mark.parametrize("sysname", ["ceda-hdd8", "padp-6h2s", "padp-6h2s+max", "ceda-hdd8+max"])
 @pytest.mark.parametrize("alpha", ["profile", "zero", "seq"])
 @pytest.mark.parametrize("network", [False, True])
 def test_suffix_bound_is_below_the_remaining_cost(sysname, alpha, network):
     """engine.suffix_bound: for every batch b, the bound ≤ Σ_{b' ≥ b} T_sys(b') of the reference
     model, for layouts on the bound's servers (several stripe sizes, varied stripes, 2-D)."""
-    system = load_system(sysname)
+    system = shaped_system(sysname)
     m = DistributionModel(contiguous_alpha=alpha, network=network)
     for name in ("ior-random", "random-1", "random-2"):
         tr = TRACES[name]

@@ -13,9 +13,12 @@ import numpy as np
 import pytest
 
 from pario import ParioError
+from pario.layout import Striped
+from pario.model import DistributionModel
 from pario.system import load_system
 from pario.testbed import core
 from pario.testbed.core import Testbed, TestbedServer
+from pario.trace import Trace
 
 
 def _can_build() -> bool:
@@ -72,6 +75,12 @@ def test_nominal_profile_is_one_over_the_limits(tmp_path):
     assert s.servers[0].beta_for(1) == pytest.approx(1 / (100 << 20))
     assert s.servers[1].alpha_for(1, True) == pytest.approx(1 / 2500)
     assert s.servers[1].alpha_for(0, True) == pytest.approx(1 / 5000)
+    # blk-throttle passes q requests of B bytes in max(q/IOPS, B/BPS): the profile says so, and
+    # a request near the knee costs the larger asymptote, not their sum
+    assert [x.cost for x in s.servers] == ["max", "max"]
+    one = Trace.from_arrays([0], None, [0], [0], [64 << 10])
+    got = DistributionModel().trace_cost(one, Striped.fixed(64 << 10, [0]), s).predicted_s
+    assert got == pytest.approx(max(1 / 200, (64 << 10) / (100 << 20)))
 
 
 def test_cli_registers_and_rejects(tmp_path):

@@ -210,12 +210,18 @@ def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_
                  lay_r0, lay_r1, reg_start, reg_end, reg_width, reg_shift, reg_g0, reg_g1, grp_block, grp_prefix,
                  grp_s0, grp_s1, grp_fixed, grp_shift, slot_server, slot_w, slot_prefix, lay_v0, lay_v1, lay_srv,
                  ptr, s_server, s_local, s_length, s_df,
-                 nserv, a_rand, a_seq, beta, alpha3, network, e_net, t_net, limit, suffix=None):
+                 nserv, a_rand, a_seq, beta, alpha3, shape, network, e_net, t_net, limit, suffix=None):
     """CEDA seed 000 §3 eq. 1–4 of the whole trace, requests in service order (module
     docstring).  ``mode`` 0: monotone layouts mapped here (tables); 1: sub-requests given
     per request (request i: rows ``ptr[i]:ptr[i+1]`` of ``s_*``, a request's sub-requests on
     one server served by ascending local offset, stable); 2: as 0 but only the closed-form
     models' per-server busy time Σ α_j(op, seq) + length·β_j(op) (``alpha3``, ``seq``).
+
+    ``shape[j]`` (the profile's ``cost``, :meth:`pario.system.System.cost_table`): 0 = the
+    papers' additive T_ser^j = T_s + T_t (eq. 3); 1 = a rate limiter (a token bucket of
+    requests and one of bytes, the testbed's blk-throttle) that serves the batch's q
+    sub-requests and B bytes in max(T_s, T_t) — the per-interval max(n·α, B·β) of
+    :mod:`pario.testbed.throttle`; a sub-request of mode 2 then costs max(α, length·β).
 
     ``limit``: stop once Σ_b T_sys of the batches priced so far, plus ``suffix[b]`` (a lower
     bound of Σ T_sys over batches b … nb−1, given by the caller; None = 0) for the next
@@ -270,7 +276,7 @@ def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_
                     Tn = 0.0
                     if network:
                         Tn = pc[j] * e_net + nbytes[j] * t_net
-                    T = Ts + Tt[j] + Tn
+                    T = (max(Ts, Tt[j]) if shape[j] == 1 else Ts + Tt[j]) + Tn
                     if T > mx:
                         mx = T
                     servers[j] += T
@@ -431,7 +437,10 @@ def price_kernel(mode, bid, nb, rank, op, fil, offset, length, seq, nranks, lid_
             sq = seq[i]
             for u in range(k):
                 j = pj[u]
-                servers[j] += alpha3[j, o, sq] + pd[u] * beta[j, o]
+                if shape[j] == 1:
+                    servers[j] += max(alpha3[j, o, sq], pd[u] * beta[j, o])
+                else:
+                    servers[j] += alpha3[j, o, sq] + pd[u] * beta[j, o]
             continue
         for u in range(k):
             j = pj[u]
@@ -517,11 +526,12 @@ _EMPTY_TABLES = layout_tables([])
 
 def _model_params(system, contiguous_alpha_table, network: bool) -> tuple:
     """The kernel's cost parameters (CEDA seed 000 §3 eq. 1–4): (nserv, α_rand [n, 2],
-    contiguous α [n, 2], β [n, 2], alpha3 (unused), network, e, t)."""
+    contiguous α [n, 2], β [n, 2], alpha3 (unused), cost shape [n], network, e, t)."""
     e_net, t_net = (float(system.network.e), float(system.network.t)) if network else (0.0, 0.0)
     return (system.n, np.ascontiguousarray(system.alpha_table()[:, :, 0]),
             np.ascontiguousarray(contiguous_alpha_table, dtype=np.float64),
-            np.ascontiguousarray(system.beta_table(), dtype=np.float64), _A3, bool(network), e_net, t_net)
+            np.ascontiguousarray(system.beta_table(), dtype=np.float64), _A3, system.cost_table(), bool(network),
+            e_net, t_net)
 
 
 def price(trace, layout, system, bid, *, contiguous_alpha_table, network: bool = False, limit: float = np.inf,
@@ -561,8 +571,10 @@ def suffix_bound(trace, bid, system, servers, *, contiguous_alpha_table) -> np.n
     least the mean of its servers' T_ser^j, and Σ_j T_ser^j ≥ Σ over its requests of
     length·min β(op) + min α(op) — every request that moves bytes is at least one sub-request,
     which pays α_rand or the contiguous α (eq. 1–2: T_s mixes the two sums, f ∈ [½, 1]) and
-    its bytes' β on some server; the network term is ≥ 0.  Rounded down by 1e-9 relative, so
-    that summation order cannot lift it above the true cost."""
+    its bytes' β on some server; the network term is ≥ 0.  When one of ``servers`` is a rate
+    limiter (``cost = "max"``: T_ser^j = max(T_s, T_t)), Σ_j T_ser^j ≥ max(Σ_j T_s, Σ_j T_t)
+    bounds the batch instead, by the larger of the two sums over its requests.  Rounded down
+    by 1e-9 relative, so that summation order cannot lift it above the true cost."""
     servers = np.asarray(list(servers), dtype=np.int64)
     k = len(servers)
     nb = int(bid.max()) + 1 if len(bid) else 0
@@ -573,8 +585,9 @@ def suffix_bound(trace, bid, system, servers, *, contiguous_alpha_table) -> np.n
     b_min = np.asarray(system.beta_table(), dtype=np.float64)[servers].min(axis=0)
     op = np.asarray(trace.op, dtype=np.int64)
     L = np.asarray(trace.length)
-    w = np.where(L > 0, L * b_min[op] + a_min[op], 0.0)
-    per = np.bincount(bid, weights=w, minlength=nb) / k
+    wa = np.bincount(bid, weights=np.where(L > 0, a_min[op], 0.0), minlength=nb)
+    wb = np.bincount(bid, weights=np.where(L > 0, L * b_min[op], 0.0), minlength=nb)
+    per = (np.maximum(wa, wb) if (system.cost_table()[servers] == 1).any() else wa + wb) / k
     out = np.zeros(nb + 1)
     out[:nb] = np.cumsum(per[::-1])[::-1] * (1.0 - 1e-9)
     return np.maximum(out, 0.0)
@@ -594,8 +607,8 @@ def busy(trace, layout, system, seq) -> np.ndarray | None:
         np.ascontiguousarray(trace.file), np.ascontiguousarray(trace.offset, dtype=np.int64),
         np.ascontiguousarray(trace.length, dtype=np.int64), np.ascontiguousarray(seq, dtype=np.int8), 1, lid,
         *tabs.arrays(), _Z64P, _Z64, _Z64, _Z64, _Z64, n, np.zeros((n, 2)), np.zeros((n, 2)),
-        np.ascontiguousarray(system.beta_table()), np.ascontiguousarray(system.alpha_table()), False, 0.0, 0.0,
-        np.inf)
+        np.ascontiguousarray(system.beta_table()), np.ascontiguousarray(system.alpha_table()), system.cost_table(),
+        False, 0.0, 0.0, np.inf)
     return out
 
 

@@ -147,9 +147,11 @@ def predicted_servers(trace, plan_path, system, orig_layouts: dict | None = None
 
 def cheapest_request_s(system, size: int) -> float:
     """The cheapest time the profile prices for one request of ``size`` bytes on one server:
-    min over servers of (smallest α of any op and pattern + size · smallest β)."""
+    min over servers of (smallest α of any op and pattern + size · smallest β), or of the larger
+    of the two on a server whose profile says ``cost = "max"``."""
     at, bt = system.alpha_table(), system.beta_table()
-    return float(np.min(at.reshape(system.n, -1).min(axis=1) + size * bt.min(axis=1)))
+    a, x = at.reshape(system.n, -1).min(axis=1), size * bt.min(axis=1)
+    return float(np.min(np.where(system.cost_table() == 1, np.maximum(a, x), a + x)))
 
 
 # ====================================================================== the verdict

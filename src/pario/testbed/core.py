@@ -541,7 +541,13 @@ def nominal_system(tb: Testbed | str | Path):
     """The profile the throttle settings stand for: α = 1/IOPS, β = 1/BPS, capacity = free space.
 
     This is what ``pario calibrate`` should recover (blk-throttle makes a request cost
-    ``max(1/IOPS, s/BPS)``, so α and β are the two asymptotes).  Network e = t = 0
+    ``max(1/IOPS, s/BPS)``, so α and β are the two asymptotes), and the profile says so:
+    ``cost = "max"``, the shape the simulator, the distribution model (a batch passes in
+    max(T_s, T_t)) and so ``pario advise`` and ``pario run``'s prediction price these devices
+    with (docs/calibration.md, "The throttle is a max, not a sum").  The throttle's credit
+    after idle (docs/calibration.md, "The bucket holds one time slice of credit") is not in
+    the profile: it depends on where the idle time falls in the throttle's slice (measured
+    0.02–0.17 s for one server), which no device model can know.  Network e = t = 0
     (everything is on one machine; calibrate measures loopback values).
     """
     from ..system import Network, Server, System
@@ -559,7 +565,7 @@ def nominal_system(tb: Testbed | str | Path):
             name=s.name, kind=s.kind, alpha=1.0 / lim["read_iops"], beta=1.0 / lim["read_bps"],
             alpha_read_seq=1.0 / lim["read_iops"], alpha_read_rand=1.0 / lim["read_iops"],
             alpha_write_seq=1.0 / lim["write_iops"], alpha_write_rand=1.0 / lim["write_iops"],
-            beta_read=1.0 / lim["read_bps"], beta_write=1.0 / lim["write_bps"], capacity=cap))
+            beta_read=1.0 / lim["read_bps"], beta_write=1.0 / lim["write_bps"], capacity=cap, cost="max"))
     return System(name=f"testbed-{Path(tb.dir).name}-nominal", servers=tuple(servers), network=Network(0.0, 0.0),
                   procs_per_node=1,
                   description=f"nominal throttle settings of the pario testbed at {tb.dir} (alpha = 1/IOPS, beta = 1/BPS)",
