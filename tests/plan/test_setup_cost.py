@@ -100,10 +100,17 @@ def test_steps_are_the_replicators_groups(seed):
 
 
 def _reference_copy(src, dst, offs, lens, system, chunk, verify):
-    """A copy rebuilt from the grouping's definition and priced by the reference model."""
+    """A copy rebuilt from the grouping's definition and priced by the reference model: a group
+    is one vectored read and one vectored write, so its pieces that touch are one request."""
     groups = _groups_by_bytes([(int(o), int(n)) for o, n in zip(offs, lens) if n > 0], chunk)
     rows = []
-    for g, grp in enumerate(groups):
+    for g, pieces in enumerate(groups):
+        grp = []
+        for x, n in pieces:
+            if grp and grp[-1][0] + grp[-1][1] == x:
+                grp[-1] = (grp[-1][0], grp[-1][1] + n)
+            else:
+                grp.append((x, n))
         passes = [(0, 0), (1, 1)] + ([(1, 0)] if verify else [])
         for step, (f, op) in enumerate(passes):
             rows += [(f, op, x, n, g * len(passes) + step) for x, n in grp]
@@ -115,10 +122,13 @@ def _reference_copy(src, dst, offs, lens, system, chunk, verify):
 
 
 def _random_extent_map(rng, system, size):
+    """Extents between random cuts: every other gap left out, or (half the time) all of them
+    side by side (a strided pattern's replica covers its file end to end)."""
     cuts = np.unique(rng.integers(0, size, 12))
     offs, lens, srv, loc = [], [], [], []
     pos = {j: 0 for j in range(system.n)}
-    for a, b in zip(cuts[:-1:2], cuts[1::2]):
+    pairs = zip(cuts[:-1:2], cuts[1::2]) if rng.random() < 0.5 else zip(cuts[:-1], cuts[1:])
+    for a, b in pairs:
         j = int(rng.integers(0, system.n))
         offs.append(int(a)), lens.append(int(b - a)), srv.append(j), loc.append(pos[j])
         pos[j] += int(b - a)

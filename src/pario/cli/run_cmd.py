@@ -167,13 +167,15 @@ def _report_whole(w: dict, wv: dict, style: dict) -> None:
     c = w["costs"]
     t = Table(title="whole job: run 1 against pario's setup + run 2")
     t.add_column("")
-    t.add_column("predicted (model: I/O times, copies)", justify="right")
+    out = w.get("outside_io_s")
+    t.add_column("predicted (model: I/O times, copies" + (f"; + {out:.3f} s outside the I/O per run, as in run 1)"
+                                                           if out is not None else ")"), justify="right")
     t.add_column("measured (wall times, steps)", justify="right")
     setup = w.get("setup") or {}
     t.add_row("run 1", _fmt(w["run1_s"]["predicted"]), _fmt(w["run1_s"]["measured"]))
     t.add_row("setup" + (f" (copies {format_size(setup['bytes'])})" if setup else ""),
               _fmt(w["setup_s"]["predicted"]), _fmt(w["setup_s"]["measured"]))
-    t.add_row("  advise", "not priced", _fmt(c["advise_s"]))
+    t.add_row("  advise", "as it ran" if out is not None else "not priced", _fmt(c["advise_s"]))
     if c["relayout_s"] or any(x["kind"] == "relayout" for x in setup.get("copies", [])):
         t.add_row("  relayout", _fmt(sum(x["seconds"] for x in setup.get("copies", []) if x["kind"] == "relayout")),
                   _fmt(c["relayout_s"]))

@@ -448,7 +448,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     # of the same files), the steps' seconds, the flush the ranks reported at the program's end
     whole = whole_job.whole_job(
         predicted=pred, setup=plan_setup(Plan.load(plan, prof), prof, files1), steps=steps.rows,
-        run1_s=wall1, run2_s=wall2, plain_s=plain["wall_s"] if plain else None,
+        run1_s=wall1, run2_s=wall2, plain_s=plain["wall_s"] if plain else None, run1_io_s=io1,
         flush={f"run{k}": measure.flush_stats(outdir / f"run{k}.serve.jsonl") for k in (1, 2)})
     load1 = os.getloadavg()
     summary = {"procs": n, "command": cmd, "store": str(store), "out": str(outdir),

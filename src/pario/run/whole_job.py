@@ -14,10 +14,12 @@ costs.  :func:`whole_job` puts it beside them, from what the loop measured:
   ``pario.mpi.File``: it has no run without pario);
 - **whole-job ratio** = run 1 / (setup + run 2), where setup = advise + relayout + replicate
   (measured: wall times of the runs, :func:`pario.plan.setup_cost.whole_job_ratio`), and
-  ORIG / (predicted setup + plan) predicted — the model's I/O times of both runs
-  (:mod:`pario.run.predict`) and the setup ``pario advise`` prices
-  (:func:`pario.plan.setup_cost.plan_setup`: the copies, priced by the distribution model;
-  planning itself is not priced);
+  predicted in the same units: each run = its I/O time as the model prices it
+  (:mod:`pario.run.predict`: ORIG, plan) + the time run 1 spent outside its I/O (its wall
+  time minus its measured I/O time: start-up, opens, closes, computing — the program's, the
+  same in both runs), setup = advise as it ran (it has run when the prediction is made) +
+  the copies ``pario advise`` prices (:func:`pario.plan.setup_cost.plan_setup`: the
+  distribution model);
 - **break-even runs**: the smallest n ≥ 1 with n·run 1 ≥ setup + n·run 2, predicted and
   measured (:func:`pario.plan.setup_cost.break_even_runs`; None: never — run 2 is not faster).
 
@@ -39,19 +41,32 @@ def step_seconds(steps: list[dict], name: str) -> float:
 
 
 def whole_job(*, predicted: dict, setup: dict | None, steps: list[dict], run1_s: float | None,
-              run2_s: float | None, flush: dict | None = None, plain_s: float | None = None) -> dict:
+              run2_s: float | None, flush: dict | None = None, plain_s: float | None = None,
+              run1_io_s: float | None = None) -> dict:
     """The summary's ``whole_job`` (module docstring): ``{"ratio", "break_even_runs", "setup_s",
     "run1_s", "run2_s"}`` each ``{"predicted", "measured"}``, ``"costs"`` (``advise_s``,
     ``relayout_s``, ``replicate_s``, ``flush`` per run, ``trace_overhead_s`` and how it was
     measured) and ``"setup"`` (the predicted copies).  ``predicted``: :func:`pario.run.predict.predict`'s;
     ``setup``: :func:`pario.plan.setup_cost.plan_setup`'s (None: not priced); ``steps``: the
     loop's steps so far; ``flush``: ``{"run1", "run2"}`` of :func:`pario.run.measure.flush_stats`;
-    ``plain_s``: the program's wall time without pario, when measured."""
+    ``plain_s``: the program's wall time without pario, when measured; ``run1_io_s``: run 1's
+    measured I/O time (then each predicted run adds run 1's time outside its I/O, and the
+    predicted setup the advise step as it ran; without it the prediction is I/O times and
+    copies only).  ``"advised"``: the ratio, break-even and setup ``pario advise`` printed
+    for the plan (I/O times and copies only: it cannot know the program's other time)."""
     from ..plan.setup_cost import break_even_runs, whole_job_ratio  # lazy: pario.plan needs the C extension
     costs = {f"{name}_s": step_seconds(steps, name) for name in SETUP_STEPS}
     setup_m = sum(costs.values())
     setup_p = None if setup is None else float(setup["seconds"])
     p1, p2 = predicted.get("ORIG"), predicted.get("plan")
+    advised = {"ratio": whole_job_ratio(p1, setup_p, p2), "break_even_runs": break_even_runs(p1, p2, setup_p),
+               "setup_s": setup_p}  # what pario advise prints: the I/O times and the copies
+    outside = None  # run 1's time outside its I/O: the program's own, in both runs
+    if run1_io_s is not None and run1_s is not None and p1 is not None and p2 is not None:
+        outside = max(float(run1_s) - float(run1_io_s), 0.0)
+        p1, p2 = p1 + outside, p2 + outside
+        if setup_p is not None:
+            setup_p += costs["advise_s"]
     if plain_s is not None and run1_s is not None:
         costs["trace_overhead_s"] = float(run1_s - plain_s)
         costs["trace_overhead"] = ("run 1's wall time minus the program's without pario (the tracer and the store "
@@ -70,9 +85,13 @@ def whole_job(*, predicted: dict, setup: dict | None, steps: list[dict], run1_s:
         "run2_s": {"predicted": p2, "measured": run2_s},
         "costs": costs,
         "setup": setup,
+        "outside_io_s": outside,
+        "advised": advised,
         "formula": "ratio = run 1 / (advise + relayout + replicate + run 2) measured (wall times), "
-                   "ORIG / (setup + plan) predicted (the model's I/O times and copies); break-even = the "
-                   "smallest n >= 1 with n·run 1 >= setup + n·run 2",
+                   + ("(ORIG + w) / (advise + copies + plan + w) predicted (the model's I/O times, w = run 1's "
+                      "wall time outside its I/O, advise as it ran, the copies as advise prices them)"
+                      if outside is not None else "ORIG / (copies + plan) predicted (the model's I/O times and "
+                      "copies)") + "; break-even = the smallest n >= 1 with n·run 1 >= setup + n·run 2",
     }
 
 
@@ -131,10 +150,19 @@ def judge(w: dict, tolerance: float = TOLERANCE) -> dict:
     if verdict == NOT_COMPARABLE:
         sentence = "Whole job not comparable: " + ("no predicted ratio" if pr is None else "no measured ratio") + "."
     else:
+        w_out = w.get("outside_io_s")
+        how = ("the copies as priced by pario advise; I/O times" if w_out is None else
+               f"advise as it ran + the copies as priced by pario advise; the model's I/O times + "
+               f"{w_out:.3f} s outside the I/O in each run, as run 1 spent it")
         sentence = (f"Whole job {verdict}: run 1 / (setup + run 2) = {mr:.2f}× measured ({own}; wall times) "
-                    f"against {pr:.2f}× predicted (setup {w['setup_s']['predicted']:.3f} s, the copies as priced by "
-                    f"pario advise; I/O times); measured/predicted = {q:.2f}.")
-        if verdict != AS_PREDICTED:
+                    f"against {pr:.2f}× predicted (setup {w['setup_s']['predicted']:.3f} s, {how}); "
+                    f"measured/predicted = {q:.2f}.")
+        if verdict != AS_PREDICTED and w_out is not None:
+            diff = [f"{label} {w[k]['measured'] - w[k]['predicted']:+.3f} s" for k, label in
+                    (("setup_s", "setup"), ("run1_s", "run 1"), ("run2_s", "run 2"))
+                    if w[k]["measured"] is not None and w[k]["predicted"] is not None]
+            sentence += f" Measured minus predicted: {', '.join(diff)}."
+        if verdict != AS_PREDICTED and w_out is None:
             out = [f"{w[k]['measured'] - w[k]['predicted']:.3f} s" for k in ("run1_s", "run2_s")
                    if w[k]["measured"] is not None and w[k]["predicted"] is not None]
             sentence += (f" Not in the prediction: planning (advise {c['advise_s']:.3f} s)"
