@@ -6,7 +6,7 @@ Needs root, loop devices and a blkio/io cgroup; mpi4py + mpiexec for the collect
                                             [--cap 16m] [--block 32m] [--reps 3] [--skip-collective]
                                             [--orders romcio,cacio,hacio] [--coll-layouts fixed:64k,fixed:1m]
                                             [--unthrottled-reps 1] [--skip-independent] [--skip-burst]
-                                            [--skip-carry]
+                                            [--skip-carry] [--carry-xfer 1m] [--carry-mib 48] [--carry-threads 4]
 
 1. ``pario testbed up DIR --hdd 4 --ssd 4`` (HDD-like 250 IOPS / 120 MiB/s, SSD-like
    2000 IOPS / 400 MiB/s), unless ``--reuse`` names a running testbed.
@@ -224,9 +224,11 @@ def burst_section(tbdir, servers=("H0", "S0"), sizes_mib=(4, 8, 12, 16, 24, 32, 
     return out
 
 
-def carry_section(tbdir, server="H0", mib=48, gaps=(0.0, 0.05, 0.1, 0.15, 0.2, 0.3), reps=3) -> dict:
+def carry_section(tbdir, server="H0", mib=48, gaps=(0.0, 0.05, 0.1, 0.15, 0.2, 0.3), reps=3, xfer=1 << 20,
+                  threads=4) -> dict:
     """Step 6: throttle credit carried into the next window.  A 1 MiB read, a gap of ``g``
-    seconds, then ``mib`` MiB read as 1 MiB O_DIRECT reads from 4 threads — all in the
+    seconds, then ``mib`` MiB read as ``xfer``-byte O_DIRECT reads (1 MiB: the byte bucket
+    decides; 64 KiB on an HDD: the request bucket) from ``threads`` threads — all in the
     testbed's cgroup, once as two back-to-back runs did before the fix (no restart: the
     window inherits the idle part of the slice the 1 MiB read opened) and once with
     :func:`pario.testbed.core.restart_throttle` before the window (what ``enter`` and the
@@ -249,7 +251,7 @@ def carry_section(tbdir, server="H0", mib=48, gaps=(0.0, 0.05, 0.1, 0.15, 0.2, 0
         bar = threading.Barrier(threads + 1)
 
         def work():
-            b = mmap.mmap(-1, 1 << 20)
+            b = mmap.mmap(-1, xfer)
             bar.wait()
             while True:
                 with lock:
@@ -277,9 +279,12 @@ def carry_section(tbdir, server="H0", mib=48, gaps=(0.0, 0.05, 0.1, 0.15, 0.2, 0
             os.pwrite(fd, buf, off)
         os.fsync(fd)
         rfd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-        bound = 1e3 * ((mib << 20) / bps - core.THROTTLE_SLICE_S)
-        print(f"\n{server}: {mib} MiB read (4 threads, 1 MiB O_DIRECT) g seconds after a 1 MiB read, "
-              f"median of {reps}; bound k / BPS − 100 ms = {bound:.1f} ms")
+        lim = srv.limits()
+        n_req = (mib << 20) // xfer
+        bound = 1e3 * (max((mib << 20) / bps, n_req / lim["read_iops"]) - core.THROTTLE_SLICE_S)
+        print(f"\n{server}: {mib} MiB read ({threads} threads, {xfer >> 10} KiB O_DIRECT) g seconds after a 1 MiB "
+              f"read, median of {reps}; without credit max(k / BPS, n / IOPS) = {bound + 1e3 * core.THROTTLE_SLICE_S:.1f} "
+              f"ms; bound (one slice less) {bound:.1f} ms")
         print("| gap (s) | no restart (ms) [range] | restart_throttle (ms) [range] |")
         print("|---|---|---|")
         with core.enter(tb, fresh=False):
@@ -293,7 +298,7 @@ def carry_section(tbdir, server="H0", mib=48, gaps=(0.0, 0.05, 0.1, 0.15, 0.2, 0
                         time.sleep(g)
                         if mode == "restart":
                             core.restart_throttle(tb)
-                        ts.append(1e3 * read([j << 20 for j in range(mib)], 4))
+                        ts.append(1e3 * read([j * xfer for j in range(n_req)], threads))
                     row[mode] = ts
                 out[g] = row
                 print(f"| {g:.2f} | " + " | ".join(
@@ -323,6 +328,10 @@ def main() -> int:
     ap.add_argument("--orders", default="romcio,cacio,hacio", help="collective orders (default all three)")
     ap.add_argument("--aggregators", type=int, default=8, help="cb_nodes of the collective runs (default 8)")
     ap.add_argument("--skip-burst", action="store_true", help="skip the throttle-credit probe (step 5)")
+    ap.add_argument("--carry-xfer", default="1m",
+                    help="request size of step 6's window (default 1m; 64k on an HDD: the request bucket decides)")
+    ap.add_argument("--carry-mib", type=int, default=48, help="MiB read in step 6's window (default 48)")
+    ap.add_argument("--carry-threads", type=int, default=4, help="threads reading step 6's window (default 4)")
     ap.add_argument("--skip-carry", action="store_true",
                     help="skip the probe of credit carried into the next window (step 6)")
     ap.add_argument("--unthrottled-reps", type=int, default=1,
@@ -400,7 +409,8 @@ def main() -> int:
         if not a.skip_burst:
             burst_section(tbdir)
         if not a.skip_carry:
-            carry_section(tbdir)
+            carry_section(tbdir, mib=a.carry_mib, xfer=parse_size(a.carry_xfer, "--carry-xfer"),
+                          threads=a.carry_threads)
     finally:
         if made and (tbdir / core.STATE_FILE).exists():
             print(f"testbed down {tbdir}", flush=True)
