@@ -10,6 +10,7 @@ get`, so the ranks' writes of n1 are read from the other node."""
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 
 import numpy as np
@@ -37,8 +38,9 @@ def test_every_access_style_served_across_two_nodes(cluster3, lib, coord):
     d = cluster3.pfs / f"views-{coord}"
     store, data = d / "store", d / "data"
     tdir, out = cluster3.home / f"views-trace-{coord}", cluster3.home / f"views-out-{coord}"
-    tdir.mkdir()
-    out.mkdir()
+    for x in (tdir, out):       # a repetition on the same cluster (PARIO_MN_REPEAT) starts empty
+        shutil.rmtree(x, ignore_errors=True)
+        x.mkdir()
     pario = shlex.quote(str(VENV_BIN / "pario"))
     made = (f"--system hacio-6h2s --coord pfs" if coord == "pfs"
             else f"--backend rados --cluster {cluster3.home / 'ceph'} --coord rados")
