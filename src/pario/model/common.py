@@ -178,8 +178,7 @@ def mapped_busy(trace, layout, system, seq: np.ndarray) -> np.ndarray:
     at, bt = system.alpha_table(), system.beta_table()
     op = trace.op[sub.req].astype(np.int64)
     sq = seq[sub.req].astype(np.int64)
-    a, x = at[sub.server, op, sq], sub.length * bt[sub.server, op]
-    w = np.where(system.cost_table()[sub.server] == 1, np.maximum(a, x), a + x)  # cost = "max": a rate limiter
+    w = system.device_time(at[sub.server, op, sq], sub.length * bt[sub.server, op], sub.server)
     return np.bincount(sub.server, weights=w, minlength=system.n)
 
 

@@ -150,8 +150,7 @@ def cheapest_request_s(system, size: int) -> float:
     min over servers of (smallest α of any op and pattern + size · smallest β), or of the larger
     of the two on a server whose profile says ``cost = "max"``."""
     at, bt = system.alpha_table(), system.beta_table()
-    a, x = at.reshape(system.n, -1).min(axis=1), size * bt.min(axis=1)
-    return float(np.min(np.where(system.cost_table() == 1, np.maximum(a, x), a + x)))
+    return float(np.min(system.device_time(at.reshape(system.n, -1).min(axis=1), size * bt.min(axis=1))))
 
 
 # ====================================================================== the verdict

@@ -141,6 +141,13 @@ class System:
         """Array [server, op] of β."""
         return np.array([[s.beta_for(0), s.beta_for(1)] for s in self.servers])
 
+    def device_time(self, alpha, transfer, servers=None) -> np.ndarray:
+        """A request's time on its server from its startup ``alpha`` and transfer time
+        ``transfer`` (arrays, one per request; ``servers``: their server indices, None: one per
+        server in order): α + s·β, or max(α, s·β) where the profile says ``cost = "max"``."""
+        shape = self.cost_table() if servers is None else self.cost_table()[servers]
+        return np.where(shape == 1, np.maximum(alpha, transfer), np.add(alpha, transfer))
+
     def cost_table(self) -> np.ndarray:
         """Per-server cost shape code: 0 = additive (α + s·β), 1 = max (max(α, s·β))."""
         return np.array([COSTS.index(s.cost) for s in self.servers], dtype=np.int8)
