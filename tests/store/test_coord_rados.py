@@ -265,6 +265,114 @@ def test_two_processes_create_and_write_at_once(ceph_cluster, tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("clean:"), r.stdout + r.stderr
 
 
+def _coord_ioctx(r, root):
+    """The ioctx of the store's coordination objects (namespace "<id>.coord")."""
+    cfg = json.loads((root / "store.json").read_text())
+    for pool in sorted(set(cfg["pools"].values())):
+        io = r.open_ioctx(pool)
+        io.set_namespace(cfg["id"] + ".coord")
+        try:
+            io.stat("store.lock")
+            return io, pool, cfg["id"] + ".coord"
+        except Exception:  # noqa: BLE001  (rados.ObjectNotFound: another pool)
+            io.close()
+    raise AssertionError("no coordination objects")
+
+
+@pytest.mark.ceph
+def test_a_wait_outlasts_a_dead_processes_metadata_lock(ceph_cluster, tmp_path):
+    """A process dies inside a metadata transaction: libcephsqlite's lock on meta.db is held
+    until its own lease runs out (30 s, not PARIO_RADOS_LEASE).  A writer that needs meta.db
+    meanwhile waits for it with its range lock held; a synchroniser's exclusive wait for that
+    range, asked for with a 1 s timeout, must outlast both leases (store/coord/rados.c,
+    wait_bound) and get the lock once the writer is through -- before the fix it gave up
+    (crash stress shared-hybrid --coord rados, seed 13000002)."""
+    from pario.cluster.client import session
+
+    sysp = "/usr/bin/python3"
+    probe = subprocess.run([sysp, "-c", "import sqlite3; sqlite3.connect(':memory:').enable_load_extension(True)"],
+                           capture_output=True) if os.path.exists(sysp) else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("needs Debian's python3 with SQLite extension loading (libcephsqlite, scripts/setup.sh ceph)")
+    root = _rados_store(ceph_cluster, tmp_path / "s")
+    with Store(root) as st:
+        st.create("g", "fixed:64k")
+        with st.open("g") as f:
+            f.write(0, bytes(65536))
+        fid = st.backend.meta.get("g")[0]
+    waiter = _child("""
+        import sys, time
+        from pario.store import Store
+        st = Store(sys.argv[1], shared=True, lock_timeout=1)
+        print("READY", flush=True)
+        sys.stdin.readline()
+        t = time.monotonic()
+        st.rmt.core.lock(int(sys.argv[2]), 0, 1 << 20, True)
+        print("LOCKED %.1f" % (time.monotonic() - t), flush=True)
+        st.rmt.core.unlock(int(sys.argv[2]), 0, 1 << 20)
+        st.close()
+        """, root, fid)
+    writer = _child("""
+        import sys, time
+        from pario.store import Store
+        with Store(sys.argv[1], shared=True) as st, st.open("g") as f:
+            print("READY", flush=True)
+            sys.stdin.readline()
+            f.write(65536, b"w" * 4096)          # past the end: the size is in meta.db
+            print("WROTE", flush=True)
+        """, root)
+    with session(os.path.join(ceph_cluster.dir, "ceph.conf")) as r:
+        io, pool, ns = _coord_ioctx(r, root)
+        dead = None
+        try:
+            _expect(waiter, "READY")
+            _expect(writer, "READY")
+            env = {**os.environ, "CEPH_CONF": os.path.join(ceph_cluster.dir, "ceph.conf"), "PYTHONUNBUFFERED": "1"}
+            dead = subprocess.Popen([sysp, "-c", textwrap.dedent("""
+                import sqlite3, sys, time
+                c = sqlite3.connect(":memory:"); c.enable_load_extension(True); c.load_extension("libcephsqlite.so")
+                d = sqlite3.connect(sys.argv[1], uri=True, isolation_level=None)
+                d.execute("BEGIN EXCLUSIVE"); d.execute("SELECT count(*) FROM sqlite_master").fetchall()
+                print("HELD", flush=True); time.sleep(3600)
+                """), f"file:///{pool}:{ns}/meta.db?vfs=ceph"], stdout=subprocess.PIPE, text=True, env=env)
+            _expect(dead, "HELD")
+            dead.send_signal(signal.SIGKILL)        # inside the transaction: meta.db stays locked
+            dead.wait()
+            t0 = time.monotonic()
+            writer.stdin.write("go\n")
+            writer.stdin.flush()
+            # the writer holds the file's range lock (shared) while it waits for meta.db: an
+            # exclusive probe of ours is refused (taken, it is given back at once)
+            import rados
+
+            while True:
+                try:
+                    io.lock_exclusive(f"range.{fid}", "range", "probe", duration=5)
+                    io.unlock(f"range.{fid}", "range", "probe")
+                except rados.ObjectBusy:
+                    break
+                assert time.monotonic() - t0 < 20, "the writer never took its range lock"
+                time.sleep(0.05)
+            assert writer.poll() is None
+            waiter.stdin.write("go\n")
+            waiter.stdin.flush()
+            line = waiter.stdout.readline()
+            assert line.startswith("LOCKED"), line + waiter.stdout.read()
+            waited = float(line.split()[1])
+            assert waited > 1 + LEASE, waited        # it did wait, beyond its own timeout and the lease
+            _expect(writer, "WROTE")
+            assert writer.wait(timeout=60) == 0
+            assert waiter.wait(timeout=60) == 0
+        finally:
+            for p in (waiter, writer, dead):
+                if p is not None and p.poll() is None:
+                    p.kill()
+                    p.wait()
+            io.close()
+    with Store(root) as st, st.open("g") as f:
+        assert f.read(0, 65536 + 4096) == bytes(65536) + b"w" * 4096
+
+
 @pytest.mark.ceph
 def test_a_journal_holder_stalled_past_its_lease_cannot_write(ceph_cluster, tmp_path):
     """Fencing: a process holds the journal lock (a transaction begun) and is stopped

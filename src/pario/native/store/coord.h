@@ -97,7 +97,7 @@ typedef struct pxs_coord_ops {
 /* every member's instance starts with this header */
 struct pxs_coord {
     const pxs_coord_ops *ops;
-    double timeout;
+    double timeout;                     /* every wait of the member; open may raise the one asked for */
     char *journal_where;                /* the journal, for messages ("DIR/rmt.log") */
     char *lock_where;                   /* the store lock, for messages ("DIR/.lock") */
     char remote[160];                   /* after PXS_EREMOTE: the machine that has the store open */

@@ -1559,6 +1559,8 @@ static int open_parts(pxs_store *st, const char *root)
         rc = pxs_dplane_open(&st->cfg, cache, &st->dp, st->err, sizeof st->err);
     if (!rc)     /* the coordination member of store.json "coord" (store/coord.h) */
         rc = pxs_coord_open(st->cfg.coord, root, st->timeout, &st->co, st->err, sizeof st->err);
+    if (!rc && st->co->timeout > st->timeout)     /* the member's shortest wait (coord/rados.c: leases) */
+        st->timeout = st->co->timeout;
     if (!rc)
         rc = take_store_lock(st, root);
     if (!rc)

@@ -25,7 +25,12 @@
  *                   lock (gate first, then shared -> exclusive), and back when it ends;
  *   metadata        meta.db through Ceph's SQLite VFS (store/meta.c, pxs_meta_open_rados);
  *   lease           PARIO_RADOS_LEASE seconds (default 10): a dead process's locks are taken
- *                   over one lease after its last renewal.
+ *                   over one lease after its last renewal.  meta.db's lock is libcephsqlite's
+ *                   own, with a lease of its own (META_LEASE): a process that dies inside a
+ *                   metadata transaction holds it that long, and a live process waiting for it
+ *                   keeps the locks it holds meanwhile (a writer its range lock); so every wait
+ *                   of the member lasts at least both leases and a margin (wait_bound), and a
+ *                   store usable again "one lease after a death" means after the longer one.
  * A process stalled for longer than the lease loses its locks: the set is marked lost and every
  * later lock or journal write of it fails (the journal's version fence refuses it too). */
 #define _GNU_SOURCE
@@ -44,6 +49,11 @@
 #include "store/rados_api.h"
 
 #define LEASE_DEFAULT 10.0
+/* libcephsqlite's lock lease: cephsqlite_lock_renewal_timeout, 30000 ms by default; Ceph 16's
+ * configuration refuses every value of it ("below minimum 100", CEPH_ARGS or ceph.conf:
+ * measured, docs/multinode.md), so it is the default everywhere pario runs today */
+#define META_LEASE 30.0
+#define WAIT_MARGIN 5.0
 #define STORE_OBJECT "store.lock"
 
 typedef struct {
@@ -87,6 +97,17 @@ static double lease_seconds(void)
             return v;
     }
     return LEASE_DEFAULT;
+}
+
+/* the shortest wait for a lock of the member (0: try once stays 0): a holder may itself wait
+ * for a dead process's metadata lock (META_LEASE) after the dead process's own locks expired
+ * (the lease), so a shorter wait would fail while the store recovers by itself (crash stress
+ * shared-hybrid --coord rados, seed 13000002: a writer holding its range lock waited 29 s for
+ * meta.db, and a synchroniser's 30 s wait for that range gave up) */
+static double wait_bound(double timeout, double lease)
+{
+    double floor = META_LEASE + lease + WAIT_MARGIN;
+    return timeout > 0 && timeout < floor ? floor : timeout;
 }
 
 static void rados_close(pxs_coord *co)
@@ -205,6 +226,7 @@ static int rados_open(const char *root, double timeout, pxs_coord **out, char *e
         rc = io_for(r, &r->lock_io, err, errlen);
     if (!rc)
         rc = io_for(r, &r->journal_io, err, errlen);
+    r->h.timeout = wait_bound(timeout, lease_seconds());    /* the store's waits too (redirect.c) */
     if (!rc && !(r->lease = pxs_lease_new(r->lock_io, lease_seconds()))) {
         snprintf(err, errlen, "cannot start the lease renewal thread");
         rc = PXS_ENOMEM;
