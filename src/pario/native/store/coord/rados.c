@@ -186,8 +186,9 @@ static int rados_open(const char *root, double timeout, pxs_coord **out, char *e
         pxs_config_free(&cfg);
         return PXS_ENOMEM;
     }
+    double lease = lease_seconds();
     r->h.ops = &pxs_coord_rados;
-    r->h.timeout = timeout;
+    r->h.timeout = wait_bound(timeout, lease);    /* the store's waits too (redirect.c) */
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     char *pool = NULL;
@@ -226,8 +227,7 @@ static int rados_open(const char *root, double timeout, pxs_coord **out, char *e
         rc = io_for(r, &r->lock_io, err, errlen);
     if (!rc)
         rc = io_for(r, &r->journal_io, err, errlen);
-    r->h.timeout = wait_bound(timeout, lease_seconds());    /* the store's waits too (redirect.c) */
-    if (!rc && !(r->lease = pxs_lease_new(r->lock_io, lease_seconds()))) {
+    if (!rc && !(r->lease = pxs_lease_new(r->lock_io, lease))) {
         snprintf(err, errlen, "cannot start the lease renewal thread");
         rc = PXS_ENOMEM;
     }
