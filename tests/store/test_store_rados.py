@@ -58,6 +58,19 @@ def _osd_map(cl, pool: str, obj: str, nspace: str) -> list[int]:
     return [int(x) for x in json.loads(out)["acting"]]
 
 
+def test_without_the_rados_module_one_line_naming_it(ceph_cluster, tmp_path, monkeypatch, capsys):
+    """A pip-installed pario without Debian's rados module: ``store init --backend rados`` says
+    so in one line pointing at docs/cluster.md's recipe -- not "is the cluster down?" of a
+    running cluster -- and makes nothing."""
+    monkeypatch.setitem(sys.modules, "rados", None)          # import rados -> ImportError
+    rc = main(["store", "init", str(tmp_path / "s"), "--backend", "rados", "--cluster", str(ceph_cluster.dir),
+               "--coord", "rados"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("pario: error: "), err
+    assert "'rados'" in err and "docs/cluster.md" in err and "cluster down" not in err, err
+    assert not (tmp_path / "s").exists()
+
+
 @pytest.mark.parametrize("kind", sorted(LAYOUTS))
 def test_put_get_every_layout_and_placement(ceph_cluster, tmp_path, kind):
     cl = ceph_cluster

@@ -13,7 +13,8 @@ import json
 from .. import ParioError
 from .conf import CLIENT_MON_TIMEOUT, CLIENT_OP_TIMEOUT
 
-INSTALL_HINT = "run scripts/setup.sh ceph (as root)"
+INSTALL_HINT = ("run scripts/setup.sh ceph (as root) in a pario checkout; a pip-installed pario: the same Debian "
+                "packages and Debian's rados module linked into this environment (docs/cluster.md)")
 
 
 def rados_module():
@@ -21,7 +22,8 @@ def rados_module():
     try:
         import rados
     except ImportError:
-        raise ParioError(f"pario cluster needs Ceph's Python module 'rados' (python3-rados); {INSTALL_HINT}") from None
+        raise ParioError(f"Ceph's Python module 'rados' (Debian's python3-rados) is not importable here; {INSTALL_HINT}"
+                         ) from None
     return rados
 
 

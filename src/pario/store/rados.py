@@ -67,6 +67,7 @@ def connect(cluster_dir):
     from ..cluster.client import connect as cconnect
     from ..cluster.state import CONF_FILE, load_state
 
+    _rados()        # a missing module is its own one line, not "is the cluster down?"
     cl = load_state(cluster_dir)
     conf = Path(cl.dir) / CONF_FILE
     if not conf.is_file():
