@@ -23,6 +23,13 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
   touch "$stamp"
 fi
 .venv/bin/python scripts/build_native.py --quiet
+# pario's kernels compiled ahead (numba keeps them in its on-disk cache), so that the first
+# command that plans does not pay the compile (about 30 s here; src/pario/jit.py): again only
+# when a Python source changed since
+warmed=".venv/.pario-warm"
+if [ ! -f "$warmed" ] || [ -n "$(find src/pario -name '*.py' -newer "$warmed" -print -quit)" ]; then
+  if .venv/bin/python -m pario.jit; then touch "$warmed"; else echo "setup: compiling pario's kernels ahead failed: the first command that plans compiles them"; fi
+fi
 if [ "${1:-}" = "test" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
    && ! dpkg -s libhdf5-mpich-dev >/dev/null 2>&1; then
   # IOR's HDF5 backend in the test suite (tests/run/test_run_variation.py): Debian's parallel HDF5

@@ -181,6 +181,9 @@ def _report_whole(w: dict, wv: dict, style: dict) -> None:
                   _fmt(c["relayout_s"]))
     t.add_row("  replicate", _fmt(sum(x["seconds"] for x in setup.get("copies", []) if x["kind"] == "replica")),
               _fmt(c["replicate_s"]))
+    if c.get("compile_s"):
+        t.add_row("not in the setup: numba compiling pario's kernels (first use after installation, once)", "",
+                  _fmt(c["compile_s"]))
     t.add_row("run 2", _fmt(w["run2_s"]["predicted"]), _fmt(w["run2_s"]["measured"]))
     t.add_row("whole-job ratio: run 1 / (setup + run 2)", _fmt(w["ratio"]["predicted"], "×", 2),
               _fmt(w["ratio"]["measured"], "×", 2))

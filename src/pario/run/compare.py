@@ -116,12 +116,19 @@ def plan_layouts(plan, files, orig_layouts: dict | None = None) -> tuple[dict, d
     return orig, new
 
 
+def plan_batching(plan) -> str:
+    """The batching (:mod:`pario.model.batches`) a plan was made with — its ``params["by"]``,
+    ``pario advise --by`` — so that ``pario run`` prices both runs as ``advise`` priced the plan."""
+    return (plan.params or {}).get("by") or "auto"
+
+
 def predicted_servers(trace, plan_path, system, orig_layouts: dict | None = None,
                       nodes: int | None = None) -> dict | None:
     """Per server, the model's prediction for run 1's trace under ORIG and under the plan:
     ``{"ORIG": {"predicted_s", "servers": {name: {"requests", "bytes", "busy_s"}}}, "plan": …}``
     (requests = sub-requests of :func:`pario.layout.server_load`; busy_s = the distribution
-    model's per-server time; collective requests as :func:`planned_view` with ``nodes``).
+    model's per-server time, batched as the plan was made: :func:`plan_batching`; collective
+    requests as :func:`planned_view` with ``nodes``).
     ``plan_path``: the plan file or a :class:`pario.plan.base.Plan`.  None when the plan has
     no layout for a file."""
     from ..layout import server_load
@@ -134,7 +141,7 @@ def predicted_servers(trace, plan_path, system, orig_layouts: dict | None = None
     orig, new = plan_layouts(plan, view.files, orig_layouts)
     if any(v is None for v in orig.values()):
         return None
-    bid = batch_ids(view, "auto")
+    bid = batch_ids(view, plan_batching(plan))
     out = {}
     for key, lay in (("ORIG", orig), ("plan", new)):
         nbytes, count = server_load(view, lay, system.n)

@@ -12,8 +12,13 @@ opens its files with :class:`pario.mpi.File`:
    requests are recorded (``PARIO_SYSTEM`` lets the ranks load a plan made for a TOML
    profile: a plan records only the profile's name);
 2. ``pario advise OUT/run1.parquet --system P --schemes S --cb-nodes 1 [--space SIZE]
-   -o OUT/plan.json`` — the command itself (:func:`pario.cli.main`), so the plan file and
-   its printed tables are exactly what a user typing it gets;
+   [--by order] -o OUT/plan.json`` — the command itself (:func:`pario.cli.main`), so the plan
+   file and its printed tables are exactly what a user typing it gets.  ``--by order`` when the
+   ranks' I/O went through the page cache (no ``--direct``, no ``--testbed``, a store on
+   directories): its requests took microseconds, so which of them overlapped in time says
+   nothing of the concurrency the modelled servers would see (the same IOR trace priced 0.053 s
+   by its µs overlaps and 0.44 s in lock-step); the plan then batches the papers' way, every
+   rank's k-th request together (:mod:`pario.model.batches`), and both runs are priced so;
 3. ``pario replicate OUT/plan.json --store DIR [--space SIZE]`` — likewise (when the plan
    names layouts for files, in two steps timed apart: ``--layouts-only``, the relayout,
    then ``--no-layouts``, the replicas);
@@ -131,23 +136,32 @@ def _nothing(kind: str, text: str) -> None:
 
 class Steps:
     """The loop's steps as they happen, for ``pario run --json``'s ``steps``: each one
-    ``{"name", "start", "seconds"}`` — its start in seconds since the run began and how long it
-    took (until the next step starts, or the run ends).  :meth:`start` also tells
+    ``{"name", "start", "seconds", "compile_s"}`` — its start in seconds since the run began, how
+    long it took (until the next step starts, or the run ends) and how much of that numba spent
+    compiling pario's kernels (:class:`pario.jit.CompileClock`; once per installation).  :meth:`start` also tells
     ``progress`` (kind ``"step"``) when given a text."""
 
-    def __init__(self, say=_nothing):
+    def __init__(self, say=_nothing, clock=None):
         self.t0 = time.perf_counter()
         self.rows: list[dict] = []
         self.say = say
+        self.clock = clock      # a pario.jit.CompileClock: each step's compile_s (None: not measured)
+        self._c0 = 0.0
+
+    def _compiled(self) -> float | None:
+        return None if self.clock is None else self.clock.seconds
 
     def _close(self, now: float) -> None:
         if self.rows and self.rows[-1]["seconds"] is None:
             self.rows[-1]["seconds"] = max(0.0, now - self.t0 - self.rows[-1]["start"])
+            c = self._compiled()
+            self.rows[-1]["compile_s"] = None if c is None else c - self._c0
 
     def start(self, name: str, text: str | None = None) -> None:
         now = time.perf_counter()
         self._close(now)
-        self.rows.append({"name": name, "start": now - self.t0, "seconds": None})
+        self._c0 = self._compiled() or 0.0
+        self.rows.append({"name": name, "start": now - self.t0, "seconds": None, "compile_s": None})
         if text is not None:
             self.say("step", text)
 
@@ -157,13 +171,24 @@ class Steps:
         return [dict(r) for r in self.rows]
 
 
-def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, store, system: str | None = None,
+def run_loop(program: str, args: list[str] | tuple[str, ...] = (), **options) -> dict:
+    """Run the loop of the module docstring and return its summary (``pario run --json``);
+    ``options``: :func:`_run_loop`'s.  numba's compiles of pario's kernels are timed while it
+    runs (:class:`pario.jit.CompileClock`): each step's ``compile_s``."""
+    from ..jit import CompileClock
+
+    with CompileClock() as clock:
+        return _run_loop(program, args, clock=clock, **options)
+
+
+def _run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, clock=None, procs, store,
+             system: str | None = None,
              testbed: str | None = None, direct: bool = False, space: int | None = None, schemes: str = "ceda",
              out: str | None = None, timeout: float | None = None, mpiexec: str | None = None,
              prepare: str | None = None, repeat: int = 1, progress=None, tool_stdout=None,
              paper_benefit: bool = False, place: list[str] | tuple = (), coord: str = "host",
              fresh: bool = False) -> dict:
-    """Run the loop of the module docstring and return its summary (``pario run --json``).
+    """The loop of :func:`run_loop`.  ``clock``: the compile clock of the steps.
 
     ``procs``: number of MPI processes (int or text); ``store``: the store directory (created
     for the profile when missing); ``system``: profile name or TOML (default
@@ -192,7 +217,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     from ..trace import load as load_trace
 
     say = progress or _nothing
-    steps = Steps(say)
+    steps = Steps(say, clock)
     steps.start("setup")    # inputs checked, the store made or checked, replicas of an earlier run dropped
     load0 = os.getloadavg()
     n = parse_procs(procs)
@@ -358,6 +383,14 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     original = _original_arg(orig_layouts, prof, outdir)
     if original:
         adv += ["--original", str(original)]     # the ORIG of CEDA and hybrid: the files' layout now
+    # requests served by the page cache in microseconds: their overlaps in time are not the
+    # modelled servers' concurrency, so the plan batches in lock-step (module docstring, step 2)
+    batching = "auto" if (direct or not plane.page_cache) else "order"
+    if batching != "auto":
+        adv += ["--by", batching]
+        say("info", "planned with --by order (every rank's k-th request in one batch, as the papers' benchmarks "
+                    "run): the ranks' I/O went through the page cache, so the requests' overlaps in time are not the "
+                    "concurrency of the modelled servers")
     rep = ["replicate", str(plan), "--store", str(store)]
     if space is not None:
         adv += ["--space", str(space)]
@@ -453,7 +486,7 @@ def run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, procs, sto
     load1 = os.getloadavg()
     summary = {"procs": n, "command": cmd, "store": str(store), "out": str(outdir),
                "testbed": tb.dir if tb is not None else None, "direct": direct or not plane.page_cache,
-               "backend": plane.name,
+               "backend": plane.name, "batching": batching,
                "prepare_s": wall0,
                "run1_s": wall1, "run2_s": wall2, "speedup": wall1 / wall2 if wall2 > 0 else None,
                "io_s": {"run1": io1, "run2": io2, "ratio": (io1 / io2) if io1 and io2 else None},

@@ -62,14 +62,15 @@ def orders(plan, hint: str | None = None) -> dict:
     return {"run1": order_for(None, hint), "run2": order_for(plan, hint)}
 
 
-def _independent_s(trace, layouts: dict, system) -> float:
-    """The distribution model's time of ``trace`` (CEDA seed 000 §3 eq. 1–4)."""
+def _independent_s(trace, layouts: dict, system, by: str = "auto") -> float:
+    """The distribution model's time of ``trace`` (CEDA seed 000 §3 eq. 1–4), batched ``by``
+    (:mod:`pario.model.batches`; the plan's own batching: :func:`pario.run.compare.plan_batching`)."""
     from ..model import DistributionModel
     from ..model.batches import batch_ids
 
     if len(trace) == 0:
         return 0.0
-    return float(DistributionModel().trace_cost(trace, layouts, system, batches=batch_ids(trace, "auto")).predicted_s)
+    return float(DistributionModel().trace_cost(trace, layouts, system, batches=batch_ids(trace, by)).predicted_s)
 
 
 def collective_prediction(trace, plan, system, orig_layouts: dict | None = None, *, nodes: int | None = None,
@@ -80,7 +81,7 @@ def collective_prediction(trace, plan, system, orig_layouts: dict | None = None,
     collective request or a file has no original layout."""
     from ..plan.collective import two_phase
     from ..plan.order_select import collective_time
-    from .compare import plan_layouts
+    from .compare import plan_batching, plan_layouts
 
     coll = np.asarray(trace.collective, dtype=bool)
     if not coll.any():
@@ -98,7 +99,8 @@ def collective_prediction(trace, plan, system, orig_layouts: dict | None = None,
     ind = None
     if not coll.all():
         rest = trace.take(~coll)
-        ind = {"ORIG": _independent_s(rest, orig, system), "plan": _independent_s(rest, new, system)}
+        by = plan_batching(plan)
+        ind = {"ORIG": _independent_s(rest, orig, system, by), "plan": _independent_s(rest, new, system, by)}
     return {"ORIG": t1 + (ind["ORIG"] if ind else 0.0), "plan": t2 + (ind["plan"] if ind else 0.0),
             "model": MODEL_TWO_PHASE + (" + distribution (independent requests)" if ind else ""),
             "order": ords, "two_phase": tp.to_dict(),

@@ -20,6 +20,10 @@ costs.  :func:`whole_job` puts it beside them, from what the loop measured:
   same in both runs), setup = advise as it ran (it has run when the prediction is made) +
   the copies ``pario advise`` prices (:func:`pario.plan.setup_cost.plan_setup`: the
   distribution model);
+- **the compile of pario's kernels** (numba, on their first use after an installation; inside
+  the steps, advise mostly: :class:`pario.jit.CompileClock`): left out of every step's seconds
+  and of the setup judged, since a user pays it once and not once per plan; reported as
+  ``costs.compile_s`` with the whole job as this run paid it (``first_use``);
 - **break-even runs**: the smallest n ≥ 1 with n·run 1 ≥ setup + n·run 2, predicted and
   measured (:func:`pario.plan.setup_cost.break_even_runs`; None: never — run 2 is not faster).
 
@@ -40,6 +44,12 @@ def step_seconds(steps: list[dict], name: str) -> float:
     return float(sum(s["seconds"] or 0.0 for s in steps if s["name"] == name))
 
 
+def step_compile(steps: list[dict], name: str) -> float:
+    """Seconds the steps named ``name`` spent compiling pario's kernels (numba, first use after
+    installation: :class:`pario.jit.CompileClock`; 0 when not measured)."""
+    return float(sum(s.get("compile_s") or 0.0 for s in steps if s["name"] == name))
+
+
 def whole_job(*, predicted: dict, setup: dict | None, steps: list[dict], run1_s: float | None,
               run2_s: float | None, flush: dict | None = None, plain_s: float | None = None,
               run1_io_s: float | None = None) -> dict:
@@ -53,9 +63,16 @@ def whole_job(*, predicted: dict, setup: dict | None, steps: list[dict], run1_s:
     measured I/O time (then each predicted run adds run 1's time outside its I/O, and the
     predicted setup the advise step as it ran; without it the prediction is I/O times and
     copies only).  ``"advised"``: the ratio, break-even and setup ``pario advise`` printed
-    for the plan (I/O times and copies only: it cannot know the program's other time)."""
+    for the plan (I/O times and copies only: it cannot know the program's other time).
+    Each step's seconds leave out its ``compile_s`` (numba compiling pario's kernels, once per
+    installation): ``costs["compile_s"]`` is their sum, and ``"first_use"`` (None when nothing
+    compiled) the measured setup, ratio and break-even with it."""
     from ..plan.setup_cost import break_even_runs, whole_job_ratio  # lazy: pario.plan needs the C extension
-    costs = {f"{name}_s": step_seconds(steps, name) for name in SETUP_STEPS}
+    # each step without numba's compile of pario's kernels: paid once per installation, not
+    # once per plan (pario.jit), so it is counted apart ("compile_s", "first_use")
+    compiled = {name: step_compile(steps, name) for name in SETUP_STEPS}
+    costs = {f"{name}_s": max(step_seconds(steps, name) - compiled[name], 0.0) for name in SETUP_STEPS}
+    compile_s = sum(compiled.values())
     setup_m = sum(costs.values())
     setup_p = None if setup is None else float(setup["seconds"])
     p1, p2 = predicted.get("ORIG"), predicted.get("plan")
@@ -76,6 +93,15 @@ def whole_job(*, predicted: dict, setup: dict | None, steps: list[dict], run1_s:
         costs["trace_overhead"] = ("not measurable: the program opens its files with pario.mpi.File and has no run "
                                    "without pario")
     costs["flush"] = flush or {"run1": None, "run2": None}
+    costs["compile_s"] = compile_s
+    costs["compile"] = ("numba compiling pario's kernels on their first use after installation, inside the steps "
+                        "(advise mostly); once: cached for every later run (python -m pario.jit compiles them "
+                        "ahead); not in the setup")
+    first_use = None   # the whole job as this run paid it, the compile included
+    if compile_s > 0:
+        first_use = {"setup_s": setup_m + compile_s,
+                     "ratio": whole_job_ratio(run1_s, setup_m + compile_s, run2_s),
+                     "break_even_runs": break_even_runs(run1_s, run2_s, setup_m + compile_s)}
     return {
         "ratio": {"predicted": whole_job_ratio(p1, setup_p, p2), "measured": whole_job_ratio(run1_s, setup_m, run2_s)},
         "break_even_runs": {"predicted": break_even_runs(p1, p2, setup_p),
@@ -87,6 +113,7 @@ def whole_job(*, predicted: dict, setup: dict | None, steps: list[dict], run1_s:
         "setup": setup,
         "outside_io_s": outside,
         "advised": advised,
+        "first_use": first_use,
         "formula": "ratio = run 1 / (advise + relayout + replicate + run 2) measured (wall times), "
                    + ("(ORIG + w) / (advise + copies + plan + w) predicted (the model's I/O times, w = run 1's "
                       "wall time outside its I/O, advise as it ran, the copies as advise prices them)"
@@ -170,9 +197,17 @@ def judge(w: dict, tolerance: float = TOLERANCE) -> dict:
                          + ".")
     sentence += (f" Break-even (runs until the plan has paid for its setup): {pays(be['measured'])} measured, "
                  f"{pays(be['predicted'])} predicted.")
+    fu = w.get("first_use")
+    if fu is not None:
+        sentence += (f" Not judged: this run also compiled pario's kernels ({c['compile_s']:.3f} s, numba's first use "
+                     f"after installation; later runs load them from its cache, python -m pario.jit compiles them "
+                     f"ahead); with it the whole job was "
+                     + (f"{fu['ratio']:.2f}×" if fu["ratio"] is not None else "not measured")
+                     + f", break-even {pays(fu['break_even_runs'])}.")
     return {"verdict": verdict, "agrees": None if verdict == NOT_COMPARABLE else verdict == AS_PREDICTED, "q": q,
             "predicted_ratio": pr, "measured_ratio": mr, "tolerance": tolerance, "break_even_runs": dict(be),
             "sentence": sentence}
 
 
-__all__ = ["whole_job", "judge", "predicted_payoff", "advise_payoffs", "step_seconds", "pays", "SETUP_STEPS"]
+__all__ = ["whole_job", "judge", "predicted_payoff", "advise_payoffs", "step_seconds", "step_compile", "pays",
+           "SETUP_STEPS"]

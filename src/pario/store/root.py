@@ -216,6 +216,9 @@ class Store:
         except ParioError as exc:
             raise with_report(exc, self.root / "meta.db") from None
         first = bool(self.engine.first)
+        # every wait's bound as the engine keeps it: a coordination member may raise the one
+        # asked for (coord/rados.c: at least libcephsqlite's lease + the member's + a margin)
+        self.lock_timeout = float(self.engine.timeout)
         self.backend = self.rmt = None
         try:
             meta = Meta.over(self.engine.meta(), self.root / "meta.db")

@@ -390,6 +390,16 @@ static PyObject *Engine_get_open(Engine *self, void *c)
     return PyBool_FromLong(self->st != NULL);
 }
 
+static PyObject *Engine_get_timeout(Engine *self, void *c)
+{
+    (void)c;
+    if (!self->st) {
+        PyErr_SetString(PyExc_ValueError, "the store is closed");
+        return NULL;
+    }
+    return PyFloat_FromDouble(self->st->timeout);
+}
+
 static PyMethodDef Engine_methods[] = {
     {"core", (PyCFunction)Engine_core, METH_NOARGS, "the store's RMT (a Core over the engine's)"},
     {"meta", (PyCFunction)Engine_meta, METH_NOARGS, "the store's metadata (a Meta over the engine's)"},
@@ -413,6 +423,8 @@ static PyMethodDef Engine_methods[] = {
 static PyGetSetDef Engine_getset[] = {
     {"first", (getter)Engine_get_first, NULL, "this process opened the store first (alone: it recovers)", NULL},
     {"open_", (getter)Engine_get_open, NULL, "the store is open", NULL},
+    {"timeout", (getter)Engine_get_timeout, NULL,
+     "the bound of every wait, seconds: the one asked for, raised by the coordination member where it must be", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject EngineType = {
