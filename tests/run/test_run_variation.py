@@ -408,3 +408,38 @@ def test_report_says_sizes_and_where():
                      "f.dat: run 2 vs without pario: 2 bytes differ where the runs without pario agree, at 8–9 "
                      "(run 2 has 10 bytes)",
                      "the runs' files are kept in OUT/c"]
+
+
+def test_ior_unseeded_shuffle_is_named_and_its_bytes_follow_the_clock(iors, tmp_path):
+    """IOR -z on a shared file writes other bytes in another second unless seeded (IOR's
+    init_random_seed: time(NULL)); with --random-offset-seed its bytes repeat.  The real
+    program is the oracle of unseeded_randomness: it names exactly the setting whose output
+    followed the clock here."""
+    mpiexec = VENV_BIN / "mpiexec"
+    base = ["-a", "MPIIO", "-G", "5", "-b", "64k", "-t", "16k", "-s", "4", "-z", "-k", "-w"]
+
+    def once(args, name):
+        out = tmp_path / name
+        r = subprocess.run([str(mpiexec), "-n", "4", str(iors["mpiio"]), *args, "-o", str(out)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        return out.read_bytes()
+
+    def twice(args):
+        a = once(args, "a.dat")
+        time.sleep(1.1)          # another second of the clock
+        return a, once(args, "b.dat")
+
+    a, b = twice(base)
+    assert a != b                                          # the clock dealt the transfers otherwise
+    assert "--random-offset-seed" in variation.unseeded_randomness(iors["mpiio"], base)
+    seeded = [*base, "--random-offset-seed=7"]
+    a, b = twice(seeded)
+    assert a == b
+    assert variation.unseeded_randomness(iors["mpiio"], seeded) is None
+    # the settings that do not vary: reads only, a file per process, no -z, another program
+    assert variation.unseeded_randomness("ior", ["-z", "-r", "-k"]) is None
+    assert variation.unseeded_randomness("ior", ["-z", "-F", "-w"]) is None
+    assert variation.unseeded_randomness("ior", ["-w", "-r"]) is None
+    assert variation.unseeded_randomness("./my_app", ["-z", "-w"]) is None
+    assert variation.unseeded_randomness("ior", ["-zz"]) is not None     # write and read: IOR's default

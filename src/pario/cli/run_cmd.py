@@ -302,6 +302,10 @@ def _report(s: dict) -> None:
     else:
         head = ("yes" if s["identical"] else "NO") + (" (run 1, run 2 and the run without pario)" if pl else "")
     console.print(f"identical bytes: {head}; store fsck: {'clean' if s['fsck_ok'] else 'PROBLEMS'}", soft_wrap=True)
+    if vr and not s["identical"] and vr.get("varying_bytes"):
+        console.print("  the program does not write the same bytes twice: a byte that two runs without pario "
+                      "wrote alike by chance can differ in a third, so these differences need not be pario's"
+                      + (f"; {escape(vr['cause'])}" if vr.get("cause") else ""), soft_wrap=True)
     la = s["loadavg"]
     console.print(f"load average (1/5/15 min) at start {la['start'][0]:.2f}/{la['start'][1]:.2f}/{la['start'][2]:.2f}, "
                   f"at end {la['end'][0]:.2f}/{la['end'][1]:.2f}/{la['end'][2]:.2f}")

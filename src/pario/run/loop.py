@@ -252,6 +252,12 @@ def _run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, clock=Non
             prep_cmd = mpi_command(mpiexec, n, program, shlex.split(prepare), place)
         except ValueError as exc:
             raise ParioError(f"--prepare {prepare!r}: {exc}") from None
+    # a setting known to make the program's bytes vary beyond what two runs show: said now,
+    # and again beside the bytes' verdict if they differ
+    caution = variation.unseeded_randomness(program, prog_args) or (
+        variation.unseeded_randomness(program, shlex.split(prepare)) if prepare is not None else None)
+    if caution:
+        say("info", caution)
     if store.exists():
         cfg = read_config(store)
         if cfg.get("system") != prof.name:
@@ -466,6 +472,8 @@ def _run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, clock=Non
         plain["identical"] = not any(f["differing"].get(label, {}).get("bytes") for f in vary["files"].values()
                                      for label in runs)
         same = vary["identical"]
+        if not same and vary.get("varying_bytes"):
+            vary["cause"] = caution     # None: no known cause of the program's variation
     io1, io2 = _median([r["io_s"] for r in rep1]), _median([r["io_s"] for r in rep2])
     span1, span2 = _median([r["span_s"] for r in rep1]), _median([r["span_s"] for r in rep2])
     if repeat > 1:

@@ -327,6 +327,34 @@ def judge_files(store_dir: str, names, plain1: dict, plain2: dict | None, runs: 
             "identical": not diff_total, "files": files}
 
 
+# ---------------------------------------------------------------------- causes
+def unseeded_randomness(program: str, args) -> str | None:
+    """A known program setting whose bytes vary more than two runs can show, as one sentence
+    (None: none known).  Two runs without pario find the positions that vary, but a value
+    drawn from a few (a rank among 4) agrees between two runs by chance at many positions
+    where a third run differs: pario's runs then differ "where the runs without pario agree"
+    without pario being the cause.  Known: IOR's ``-z`` on a shared file without
+    ``--random-offset-seed``, which seeds the shuffle that deals the transfers to the ranks
+    with the time of day (``init_random_seed``: ``time(NULL)`` broadcast from rank 0); IOR's
+    data holds the writer's rank in every 8-byte word, so each transfer's bytes follow the
+    clock (IOR itself refuses ``-z -R`` without a seed for that reason)."""
+    import re
+
+    args = [str(a) for a in args]
+    if not os.path.basename(str(program)).lower().startswith("ior"):
+        return None
+    if not any(re.fullmatch(r"-z+", a) for a in args) or "-F" in args:
+        return None
+    if any(a.startswith("--random-offset-seed") for a in args):
+        return None
+    if "-r" in args and "-w" not in args:      # reads only (IOR writes and reads when given neither)
+        return None
+    return ("IOR -z on a shared file without --random-offset-seed deals the transfers to the ranks by a shuffle "
+            "seeded with the time of day, and its data holds each writer's rank: the file's bytes change from run "
+            "to run at more positions than two runs without pario show; give --random-offset-seed=N to judge every "
+            "byte")
+
+
 # ---------------------------------------------------------------------- reports
 def n_bytes(n: int, verb: str = "") -> str:
     """``1 byte`` / ``3 bytes``, with ``verb`` agreeing: ``1 byte varies``, ``3 bytes vary``."""
@@ -343,4 +371,5 @@ def offsets_text(ranges: list, count: int) -> str:
 
 
 __all__ = ["CHUNK", "KEEP", "PLAIN", "MISSING", "PathSource", "StoreSource", "Ranges", "compare_sources", "Kept",
+           "unseeded_randomness",
            "judge_files", "n_bytes", "offsets_text"]
