@@ -454,3 +454,70 @@ def test_the_last_shared_closer_marks_the_journal_clean_for_the_next_machine(cep
         """, root, boot="another-machine-boot-id")
     out, _ = p.communicate(timeout=120)
     assert "SERVES" in out, out
+
+
+@pytest.mark.ceph
+def test_served_shared_pointers_live_in_rados(ceph_cluster, lib, tmp_path):
+    """A store coordinated in RADOS keeps the served runtime's shared file pointers in RADOS
+    (objects shfp.<token> of the coordination namespace), not beside the shadow files, so its
+    directory may be one per node: 4 ranks (4 processes with no memory in common) write through
+    shared and ordered pointers, every file holds what the run's trace says (shared-pointer
+    files as multisets, the ranks' order being free), no counter outlives the run, and the
+    store's directory holds store.json and an empty shadow directory.  A counter a killed run
+    left is removed by the next first opener."""
+    import shutil
+
+    import numpy as np
+    from helpers import C_DIR, VENV_BIN, expected_from_trace
+
+    from pario.cluster.client import session
+    from pario.trace.native import read_native
+
+    exe = tmp_path / "tracer_styles"
+    r = subprocess.run([str(VENV_BIN / "mpicc"), "-std=c11", "-Wall", "-Wextra", "-Werror",
+                        str(C_DIR / "tracer_styles.c"), "-o", str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    root = _rados_store(ceph_cluster, tmp_path / "s")
+    cfg = json.loads((root / "store.json").read_text())
+    with Store(root):        # its coordination objects made
+        pass
+    with session(os.path.join(ceph_cluster.dir, "ceph.conf")) as cl:
+        io, _, _ = _coord_ioctx(cl, root)
+
+        def counters():
+            return sorted(o.key for o in io.list_objects() if o.key.startswith("shfp."))
+
+        try:
+            for style in ("shared", "ordered"):
+                data, tdir = tmp_path / f"data-{style}", tmp_path / f"trace-{style}"
+                data.mkdir()
+                tdir.mkdir()
+                env = {**os.environ, "LD_PRELOAD": str(lib), "PARIO_STORE": str(root), "PARIO_SERVE": "all",
+                       "PARIO_TRACE_DIR": str(tdir)}
+                cp = subprocess.run([str(VENV_BIN / "mpiexec"), "-n", "4", str(exe), style, str(data), "48", "8"],
+                                    capture_output=True, text=True, env=env, timeout=300)
+                assert cp.returncode == 0 and "pario:" not in cp.stdout + cp.stderr, (cp.stdout + cp.stderr)[-3000:]
+                assert counters() == []
+                trace = read_native(tdir)
+                names = [n for n in trace.files if n.startswith(str(data) + "/")]
+                assert names and not any(data.iterdir())             # served: nothing on the plain path
+                with Store(root) as st:
+                    for n in names:
+                        with st.open(n) as f:
+                            got = np.frombuffer(f.read(0, f.size), np.uint8)
+                        want = expected_from_trace(trace, n)
+                        if style == "shared":
+                            got, want = np.sort(got), np.sort(want)
+                        assert np.array_equal(got, want), n
+                shutil.rmtree(tdir)
+            assert sorted(p.name for p in root.iterdir()) == [".pario-shadow", "store.json"]
+            assert not any((root / ".pario-shadow").iterdir())
+            # a killed run's counter: gone at the next first open
+            io.write_full("shfp.00000000deadbeef", bytes(8))
+            assert counters() == ["shfp.00000000deadbeef"]
+            with Store(root):
+                pass
+            assert counters() == []
+        finally:
+            io.close()
+    assert cfg["coord"] == "rados"

@@ -382,7 +382,9 @@ typedef struct srv_file {
     pxs_file *pf;
     char *name;
     int amode;
-    int shfp;              /* the shared pointer's file */
+    int shfp;              /* the shared pointer's file (-1 when the coordination member keeps it) */
+    pxs_coord *co;         /* the member keeping the shared pointer as a counter (coord.h), or NULL */
+    uint64_t token;        /* the open's token: its counter's name */
     char *shadow;          /* the open's shadow MPI file (its .shfp beside it): removed at close */
     int order;             /* a row of pario_orders[] (collective/order.h) */
     int64_t cb_buffer;
@@ -494,10 +496,59 @@ static int make_shadow(const char *root, uint64_t *token, char *err, size_t errl
     return -1;
 }
 
+/* A new open's shared pointer kept by the coordination member (coord.h's counters: the store's
+ * coordination in RADOS), so that the nodes need no directory they share: a random token
+ * whose counter is new, at 0 */
+static int make_counter(pxs_coord *co, uint64_t *token, char *err, size_t errlen)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        if (getrandom(token, sizeof *token, 0) != (ssize_t)sizeof *token)
+            *token = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ ((uint64_t)tries << 56);
+        int rc = co->ops->counter_make(co, *token);
+        if (rc == PXS_OK)
+            return 0;
+        if (rc != PXS_EEXIST) {
+            snprintf(err, errlen, "cannot make a shared file pointer in the store's coordination (%s)", co->ops->name);
+            return -1;
+        }
+    }
+    snprintf(err, errlen, "cannot make a shared file pointer in the store's coordination (%s)", co->ops->name);
+    return -1;
+}
+
+/* The open's shadow MPI file on this node, made by each rank before MPICH opens it when the
+ * member keeps the shared pointer: the store's directory may be one per node (a store
+ * coordinated in RADOS needs only its store.json there), and ROMIO creates the file on one
+ * rank only.  The directory must be a real one, the file is never a link. */
+static int local_shadow(const char *root, const char *shadow)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/" SHADOW_DIR, root);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return -1;
+    struct stat sb;
+    if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return -1;
+    int fd = open(shadow, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
 static void shadow_paths(const char *root, uint64_t token, char *mpi, char *shfp, size_t n)
 {
     snprintf(mpi, n, "%s/" SHADOW_DIR "/%016llx", root, (unsigned long long)token);
     snprintf(shfp, n, "%s/" SHADOW_DIR "/%016llx.shfp", root, (unsigned long long)token);
+}
+
+/* an open's shared pointer removed: the member's counter, or the file */
+static void drop_shfp(pxs_coord *co, uint64_t token, const char *shfp)
+{
+    if (co->ops->counter_drop)
+        co->ops->counter_drop(co, token);
+    else
+        unlink(shfp);
 }
 
 /* Rank 0's decision for an open (rank 0 of the file's communicator; with MPI_COMM_SELF
@@ -566,7 +617,8 @@ static void decide(srv_store *ss, const pxs_json *plan, int all, const char *nam
         return;
     }
     uint64_t token = 0;
-    if (make_shadow(root, &token, err, sizeof err) != 0) {
+    pxs_coord *co = ss->st->co;
+    if (co->ops->counter_make ? make_counter(co, &token, err, sizeof err) : make_shadow(root, &token, err, sizeof err)) {
         say("%s: %s", name, err);
         dec[1] = MPI_ERR_IO;
         return;
@@ -655,20 +707,27 @@ static int srv_open(MPI_Comm comm, const char *filename, int amode, MPI_Info inf
         free(s);
         rc = MPI_ERR_IO;
         if (me == 0)
-            unlink(shfp);
+            drop_shfp(ss->st->co, (uint64_t)dec[2], shfp);
         goto done;
     }
-    rc = PMPI_File_open(comm, shadow, MPI_MODE_RDWR | MPI_MODE_CREATE, info, fh);
+    pxs_coord *counters = ss->st->co->ops->counter_lock ? ss->st->co : NULL;
+    int here = !counters || local_shadow(root, shadow) == 0, everywhere = 0;
+    PMPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, comm);
+    rc = everywhere ? PMPI_File_open(comm, shadow, MPI_MODE_RDWR | MPI_MODE_CREATE, info, fh) : MPI_ERR_IO;
+    if (!here)
+        say("cannot make %s: %s", shadow, strerror(errno));
     if (rc != MPI_SUCCESS) {
         pxs_close(pf);
         free(s);
-        if (me == 0) {
-            unlink(shfp);
+        if (me == 0)
+            drop_shfp(ss->st->co, (uint64_t)dec[2], shfp);
+        if (me == 0 || counters)
             unlink(shadow);
-        }
         goto done;
     }
-    s->shfp = open(shfp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    s->co = counters;
+    s->token = (uint64_t)dec[2];
+    s->shfp = counters ? -1 : open(shfp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     s->shadow = strdup(shadow);
     s->ss = ss;
     s->pf = pf;
@@ -1070,16 +1129,41 @@ static int64_t shfp_read(int fd)
 
 static int shfp_write(int fd, int64_t v) { return pwrite(fd, &v, sizeof v, 0) == (ssize_t)sizeof v ? 0 : -1; }
 
-/* fetch-and-add on the shared pointer (etypes); the old value, -1 on failure */
-static int64_t shfp_add(int fd, int64_t add, int set)
+/* The shared pointer held (exclusive) with its value: the member's counter, or the file
+ * under its fcntl lock; -1 on failure (nothing held) */
+static int shfp_hold(srv_file *s, int64_t *v, uint64_t *version)
 {
-    if (fd < 0 || shfp_lock(fd, F_WRLCK) != 0)
+    if (s->co)
+        return s->co->ops->counter_lock(s->co, s->token, v, version) == PXS_OK ? 0 : -1;
+    *version = 0;
+    if (s->shfp < 0 || shfp_lock(s->shfp, F_WRLCK) != 0)
         return -1;
-    int64_t v = shfp_read(fd);
-    if (v >= 0 && shfp_write(fd, set ? add : v + add) != 0)
-        v = -1;
-    shfp_lock(fd, F_UNLCK);
-    return v;
+    if ((*v = shfp_read(s->shfp)) < 0) {
+        shfp_lock(s->shfp, F_UNLCK);
+        return -1;
+    }
+    return 0;
+}
+
+/* ... released, v (when not NULL) written first; -1 when the write failed */
+static int shfp_release(srv_file *s, const int64_t *v, uint64_t version)
+{
+    if (s->co)
+        return s->co->ops->counter_unlock(s->co, s->token, v, version) == PXS_OK ? 0 : -1;
+    int rc = v ? shfp_write(s->shfp, *v) : 0;
+    shfp_lock(s->shfp, F_UNLCK);
+    return rc;
+}
+
+/* fetch-and-add on the shared pointer (etypes), or set it; the old value, -1 on failure */
+static int64_t shfp_add(srv_file *s, int64_t add, int set)
+{
+    int64_t v = 0;
+    uint64_t ver = 0;
+    if (shfp_hold(s, &v, &ver) != 0)
+        return -1;
+    int64_t nv = set ? add : v + add;
+    return shfp_release(s, &nv, ver) == 0 ? v : -1;
 }
 
 static int64_t srv_shared_pos(px_file *f, int kind, int64_t nbytes)
@@ -1087,17 +1171,14 @@ static int64_t srv_shared_pos(px_file *f, int kind, int64_t nbytes)
     srv_file *s = srv_of(f);
     int64_t es = f->etype_size > 0 ? f->etype_size : 1, n = nbytes < 0 ? 0 : nbytes / es;
     if ((kind & 3) == PX_POS_SHARED) {
-        int64_t p = shfp_add(s->shfp, n, 0);
+        int64_t p = shfp_add(s, n, 0);
         return p < 0 ? -1 : p * es;
     }
     /* ordered (MPI-4.1 §14.4.4): ranks in rank order from the shared pointer */
     int64_t base = 0, before = 0, total = 0;
-    if (f->comm_rank == 0) {
-        if (s->shfp < 0 || shfp_lock(s->shfp, F_WRLCK) != 0)
-            base = -1;
-        else
-            base = shfp_read(s->shfp);
-    }
+    uint64_t ver = 0;
+    if (f->comm_rank == 0 && shfp_hold(s, &base, &ver) != 0)
+        base = -1;
     /* a failed collective (a rank died, the communicator returns errors) leaves no offset
      * to write at: the call fails instead of writing at a guessed one */
     int bad = PMPI_Exscan(&n, &before, 1, MPI_INT64_T, MPI_SUM, f->comm) != MPI_SUCCESS;
@@ -1105,9 +1186,9 @@ static int64_t srv_shared_pos(px_file *f, int kind, int64_t nbytes)
     if (f->comm_rank == 0) {
         before = 0;
         if (base >= 0) {
-            if (bad || shfp_write(s->shfp, base + total) != 0)
+            int64_t nv = base + total;
+            if (shfp_release(s, bad ? NULL : &nv, ver) != 0 || bad)
                 base = -1;
-            shfp_lock(s->shfp, F_UNLCK);
         }
     }
     bad |= PMPI_Bcast(&base, 1, MPI_INT64_T, 0, f->comm) != MPI_SUCCESS;
@@ -1121,14 +1202,14 @@ static int srv_seek_shared(px_file *f, MPI_Offset offset, int whence)
     if (f->comm_rank == 0) {
         int64_t cur = 0;
         if (whence == MPI_SEEK_SET) {
-            if (shfp_add(s->shfp, offset, 1) < 0)
+            if (shfp_add(s, offset, 1) < 0)
                 rc = MPI_ERR_IO;
         } else if (whence == MPI_SEEK_CUR) {
-            cur = shfp_add(s->shfp, offset, 0);
+            cur = shfp_add(s, offset, 0);
             if (cur < 0)
                 rc = MPI_ERR_IO;
             else if (cur + offset < 0) {
-                shfp_add(s->shfp, cur, 1);
+                shfp_add(s, cur, 1);
                 rc = MPI_ERR_ARG;
             }
         } else if (whence == MPI_SEEK_END && f->view.contiguous) {
@@ -1136,7 +1217,7 @@ static int srv_seek_shared(px_file *f, MPI_Offset offset, int whence)
             int64_t es = f->etype_size > 0 ? f->etype_size : 1;
             if (pxs_size(s->pf, &size) != 0)
                 rc = MPI_ERR_IO;
-            else if (shfp_add(s->shfp, (size - f->view.disp) / es + offset, 1) < 0)
+            else if (shfp_add(s, (size - f->view.disp) / es + offset, 1) < 0)
                 rc = MPI_ERR_IO;
         } else {
             rc = whence == MPI_SEEK_END ? MPI_ERR_UNSUPPORTED_OPERATION : MPI_ERR_ARG;
@@ -1149,11 +1230,11 @@ static int srv_seek_shared(px_file *f, MPI_Offset offset, int whence)
 static int srv_get_position_shared(px_file *f, MPI_Offset *offset)
 {
     srv_file *s = srv_of(f);
-    if (s->shfp < 0 || shfp_lock(s->shfp, F_RDLCK) != 0)
+    int64_t v = 0;
+    uint64_t ver = 0;
+    if (shfp_hold(s, &v, &ver) != 0)
         return MPI_ERR_IO;
-    int64_t v = shfp_read(s->shfp);
-    shfp_lock(s->shfp, F_UNLCK);
-    if (v < 0)
+    if (shfp_release(s, NULL, ver) != 0)
         return MPI_ERR_IO;
     *offset = (MPI_Offset)v;
     return MPI_SUCCESS;
@@ -1252,8 +1333,10 @@ static int srv_close(px_file *f, MPI_File *fh)
     if (f->comm_rank == 0 && s->shadow) {      /* the open's shadow files go with it */
         char shfp[PATH_MAX + 80];
         snprintf(shfp, sizeof shfp, "%s.shfp", s->shadow);
-        unlink(shfp);
+        drop_shfp(s->ss->st->co, s->token, shfp);
         unlink(s->shadow);
+    } else if (s->co && s->shadow) {
+        unlink(s->shadow);                     /* each node's own (the directory may be per node) */
     }
     free(s->shadow);
     free(s->pieces.pcs.p);

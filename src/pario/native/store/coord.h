@@ -92,6 +92,20 @@ typedef struct pxs_coord_ops {
     int (*range_lock)(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x, int64_t e, int exclusive,
                       double timeout);
     int (*range_unlock)(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t x, int64_t e);
+
+    /* ---- shared counters, optional (NULL: not offered): the served runtime's shared file
+     * pointers (MPI-4.1 §14.4.4: one per collective open, named by the open's token), kept by
+     * the member so that no directory the nodes share is needed (without them: a file beside
+     * the open's shadow, locked with fcntl: interpose/serve.c).  PXS_OK, PXS_EEXIST (make: the
+     * token is taken), PXS_ETIMEDOUT (lock), PXS_EIO */
+    int (*counter_make)(pxs_coord *co, uint64_t token);                   /* a new counter at 0 */
+    /* the counter held exclusively, its value and the version its next write must find */
+    int (*counter_lock)(pxs_coord *co, uint64_t token, int64_t *value, uint64_t *version);
+    /* value != NULL: written first, failing if another writer came after version (the holder
+     * outlived its lease); then released */
+    int (*counter_unlock)(pxs_coord *co, uint64_t token, const int64_t *value, uint64_t version);
+    void (*counter_drop)(pxs_coord *co, uint64_t token);                  /* removed */
+    void (*counter_clear)(pxs_coord *co);         /* every counter (a first opener's recovery) */
 } pxs_coord_ops;
 
 /* every member's instance starts with this header */

@@ -1358,6 +1358,8 @@ static int recover(pxs_store *st)
 {
     rmt_core *c = &st->rmt;
     clear_shadows(st->cfg.root);
+    if (st->co->ops->counter_clear)      /* the shared pointers of those opens, kept by the member */
+        st->co->ops->counter_clear(st->co);
     RS(st)->recovering = 1;
     int rc = PXS_OK;
     /* the originals first (a TRIM changes the table being walked) */

@@ -24,6 +24,10 @@
  *                   another thread of the process holds the file shared converts the process's
  *                   lock (gate first, then shared -> exclusive), and back when it ends;
  *   metadata        meta.db through Ceph's SQLite VFS (store/meta.c, pxs_meta_open_rados);
+ *   counters        the served runtime's shared file pointers: object "shfp.<token>", 8 bytes,
+ *                   read and written under the leased exclusive cls_lock "shfp", the write
+ *                   asserting the version the read found (a holder that outlived its lease
+ *                   cannot overwrite its successor's value);
  *   lease           PARIO_RADOS_LEASE seconds (default 10): a dead process's locks are taken
  *                   over one lease after its last renewal.  meta.db's lock is libcephsqlite's
  *                   own, with a lease of its own (META_LEASE): a process that dies inside a
@@ -72,6 +76,8 @@ typedef struct {
     pxs_coord h;               /* first: the interface's header */
     rd_handle cluster;
     rd_handle lock_io, journal_io;
+    rd_handle counter_io;      /* the counters' reads: their version is the ioctx's last (cmu) */
+    pthread_mutex_t cmu;
     pxs_lease *lease;
     pxs_rjournal journal;
     char *conf;                /* the cluster's ceph.conf */
@@ -119,11 +125,14 @@ static void rados_close(pxs_coord *co)
         pxs_lease_free(r->lease);    /* every lock released */
     if (r->journal_io)
         pxs_rados.ioctx_destroy(r->journal_io);
+    if (r->counter_io)
+        pxs_rados.ioctx_destroy(r->counter_io);
     if (r->lock_io)
         pxs_rados.ioctx_destroy(r->lock_io);
     if (r->cluster)
         pxs_rados.shutdown(r->cluster);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->cmu);
     pthread_cond_destroy(&r->cv);
     free(r->files);
     free(r->held);
@@ -190,6 +199,7 @@ static int rados_open(const char *root, double timeout, pxs_coord **out, char *e
     r->h.ops = &pxs_coord_rados;
     r->h.timeout = wait_bound(timeout, lease);    /* the store's waits too (redirect.c) */
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->cmu, NULL);
     pthread_cond_init(&r->cv, NULL);
     char *pool = NULL;
     rc = coord_pool(root, &pool, err, errlen);
@@ -573,6 +583,120 @@ static int rados_range_unlock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t 
     return rmt_code(rc);
 }
 
+/* ------------------------------------------------------------------ shared counters */
+#define COUNTER_PREFIX "shfp."
+#define COUNTER_LOCK "shfp"
+
+static void counter_oid(char *out, size_t n, uint64_t token)
+{
+    snprintf(out, n, COUNTER_PREFIX "%016llx", (unsigned long long)token);
+}
+
+static int rados_counter_make(pxs_coord *co, uint64_t token)
+{
+    rcoord *r = (rcoord *)co;
+    char oid[64];
+    counter_oid(oid, sizeof oid, token);
+    int64_t zero = 0;
+    rd_handle op = pxs_rados.create_write_op();
+    if (!op)
+        return PXS_ENOMEM;
+    pxs_rados.write_op_create(op, PXS_RADOS_CREATE_EXCLUSIVE, NULL);
+    pxs_rados.write_op_write_full(op, (const char *)&zero, sizeof zero);
+    int rv = pxs_rados.write_op_operate(op, r->lock_io, oid, NULL, 0);
+    pxs_rados.release_write_op(op);
+    return rv == -EEXIST ? PXS_EEXIST : rv < 0 ? PXS_EIO : PXS_OK;
+}
+
+static int rados_counter_lock(pxs_coord *co, uint64_t token, int64_t *value, uint64_t *version)
+{
+    rcoord *r = (rcoord *)co;
+    char oid[64], err[PXS_ERRLEN];
+    counter_oid(oid, sizeof oid, token);
+    int rc = pxs_lease_wait(r->lease, oid, COUNTER_LOCK, 1, r->h.timeout);
+    if (rc)
+        return rc == PXS_EBUSY ? PXS_EBUSY : PXS_EIO;
+    int64_t v = 0;
+    uint64_t ver = 0;
+    pthread_mutex_lock(&r->cmu);
+    int rv = !r->counter_io && io_for(r, &r->counter_io, err, sizeof err) ? -EIO
+             : pxs_rados.read(r->counter_io, oid, (char *)&v, sizeof v, 0);
+    if (rv == (int)sizeof v)
+        ver = pxs_rados.get_last_version(r->counter_io);
+    pthread_mutex_unlock(&r->cmu);
+    if (rv != (int)sizeof v) {
+        pxs_lease_drop(r->lease, oid, COUNTER_LOCK);
+        return PXS_EIO;
+    }
+    *value = v;
+    *version = ver;
+    return PXS_OK;
+}
+
+static int rados_counter_unlock(pxs_coord *co, uint64_t token, const int64_t *value, uint64_t version)
+{
+    rcoord *r = (rcoord *)co;
+    char oid[64];
+    counter_oid(oid, sizeof oid, token);
+    int rc = PXS_OK;
+    if (value) {
+        rd_handle op = pxs_rados.create_write_op();
+        if (!op)
+            rc = PXS_ENOMEM;
+        else {
+            pxs_rados.write_op_assert_version(op, version);
+            pxs_rados.write_op_write_full(op, (const char *)value, sizeof *value);
+            rc = pxs_rados.write_op_operate(op, r->lock_io, oid, NULL, 0) < 0 ? PXS_EIO : PXS_OK;
+            pxs_rados.release_write_op(op);
+        }
+    }
+    pxs_lease_drop(r->lease, oid, COUNTER_LOCK);
+    return rc;
+}
+
+static void rados_counter_drop(pxs_coord *co, uint64_t token)
+{
+    rcoord *r = (rcoord *)co;
+    char oid[64];
+    counter_oid(oid, sizeof oid, token);
+    (void)pxs_rados.remove(r->lock_io, oid);
+}
+
+/* every counter of the namespace (a first opener: no open of a served run is left) */
+static void rados_counter_clear(pxs_coord *co)
+{
+    rcoord *r = (rcoord *)co;
+    rd_handle ctx = NULL;
+    if (pxs_rados.nobjects_list_open(r->lock_io, &ctx) < 0)
+        return;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        const char *entry = NULL;
+        if (pxs_rados.nobjects_list_next(ctx, &entry, NULL, NULL) < 0)
+            break;
+        if (strncmp(entry, COUNTER_PREFIX, strlen(COUNTER_PREFIX)) != 0)
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            char **nn = realloc(names, nc * sizeof *nn);
+            if (!nn)
+                break;
+            names = nn;
+            cap = nc;
+        }
+        if (!(names[n] = strdup(entry)))
+            break;
+        n++;
+    }
+    pxs_rados.nobjects_list_close(ctx);
+    for (size_t i = 0; i < n; i++) {       /* removed after the listing: not while it walks */
+        (void)pxs_rados.remove(r->lock_io, names[i]);
+        free(names[i]);
+    }
+    free(names);
+}
+
 const pxs_coord_ops pxs_coord_rados = {
     .name = "rados",
     .uncached_data = 0,          /* RADOS objects: no client cache */
@@ -591,4 +715,9 @@ const pxs_coord_ops pxs_coord_rados = {
     PXS_COORD_CORE_JOURNAL,
     .range_lock = rados_range_lock,
     .range_unlock = rados_range_unlock,
+    .counter_make = rados_counter_make,
+    .counter_lock = rados_counter_lock,
+    .counter_unlock = rados_counter_unlock,
+    .counter_drop = rados_counter_drop,
+    .counter_clear = rados_counter_clear,
 };
