@@ -234,3 +234,21 @@ def test_installed_package_is_told_to_reinstall(venv, tmp_path):
     assert lib.startswith("the pario tracer is not built (libpario_trace.so): reinstall pario with pip")
     assert rmt.startswith("pario's C extension is not built (") and ": reinstall pario with pip" in rmt
     assert "scripts/setup.sh" not in lib + rmt
+
+
+@pytest.mark.install
+@pytest.mark.timeout(1800)
+def test_installed_kernels_compile_once_and_stay_cached(venv, tmp_path):
+    """python -m pario.jit in the installed environment: the first run compiles pario's numba
+    kernels (numba's cache beside the installed modules, or its per-user directory), the
+    second finds every one cached -- what a pip-installed pario's first command that plans
+    would otherwise pay (docs/mpi.md, "The whole job")."""
+    py = venv / "bin" / "python"
+    first = _run([py, "-m", "pario.jit"], cwd=tmp_path, env=_env(venv)).stdout
+    # (the tests before may have compiled some of them: a served run plans)
+    assert first.startswith("pario: compiled ") or "already compiled" in first, first
+    site = Path(_run([py, "-c", "import pario, os; print(os.path.dirname(pario.__file__))"], cwd=tmp_path,
+                     env=_env(venv)).stdout.strip())
+    assert site.is_relative_to(venv) and list(site.rglob("*.nbi")), "numba's cache is not beside the modules"
+    again = _run([py, "-m", "pario.jit"], cwd=tmp_path, env=_env(venv)).stdout
+    assert again.strip() == "pario: every kernel was already compiled (numba's cache)", again
