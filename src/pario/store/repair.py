@@ -5,7 +5,12 @@
   else row by row for every file id the data files name — and, for every other file, its
   name and layout from the store's catalog (:mod:`pario.store.catalog`) are written to a new
   database (marked ``dirty`` so that the next open takes each size from the data files);
-  the damaged file is kept beside it as ``meta.db.damaged-TIME``.  The new database hands out
+  the damaged file is kept beside it as ``meta.db.damaged-TIME``.  A store coordinated in
+  RADOS keeps its database there (Ceph's SQLite VFS): its pages are copied out into the local
+  file ``DIR/meta.db.damaged-TIME`` (SQLite's online backup, page by page: a damaged b-tree is
+  copied as it is), the rows salvaged from that copy as above, the data files' ids taken from
+  the data objects' names, and the rebuilt database replaces the one in RADOS (the coordination
+  member's ``meta_transfer``: the damaged one deleted through the VFS, the new one copied in).  The new database hands out
   no id the catalog, the data files or the RMT journal have seen (ids are never reused).  A
   file neither source describes is lost (its data files stay, reported by fsck as orphan
   data: without its layout nobody can put its bytes in order).
@@ -75,13 +80,34 @@ def _salvage_rows(path: Path, ids: set[int]) -> tuple[list[tuple], int]:
         con.close()
 
 
+def _rados_data_ids(cfg: dict) -> set[int]:
+    """File ids the data objects of a store on the rados plane name (``ID.DATAFILE.K``)."""
+    from .rados import connect, open_pools
+
+    ids = set()
+    r = connect(cfg["cluster"])
+    try:
+        for io in open_pools(r, sorted(set(cfg["pools"].values())), cfg.get("id", "")):
+            try:
+                for o in io.list_objects():
+                    parts = o.key.split(".")
+                    if len(parts) == 3 and parts[0].isdigit():
+                        ids.add(int(parts[0]))
+            finally:
+                io.close()
+    finally:
+        r.shutdown()
+    return ids
+
+
 def _journal_ids(root: Path) -> set[int]:
     """File ids the RMT journal names (originals and replicas), as far as it parses."""
     from . import rmt_journal as J
+    from .locks import shared_record
 
     try:
-        recs = J.read(root / "rmt.log", 0).records
-    except (OSError, ValueError):
+        recs = J.read(root / "rmt.log", 0, raw=shared_record(root, "rmt.log") or b"").records
+    except (OSError, ValueError, ParioError):
         return set()
     ids = set()
     for r in recs:
@@ -90,7 +116,7 @@ def _journal_ids(root: Path) -> set[int]:
     return ids
 
 
-def _repair_meta(root: Path, cfg: dict) -> dict | None:
+def _repair_meta(root: Path, cfg: dict, lock) -> dict | None:
     import json
 
     from .catalog import replay
@@ -99,12 +125,23 @@ def _repair_meta(root: Path, cfg: dict) -> dict | None:
     try:
         Meta(path).close()
         return None
-    except ParioError as exc:
-        if coord_member(root) == "rados":
-            raise ParioError(f"{exc}; fsck --repair does not rebuild the metadata of a store coordinated in RADOS yet "
-                             "(docs/multinode.md, \"rados\")") from None
-    ids = _data_ids(root, cfg)
-    rows, _ = _salvage_rows(path, ids) if path.exists() else ([], 0)
+    except ParioError:
+        pass
+    in_rados = coord_member(root) == "rados"
+    aside = None
+    if in_rados:        # its pages copied out of RADOS: the damaged copy, salvaged from here
+        aside = root / f"meta.db.damaged-{_stamp()}"
+        try:
+            if not lock.meta_transfer(str(aside), False):
+                aside = None                            # there is none in RADOS
+        except ParioError:
+            aside.unlink(missing_ok=True)               # not even its pages read: nothing to salvage
+            aside = None
+        ids = _rados_data_ids(cfg)
+        rows, _ = _salvage_rows(aside, ids) if aside is not None else ([], 0)
+    else:
+        ids = _data_ids(root, cfg)
+        rows, _ = _salvage_rows(path, ids) if path.exists() else ([], 0)
     catalog, top, _ = replay(root)
     have_ids, have_names = {int(r[0]) for r in rows}, {str(r[1]) for r in rows}
     rebuilt = 0
@@ -117,6 +154,8 @@ def _repair_meta(root: Path, cfg: dict) -> dict | None:
     new = root / "meta.db.new"
     new.unlink(missing_ok=True)
     con = sqlite3.connect(str(new), isolation_level=None)
+    if in_rados:
+        con.execute("PRAGMA page_size=65536")    # libcephsqlite's advice, as a new store's (store/meta.c)
     con.executescript(SCHEMA)
     kept = 0
     for fid, name, layout, size, _dirty in rows:
@@ -131,7 +170,14 @@ def _repair_meta(root: Path, cfg: dict) -> dict | None:
     con.execute("DELETE FROM sqlite_sequence WHERE name='files'")
     con.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('files', ?)", (seen,))
     con.close()
-    aside = None
+    if in_rados:
+        try:
+            lock.meta_transfer(str(new), True)
+        finally:
+            new.unlink(missing_ok=True)
+        lost = len(ids - {int(r[0]) for r in rows})
+        return {"kept_files": kept - rebuilt, "rebuilt_files": rebuilt, "lost_files": lost,
+                "damaged_copy": str(aside) if aside else None, "next_id": seen + 1}
     if path.exists():
         aside = root / f"meta.db.damaged-{_stamp()}"
         os.replace(path, aside)
@@ -180,7 +226,7 @@ def repair(root) -> dict:
         lock.close()
         raise ParioError(f"store {root} is in use by another process: repair needs it to itself")
     try:
-        meta = _repair_meta(root, cfg)
+        meta = _repair_meta(root, cfg, lock)
         rmt = _repair_rmt(root)
     finally:
         lock.close()

@@ -160,6 +160,31 @@ static PyObject *StoreLock_get_member(StoreLock *self, void *closure)
     return PyUnicode_FromString(self->co->ops->name);
 }
 
+/* meta_transfer(local, to_shared): the metadata database the member keeps copied to the SQLite
+ * file local, or replaced by it (fsck --repair); False: the member keeps none (a file of the
+ * store directory) or, copying out, there is none */
+static PyObject *StoreLock_meta_transfer(StoreLock *self, PyObject *args)
+{
+    const char *local;
+    int to_shared;
+    if (!PyArg_ParseTuple(args, "sp", &local, &to_shared) || check_open(self))
+        return NULL;
+    if (!self->co->ops->meta_transfer)
+        Py_RETURN_FALSE;
+    char err[PXS_ERRLEN] = "";
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = self->co->ops->meta_transfer(self->co, local, to_shared, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc == PXS_ENOENT && !to_shared)
+        Py_RETURN_FALSE;
+    if (rc) {
+        raise(err);
+        return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef StoreLock_methods[] = {
     {"try_exclusive", (PyCFunction)StoreLock_try_exclusive, METH_NOARGS,
      "try_exclusive(): the store lock exclusive, without waiting (True: held)"},
@@ -170,6 +195,8 @@ static PyMethodDef StoreLock_methods[] = {
     {"close", (PyCFunction)StoreLock_close, METH_NOARGS, "close(): release the lock"},
     {"read_shared", (PyCFunction)StoreLock_read_shared, METH_VARARGS,
      "read_shared(name): bytes of a record the member keeps outside the store directory, or None"},
+    {"meta_transfer", (PyCFunction)StoreLock_meta_transfer, METH_VARARGS,
+     "meta_transfer(local, to_shared): the member's metadata database copied to local, or replaced by it"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef StoreLock_getset[] = {

@@ -75,6 +75,10 @@ typedef struct pxs_coord_ops {
      * the store's shared record name ("rmt.log", "catalog.log") for pario.store's independent
      * readers (fsck, repair); *buf malloc'ed; PXS_ENOENT: there is none */
     int (*read_shared)(pxs_coord *co, const char *name, char **buf, size_t *n, char *err, size_t errlen);
+    /* optional (NULL: the database is the file DIR/meta.db, repaired there): the database copied
+     * page by page to the SQLite file local (to_shared 0), or replaced by local's (1): fsck
+     * --repair (pario.store.repair); PXS_ENOENT: there is none to copy */
+    int (*meta_transfer)(pxs_coord *co, const char *local, int to_shared, char *err, size_t errlen);
 
     /* ---- the RMT journal (core/rmt.h's rmt_core, owned by the caller) */
     /* PXS_OK the journal exists, PXS_ENOENT none, PXS_ENOSYS only a pre-journal table */

@@ -96,10 +96,12 @@ void pxs_strv_free(char **v, size_t n)
 #define SQ_BUSY 5
 #define SQ_LOCKED 6
 #define SQ_CORRUPT 11
+#define SQ_IOERR_DELETE_NOENT (10 | (23 << 8))
 #define SQ_NOTADB 26
 #define SQ_CONSTRAINT 19
 #define SQ_ROW 100
 #define SQ_DONE 101
+#define SQ_OPEN_READONLY 0x1
 #define SQ_OPEN_READWRITE 0x2
 #define SQ_OPEN_CREATE 0x4
 #define SQ_OPEN_NOFOLLOW 0x01000000   /* SQLite >= 3.31: the path may not contain a link */
@@ -129,6 +131,9 @@ static struct {
     int (*enable_load_extension)(void *, int);
     int (*load_extension)(void *, const char *, const char *, char **);
     void (*free)(void *);
+    void *(*backup_init)(void *, const char *, void *, const char *);
+    int (*backup_step)(void *, int);
+    int (*backup_finish)(void *);
 } sq;
 static int sq_loaded;          /* 1 ok, -1 failed */
 static char sq_why[256];
@@ -157,6 +162,8 @@ static void sq_load(void)
         {"sqlite3_vfs_find", (void **)&sq.vfs_find},     {"sqlite3_vfs_register", (void **)&sq.vfs_register},
         {"sqlite3_enable_load_extension", (void **)&sq.enable_load_extension},
         {"sqlite3_load_extension", (void **)&sq.load_extension}, {"sqlite3_free", (void **)&sq.free},
+        {"sqlite3_backup_init", (void **)&sq.backup_init}, {"sqlite3_backup_step", (void **)&sq.backup_step},
+        {"sqlite3_backup_finish", (void **)&sq.backup_finish},
     };
     sq_loaded = pxs_dlsym_table(h, "libsqlite3.so.0", tab, sizeof tab / sizeof tab[0], sq_why, sizeof sq_why) ? -1 : 1;
 }
@@ -178,7 +185,9 @@ int pxs_dlsym_table(void *h, const char *lib, const pxs_dlsym *tab, size_t n, ch
 static void store_dir(const char *path, char *out, size_t n)
 {
     const char *slash = strrchr(path, '/');
-    if (!slash)
+    if (!strncmp(path, "rados:", 6))     /* in RADOS (pxs_meta_open_rados): its name holds no directory */
+        snprintf(out, n, "DIR");
+    else if (!slash)
         snprintf(out, n, ".");
     else if (slash == path)
         snprintf(out, n, "/");
@@ -777,10 +786,9 @@ static void ceph_load(void)
         sq.close_v2(db);
 }
 
-int pxs_meta_open_rados(pxs_meta *m, const char *conf, const char *pool, const char *ns, int create, double timeout,
-                        char *err, size_t errlen)
+/* libsqlite3 and Ceph's VFS loaded for the cluster of conf: PXS_OK, or the one line why not */
+static int ceph_ready(const char *conf, char *err, size_t errlen)
 {
-    memset(m, 0, sizeof *m);
     pthread_once(&sq_once, sq_load);
     if (sq_loaded != 1) {
         snprintf(err, errlen, "metadata database in RADOS: %s", sq_why);
@@ -798,6 +806,16 @@ int pxs_meta_open_rados(pxs_meta *m, const char *conf, const char *pool, const c
                  "VFS serves one cluster per process), not %s", ceph_conf, conf);
         return PXS_EINVAL;
     }
+    return PXS_OK;
+}
+
+int pxs_meta_open_rados(pxs_meta *m, const char *conf, const char *pool, const char *ns, int create, double timeout,
+                        char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    int crc = ceph_ready(conf, err, errlen);
+    if (crc)
+        return crc;
     char uri[PATH_MAX + 64];
     snprintf(uri, sizeof uri, "file:///%s:%s/meta.db?vfs=ceph", pool, ns);
     char where[PATH_MAX + 64];
@@ -828,4 +846,86 @@ int pxs_meta_open_rados(pxs_meta *m, const char *conf, const char *pool, const c
         }
     }
     return opened(m, where, timeout, "PERSIST", err, errlen);
+}
+
+
+/* ------------------------------------------------------------------ repair of the database in RADOS */
+/* the first slots of SQLite's sqlite3_vfs (sqlite3.h), as far as xDelete */
+typedef struct sq_vfs_head {
+    int iVersion, szOsFile, mxPathname;
+    void *pNext;
+    const char *zName;
+    void *pAppData;
+    void *xOpen;
+    int (*xDelete)(struct sq_vfs_head *, const char *zName, int syncDir);
+} sq_vfs_head;
+
+/* one database copied into another, page by page (SQLite's online backup: pages are copied as
+ * they are, a damaged b-tree included); PXS_OK, PXS_ENOENT (src missing), PXS_EDB */
+static int backup(const char *src, int src_flags, const char *dst, int dst_flags, const char *what, char *err,
+                  size_t errlen)
+{
+    void *from = NULL, *to = NULL;
+    int rc = sq.open_v2(src, &from, src_flags, NULL);
+    if (rc != SQ_OK) {
+        int missing = (rc & 0xFF) == SQ_CANTOPEN;
+        snprintf(err, errlen, "%s: cannot open %s: %s", what, src, from ? sq.errmsg(from) : "cannot open");
+        if (from)
+            sq.close_v2(from);
+        return missing ? PXS_ENOENT : PXS_EDB;
+    }
+    rc = sq.open_v2(dst, &to, dst_flags, NULL);
+    if (rc != SQ_OK) {
+        snprintf(err, errlen, "%s: cannot open %s: %s", what, dst, to ? sq.errmsg(to) : "cannot open");
+        if (to)
+            sq.close_v2(to);
+        sq.close_v2(from);
+        return PXS_EDB;
+    }
+    void *b = sq.backup_init(to, "main", from, "main");
+    if (!b)
+        snprintf(err, errlen, "%s: %s", what, sq.errmsg(to));
+    else {
+        while ((rc = sq.backup_step(b, -1)) == SQ_BUSY || rc == SQ_LOCKED)
+            usleep(20000);
+        sq.backup_finish(b);
+        if (rc != SQ_DONE)
+            snprintf(err, errlen, "%s: %s", what, sq.errmsg(to));
+    }
+    int ok = b && rc == SQ_DONE;
+    sq.close_v2(to);
+    sq.close_v2(from);
+    return ok ? PXS_OK : PXS_EDB;
+}
+
+int pxs_meta_rados_transfer(const char *conf, const char *pool, const char *ns, const char *local, int to_rados,
+                            char *err, size_t errlen)
+{
+    int rc = ceph_ready(conf, err, errlen);
+    if (rc)
+        return rc;
+    char uri[PATH_MAX + 64], path[PATH_MAX + 64];
+    snprintf(uri, sizeof uri, "file:///%s:%s/meta.db?vfs=ceph", pool, ns);
+    if (!to_rados)
+        return backup(uri, SQ_OPEN_READONLY | SQ_OPEN_URI, local, SQ_OPEN_READWRITE | SQ_OPEN_CREATE | SQ_OPEN_NOFOLLOW,
+                      "copying the metadata database out of RADOS", err, errlen);
+    /* the damaged database and its rollback journal deleted (the VFS's own names: the URI's
+     * path), then the new one made from local */
+    sq_vfs_head *vfs = sq.vfs_find("ceph");
+    if (!vfs || !vfs->xDelete) {
+        snprintf(err, errlen, "Ceph's SQLite VFS is not registered");
+        return PXS_ENOSYS;
+    }
+    const char *suffix[] = {"-journal", ""};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "/%s:%s/meta.db%s", pool, ns, suffix[i]);
+        int d = vfs->xDelete(vfs, path, 0);
+        if (d != SQ_OK && d != SQ_IOERR_DELETE_NOENT) {
+            snprintf(err, errlen, "cannot delete the damaged metadata database rados:%s/%s/meta.db%s (SQLite error %d)",
+                     pool, ns, suffix[i], d);
+            return PXS_EDB;
+        }
+    }
+    return backup(local, SQ_OPEN_READONLY | SQ_OPEN_NOFOLLOW, uri, SQ_OPEN_READWRITE | SQ_OPEN_CREATE | SQ_OPEN_URI,
+                  "writing the rebuilt metadata database into RADOS", err, errlen);
 }

@@ -92,6 +92,11 @@ int pxs_meta_open(pxs_meta *m, const char *path, double timeout, int wal, char *
  * schema) if missing, else a missing one is PXS_ENOENT */
 int pxs_meta_open_rados(pxs_meta *m, const char *conf, const char *pool, const char *ns, int create, double timeout,
                         char *err, size_t errlen);
+/* fsck --repair of a store coordinated in RADOS (pario.store.repair): its database meta.db
+ * copied page by page to the SQLite file local (to_rados 0: a damaged one as far as its pages
+ * read; PXS_ENOENT when there is none), or deleted and made anew from local (to_rados 1) */
+int pxs_meta_rados_transfer(const char *conf, const char *pool, const char *ns, const char *local, int to_rados,
+                            char *err, size_t errlen);
 void pxs_meta_close(pxs_meta *m);
 void pxs_meta_rec_free(pxs_meta_rec *r);
 /* 1 found (rec filled), 0 no such file, < 0 error */

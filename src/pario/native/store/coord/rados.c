@@ -391,6 +391,12 @@ static int rados_read_shared(pxs_coord *co, const char *name, char **buf, size_t
     return PXS_OK;
 }
 
+static int rados_meta_transfer(pxs_coord *co, const char *local, int to_shared, char *err, size_t errlen)
+{
+    rcoord *r = (rcoord *)co;
+    return pxs_meta_rados_transfer(r->conf, r->pool, r->ns, local, to_shared, err, errlen);
+}
+
 static int rados_meta_init(pxs_coord *co, char *err, size_t errlen)
 {
     rcoord *r = (rcoord *)co;
@@ -710,6 +716,7 @@ const pxs_coord_ops pxs_coord_rados = {
     .meta_open = rados_meta_open,
     .meta_init = rados_meta_init,
     .read_shared = rados_read_shared,
+    .meta_transfer = rados_meta_transfer,
     .journal_probe = rados_journal_probe,
     .journal_open = rados_journal_open,
     PXS_COORD_CORE_JOURNAL,
