@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from .. import ParioError
@@ -260,6 +261,9 @@ def _advise(args) -> int:
     if not plans:
         raise ParioError("no scheme could plan this trace: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
     common, best = compare(plans, trace, system, args.by)
+    from ..model.batches import timing_caution
+
+    caution = timing_caution(raw, system, args.by)      # batches by overlaps a cache made
     order = None
     if raw.collective.any():
         order = _collective_order(raw, system, plans[best][0], args)
@@ -288,11 +292,14 @@ def _advise(args) -> int:
             "collective_view": {"cb_buffer": int(tp.cb_buffer), "requests": int(len(trace)),
                                 "aggregators": int(n_agg), "two_phase": tp.to_dict()} if view else None,
             "whole_job": payoff,
+            "batching_note": caution,
         })
         return 0
     console.print(f"[bold]pario advise[/bold] {args.trace}: {len(trace)} requests, {len(trace.files)} file(s), "
                   f"system {system.name} ({system.n} servers)"
                   + (f", replica space {format_size(args.space)}" if args.space is not None else "") + view)
+    if caution:
+        console.print(f"[yellow]note[/yellow]: {escape(caution)}", soft_wrap=True)
     for name, (plan, secs) in plans.items():
         own = own_model(name, plan)
         tab = Table(title=f"{name}: {summary(plan, system)}", title_justify="left", show_lines=False)

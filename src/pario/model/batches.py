@@ -57,6 +57,35 @@ def batch_ids(trace, by: str = "auto") -> np.ndarray:
     return _CACHE.get_or_compute((trace, by), lambda: _batch_ids(trace, by))
 
 
+CACHE_FACTOR = 10.0   # requests this many times faster than the profile's cheapest: served by a cache
+
+
+def timing_caution(trace, system, by: str | None = "auto") -> str | None:
+    """A sentence when batching by time (``by`` auto or time, a trace with times) rests on
+    timings that cannot be the profile's servers': the trace's median request took at least
+    :data:`CACHE_FACTOR` times less than the cheapest request of its median size the profile
+    prices (:meth:`pario.system.profile.System.cheapest_request_s`) — a cache served it, and
+    which of its requests overlapped says little of the concurrency of the servers the plan is
+    for (README tour 7b: the same IOR requests priced 0.053 s by their microsecond overlaps,
+    0.441 s in lock-step).  None otherwise."""
+    if (by or "auto") not in ("auto", "time") or len(trace) == 0 or not trace.has_times:
+        return None
+    start, end = np.asarray(trace.start, dtype=np.float64), np.asarray(trace.end, dtype=np.float64)
+    lat = end - start
+    ok = np.isfinite(lat) & (lat > 0)
+    if not ok.any():
+        return None
+    med = float(np.median(lat[ok]))
+    size = int(np.median(np.asarray(trace.length)[ok]))
+    model = system.cheapest_request_s(size)
+    if model / med < CACHE_FACTOR:
+        return None
+    return (f"the trace's requests took {med * 1e6:.1f} µs (median, {size} bytes), {model / med:.0f}× less than "
+            f"the cheapest request of that size {system.name} prices ({model * 1e3:.2f} ms): a cache served them, "
+            "so which of them overlapped in time says little of the concurrency of the servers planned for; "
+            "--by order batches every rank's k-th request together (the papers' lock-step)")
+
+
 def _batch_ids(trace, by: str) -> np.ndarray:
     n = len(trace)
     if n == 0:

@@ -70,8 +70,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..units import format_size
 
 TOLERANCE = 0.25
@@ -150,14 +148,6 @@ def predicted_servers(trace, plan_path, system, orig_layouts: dict | None = None
                     "servers": {name: {"requests": int(c), "bytes": int(b), "busy_s": float(t)}
                                 for name, b, c, t in zip(system.names, nbytes, count, cost.servers)}}
     return out
-
-
-def cheapest_request_s(system, size: int) -> float:
-    """The cheapest time the profile prices for one request of ``size`` bytes on one server:
-    min over servers of (smallest α of any op and pattern + size · smallest β), or of the larger
-    of the two on a server whose profile says ``cost = "max"``."""
-    at, bt = system.alpha_table(), system.beta_table()
-    return float(np.min(system.device_time(at.reshape(system.n, -1).min(axis=1), size * bt.min(axis=1))))
 
 
 # ====================================================================== the verdict

@@ -687,7 +687,7 @@ def _evidence(trace1, trace2, hit2, prof, plan: Path, store: Path, log1: str, lo
         n_dev = None
     return {
         "run1": run1,
-        "model_request_s": compare.cheapest_request_s(prof, size) if size else None,
+        "model_request_s": prof.cheapest_request_s(size) if size else None,
         "server_mb_s": float(1 / prof.beta_table().min() / (1 << 20)) if prof.beta_table().min() > 0 else None,
         "servers": prof.n,
         "store_devices": n_dev,

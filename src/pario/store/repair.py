@@ -125,8 +125,10 @@ def _repair_meta(root: Path, cfg: dict, lock) -> dict | None:
     try:
         Meta(path).close()
         return None
-    except ParioError:
-        pass
+    except ParioError as exc:
+        if "still locked" in str(exc):      # busy, not damaged: never replaced
+            raise ParioError(f"{exc}; fsck --repair rebuilds a damaged or missing database only: try again when "
+                             "the lock is gone (a dead process's lock in RADOS goes 30 s after its death)") from None
     in_rados = coord_member(root) == "rados"
     aside = None
     if in_rados:        # its pages copied out of RADOS: the damaged copy, salvaged from here

@@ -148,6 +148,13 @@ class System:
         shape = self.cost_table() if servers is None else self.cost_table()[servers]
         return np.where(shape == 1, np.maximum(alpha, transfer), np.add(alpha, transfer))
 
+    def cheapest_request_s(self, size: int) -> float:
+        """The cheapest time the profile prices for one request of ``size`` bytes on one server:
+        min over servers of (smallest α of any op and pattern + size · smallest β), or of the
+        larger of the two on a server whose profile says ``cost = "max"``."""
+        at, bt = self.alpha_table(), self.beta_table()
+        return float(np.min(self.device_time(at.reshape(self.n, -1).min(axis=1), size * bt.min(axis=1))))
+
     def cost_table(self) -> np.ndarray:
         """Per-server cost shape code: 0 = additive (α + s·β), 1 = max (max(α, s·β))."""
         return np.array([COSTS.index(s.cost) for s in self.servers], dtype=np.int8)
