@@ -27,7 +27,9 @@
  *   counters        the served runtime's shared file pointers: object "shfp.<token>", 8 bytes,
  *                   read and written under the leased exclusive cls_lock "shfp", the write
  *                   asserting the version the read found (a holder that outlived its lease
- *                   cannot overwrite its successor's value);
+ *                   cannot overwrite its successor's value); every token made is appended
+ *                   to object "shfp.live" first, so that a first opener removes a killed
+ *                   run's counters with one read instead of a listing of the namespace;
  *   lease           PARIO_RADOS_LEASE seconds (default 10): a dead process's locks are taken
  *                   over one lease after its last renewal.  meta.db's lock is libcephsqlite's
  *                   own, with a lease of its own (META_LEASE): a process that dies inside a
@@ -592,6 +594,7 @@ static int rados_range_unlock(pxs_coord *co, rmt_core *c, uint64_t fid, int64_t 
 /* ------------------------------------------------------------------ shared counters */
 #define COUNTER_PREFIX "shfp."
 #define COUNTER_LOCK "shfp"
+#define COUNTER_LIVE "shfp.live"      /* the tokens made since the last first opener, 8 bytes each */
 
 static void counter_oid(char *out, size_t n, uint64_t token)
 {
@@ -604,12 +607,21 @@ static int rados_counter_make(pxs_coord *co, uint64_t token)
     char oid[64];
     counter_oid(oid, sizeof oid, token);
     int64_t zero = 0;
+    /* the token on the list first: a death before the counter exists leaves a name to skip */
     rd_handle op = pxs_rados.create_write_op();
+    if (!op)
+        return PXS_ENOMEM;
+    pxs_rados.write_op_append(op, (const char *)&token, sizeof token);
+    int rv = pxs_rados.write_op_operate(op, r->lock_io, COUNTER_LIVE, NULL, 0);
+    pxs_rados.release_write_op(op);
+    if (rv < 0)
+        return PXS_EIO;
+    op = pxs_rados.create_write_op();
     if (!op)
         return PXS_ENOMEM;
     pxs_rados.write_op_create(op, PXS_RADOS_CREATE_EXCLUSIVE, NULL);
     pxs_rados.write_op_write_full(op, (const char *)&zero, sizeof zero);
-    int rv = pxs_rados.write_op_operate(op, r->lock_io, oid, NULL, 0);
+    rv = pxs_rados.write_op_operate(op, r->lock_io, oid, NULL, 0);
     pxs_rados.release_write_op(op);
     return rv == -EEXIST ? PXS_EEXIST : rv < 0 ? PXS_EIO : PXS_OK;
 }
@@ -668,39 +680,23 @@ static void rados_counter_drop(pxs_coord *co, uint64_t token)
     (void)pxs_rados.remove(r->lock_io, oid);
 }
 
-/* every counter of the namespace (a first opener: no open of a served run is left) */
+/* every counter made since the last first opener (COUNTER_LIVE; a first opener: no open of a
+ * served run is left), and the list */
 static void rados_counter_clear(pxs_coord *co)
 {
     rcoord *r = (rcoord *)co;
-    rd_handle ctx = NULL;
-    if (pxs_rados.nobjects_list_open(r->lock_io, &ctx) < 0)
+    uint64_t size = 0;
+    if (pxs_rados.stat(r->lock_io, COUNTER_LIVE, &size, NULL) < 0 || size == 0 || size > ((uint64_t)1 << 30))
         return;
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        const char *entry = NULL;
-        if (pxs_rados.nobjects_list_next(ctx, &entry, NULL, NULL) < 0)
-            break;
-        if (strncmp(entry, COUNTER_PREFIX, strlen(COUNTER_PREFIX)) != 0)
-            continue;
-        if (n == cap) {
-            size_t nc = cap ? 2 * cap : 16;
-            char **nn = realloc(names, nc * sizeof *nn);
-            if (!nn)
-                break;
-            names = nn;
-            cap = nc;
-        }
-        if (!(names[n] = strdup(entry)))
-            break;
-        n++;
-    }
-    pxs_rados.nobjects_list_close(ctx);
-    for (size_t i = 0; i < n; i++) {       /* removed after the listing: not while it walks */
-        (void)pxs_rados.remove(r->lock_io, names[i]);
-        free(names[i]);
-    }
-    free(names);
+    uint64_t *tokens = malloc(size);
+    if (!tokens)
+        return;
+    int rv = pxs_rados.read(r->lock_io, COUNTER_LIVE, (char *)tokens, size, 0);
+    for (size_t i = 0; rv > 0 && i < (size_t)rv / sizeof *tokens; i++)
+        rados_counter_drop(co, tokens[i]);        /* one a closed open removed already: ENOENT */
+    free(tokens);
+    if (rv == (int)size)
+        (void)pxs_rados.remove(r->lock_io, COUNTER_LIVE);
 }
 
 const pxs_coord_ops pxs_coord_rados = {
