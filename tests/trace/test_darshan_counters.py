@@ -332,6 +332,24 @@ def test_round_trip_of_random_traces(data, nranks, shared):
             assert (per_rank == np.bincount(b.cols["rank"], minlength=nranks)).all()
 
 
+def test_no_synthesized_request_is_larger_than_its_ops_extent():
+    """Found by the test above (a fresh clone's run): reads of 10241, 1001, 0, 65235 and 1000
+    bytes at offset 0 (MAX_BYTE_READ 65234) beside a write of 65240: the access size 65240 was
+    given to the reads, and a read of 65240 bytes cannot fit below byte 65235.  No request is
+    larger than its op's extent (MAX_BYTE + 1): a common size above it goes to the other op,
+    the spread sizes stop at it; counts, bytes and buckets stay exact."""
+    reqs = [(0, 1, 0, 0), (0, 1, 0, 65240), (0, 0, 0, 10241), (0, 0, 0, 1001), (0, 0, 0, 0), (0, 0, 0, 65235),
+            (1, 0, 0, 1000)]
+    c, f = posix_record(reqs, -1)
+    t = synthesize(FakeReport(pd.DataFrame([c]), pd.DataFrame([f]), {7: "/f"}, 2), module="POSIX")
+    for op, top in ((0, 65235), (1, 65240)):
+        a = t.where(op=op)
+        want = [q[3] for q in reqs if q[1] == op]
+        assert len(a) == len(want) and a.cols["length"].sum() == sum(want)
+        assert sorted(map(bucket, a.cols["length"])) == sorted(map(bucket, want))
+        assert a.cols["length"].max() <= top and a.end_offset.max() == top
+
+
 # ---------------------------------------------------------------------------- the documented error table
 bench = load_script("bench/counters_error.py", "counters_error", register=True)  # dataclasses look their module up there
 

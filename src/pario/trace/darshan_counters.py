@@ -283,16 +283,25 @@ def _apportion(total: int, weights) -> np.ndarray:
     return base
 
 
-def _fill(free: np.ndarray, total: int) -> np.ndarray | None:
-    """Sizes for ``free[b]`` requests of unknown size in bucket b adding up to ``total``
-    (module doc, step 1); None if impossible.  Slot k of a bucket's m sits at position
-    ((k + ½)/m)^θ of the bucket's range on a log scale, one exponent θ for all buckets,
-    chosen (bisection) so that the bytes add up; the last bytes are spread one by one."""
+def _bucket_tops(total: int, top: int | None) -> np.ndarray:
+    """Each bucket's largest size for requests of ``total`` bytes in all, none above ``top``
+    (the op's extent, ``MAX_BYTE + 1``: no request reads or writes past the highest byte)."""
+    hi = np.where(_HI < 0, max(total, int(_LO[-1])), _HI)
+    return hi if top is None else np.minimum(hi, max(int(top), 0))
+
+
+def _fill(free: np.ndarray, total: int, top: int | None = None) -> np.ndarray | None:
+    """Sizes for ``free[b]`` requests of unknown size in bucket b adding up to ``total``,
+    none above ``top`` (module doc, step 1); None if impossible.  Slot k of a bucket's m sits
+    at position ((k + ½)/m)^θ of the bucket's range on a log scale, one exponent θ for all
+    buckets, chosen (bisection) so that the bytes add up; the last bytes are spread one by one."""
     n = int(free.sum())
     if n == 0:
         return np.zeros(0, dtype=np.int64) if total == 0 else None
     lo = _LO.copy()
-    hi = np.where(_HI < 0, max(total, int(_LO[-1])), _HI)
+    hi = _bucket_tops(total, top)
+    if (hi < lo)[free > 0].any():
+        return None
     low, high = int((free * lo).sum()), int((free * hi).sum())
     if not low <= total <= high:
         return None
@@ -335,9 +344,10 @@ def _sizes(ops: dict[int, _Op], access: list[tuple[int, int]], notes: set[str]) 
         if h is None:
             notes.add("a size histogram disagrees with its request count: those sizes are spread evenly")
     commons = [(s, k, _bucket(s)) for s, k in access]
+    top = {c: None if op.max_byte is None else op.max_byte + 1 for c, op in ops.items()}   # the op's extent
     choices = []
     for s, k, b in commons:
-        can = [c for c in ops if hist[c] is not None and hist[c][b] > 0]
+        can = [c for c in ops if hist[c] is not None and hist[c][b] > 0 and (top[c] is None or s <= top[c])]
         opts = (["prop"] if len(can) > 1 else []) + [f"op{c}" for c in can] + ["skip"]
         choices.append(opts)
     best, best_score = None, None
@@ -348,7 +358,7 @@ def _sizes(ops: dict[int, _Op], access: list[tuple[int, int]], notes: set[str]) 
             if how == "skip":
                 continue
             if how == "prop":
-                cr, cw = cap[READ][b], cap[WRITE][b]
+                cr, cw = cap[READ][b], cap[WRITE][b]   # (both in `can`: neither extent is below s)
                 kr = int(min(cr, round(k * cr / (cr + cw)))) if cr + cw else 0
                 kw = int(min(cw, k - kr))
                 kr = int(min(cr, k - kw))
@@ -366,8 +376,8 @@ def _sizes(ops: dict[int, _Op], access: list[tuple[int, int]], notes: set[str]) 
                 continue
             fb = sum(s * m for s, m in fixed[c])
             lo = int((cap[c] * _LO).sum())
-            hi_top = np.where(_HI < 0, max(op.nbytes, int(_LO[-1])), _HI)
-            if not lo <= op.nbytes - fb <= int((cap[c] * hi_top).sum()):
+            hi_top = _bucket_tops(op.nbytes, top[c])
+            if (hi_top < _LO)[cap[c] > 0].any() or not lo <= op.nbytes - fb <= int((cap[c] * hi_top).sum()):
                 ok = False
                 break
             free_n += int(cap[c].sum())
@@ -384,7 +394,7 @@ def _sizes(ops: dict[int, _Op], access: list[tuple[int, int]], notes: set[str]) 
         if best is not None and hist[c] is not None:
             cap, fixed = best
             fb = sum(s * m for s, m in fixed[c])
-            free = _fill(cap[c], op.nbytes - fb)
+            free = _fill(cap[c], op.nbytes - fb, top[c])
             if free is not None:
                 sizes = np.concatenate([np.repeat(np.array([s for s, _ in fixed[c]], dtype=np.int64),
                                                   [m for _, m in fixed[c]]), free]) if fixed[c] else free
