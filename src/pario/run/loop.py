@@ -316,6 +316,7 @@ def _run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, clock=Non
     if dropped:
         say("info", f"dropped {len(dropped)} replica(s) left in the store by an earlier run (run 1 uses the originals)")
     plane = PLANES.get(read_config(store).get("backend", "local"))
+    reaches_devices = direct or not plane.page_cache    # O_DIRECT, or a plane without a client page cache
     where = f" on testbed {tb.dir} (O_DIRECT, ranks in cgroup {os.path.basename(tb.cgroup)})" if tb is not None \
         else (" (O_DIRECT)" if direct else "")
     if not plane.page_cache:   # every request reaches the servers, as O_DIRECT's do
@@ -391,7 +392,7 @@ def _run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, clock=Non
         adv += ["--original", str(original)]     # the ORIG of CEDA and hybrid: the files' layout now
     # requests served by the page cache in microseconds: their overlaps in time are not the
     # modelled servers' concurrency, so the plan batches in lock-step (module docstring, step 2)
-    batching = "auto" if (direct or not plane.page_cache) else "order"
+    batching = "auto" if reaches_devices else "order"
     if batching != "auto":
         adv += ["--by", batching]
         say("info", "planned with --by order (every rank's k-th request in one batch, as the papers' benchmarks "
@@ -493,7 +494,7 @@ def _run_loop(program: str, args: list[str] | tuple[str, ...] = (), *, clock=Non
         flush={f"run{k}": measure.flush_stats(outdir / f"run{k}.serve.jsonl") for k in (1, 2)})
     load1 = os.getloadavg()
     summary = {"procs": n, "command": cmd, "store": str(store), "out": str(outdir),
-               "testbed": tb.dir if tb is not None else None, "direct": direct or not plane.page_cache,
+               "testbed": tb.dir if tb is not None else None, "direct": reaches_devices,
                "backend": plane.name, "batching": batching,
                "prepare_s": wall0,
                "run1_s": wall1, "run2_s": wall2, "speedup": wall1 / wall2 if wall2 > 0 else None,

@@ -46,6 +46,18 @@ def _rados():
     return rados_module()
 
 
+def parse_object_name(key: str) -> tuple[int, int, int] | None:
+    """``(file id, data file, k)`` of a data object's name (``RadosBackend.object_name``:
+    ``ID.DATAFILE.K``, K in hex), None for any other object."""
+    parts = key.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        return int(parts[0]), int(parts[1]), int(parts[2], 16)
+    except ValueError:
+        return None
+
+
 def cluster_pools(cluster_dir, server_names) -> dict[str, str]:
     """Server name → its pool in the cluster of ``cluster_dir`` (ParioError if the cluster
     has no such server or the server has no pool)."""
@@ -162,14 +174,11 @@ class RadosBackend(Backend):
         out: dict[tuple[int, int], list] = {}
         try:
             for o in self.ioctx[server].list_objects():
-                parts = o.key.split(".")
-                try:
-                    fid, df, k = int(parts[0]), int(parts[1]), int(parts[2], 16)
-                    if len(parts) != 3:
-                        raise ValueError
-                except (ValueError, IndexError):
+                name = parse_object_name(o.key)
+                if name is None:
                     out.setdefault((-1, -1), []).append(o.key)
                     continue
+                fid, df, k = name
                 out.setdefault((fid, df), []).append(k)
         except rados.Error as exc:
             raise ParioError(f"rados list {self.pools[server]} (namespace {self.namespace}): {exc}") from None

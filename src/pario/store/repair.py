@@ -82,7 +82,7 @@ def _salvage_rows(path: Path, ids: set[int]) -> tuple[list[tuple], int]:
 
 def _rados_data_ids(cfg: dict) -> set[int]:
     """File ids the data objects of a store on the rados plane name (``ID.DATAFILE.K``)."""
-    from .rados import connect, open_pools
+    from .rados import connect, open_pools, parse_object_name
 
     ids = set()
     r = connect(cfg["cluster"])
@@ -90,9 +90,9 @@ def _rados_data_ids(cfg: dict) -> set[int]:
         for io in open_pools(r, sorted(set(cfg["pools"].values())), cfg.get("id", "")):
             try:
                 for o in io.list_objects():
-                    parts = o.key.split(".")
-                    if len(parts) == 3 and parts[0].isdigit():
-                        ids.add(int(parts[0]))
+                    name = parse_object_name(o.key)
+                    if name is not None:
+                        ids.add(name[0])
             finally:
                 io.close()
     finally:

@@ -455,6 +455,20 @@ static int create_dir_error(const char *name)
     return access(dir, W_OK | X_OK) == 0 ? MPI_SUCCESS : MPI_ERR_ACCESS;
 }
 
+/* a random token for a new open (the pid and the clock if the kernel has no randomness) */
+static void new_token(uint64_t *token, int tries)
+{
+    if (getrandom(token, sizeof *token, 0) != (ssize_t)sizeof *token)
+        *token = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ ((uint64_t)tries << 56);
+}
+
+/* the member when it keeps the shared pointers as counters (coord.h), else NULL: the pointer
+ * is a file beside the open's shadow */
+static pxs_coord *counters_of(pxs_coord *co)
+{
+    return co->ops->counter_make ? co : NULL;
+}
+
 /* A new open's shadow files, DIR/.pario-shadow/<token> (the MPI file) and <token>.shfp (its
  * shared file pointer, 0): one pair per collective open, removed at its close (MPI-4.1
  * §14.4.4: every collective open has a shared pointer of its own, starting at 0).  The
@@ -473,8 +487,7 @@ static int make_shadow(const char *root, uint64_t *token, char *err, size_t errl
         return -1;
     }
     for (int tries = 0; tries < 8; tries++) {
-        if (getrandom(token, sizeof *token, 0) != (ssize_t)sizeof *token)
-            *token = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ ((uint64_t)tries << 56);
+        new_token(token, tries);
         snprintf(shfp, sizeof shfp, "%s/%016llx.shfp", dir, (unsigned long long)*token);
         int fd = open(shfp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd >= 0) {
@@ -502,8 +515,7 @@ static int make_shadow(const char *root, uint64_t *token, char *err, size_t errl
 static int make_counter(pxs_coord *co, uint64_t *token, char *err, size_t errlen)
 {
     for (int tries = 0; tries < 8; tries++) {
-        if (getrandom(token, sizeof *token, 0) != (ssize_t)sizeof *token)
-            *token = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ ((uint64_t)tries << 56);
+        new_token(token, tries);
         int rc = co->ops->counter_make(co, *token);
         if (rc == PXS_OK)
             return 0;
@@ -545,7 +557,7 @@ static void shadow_paths(const char *root, uint64_t token, char *mpi, char *shfp
 /* an open's shared pointer removed: the member's counter, or the file */
 static void drop_shfp(pxs_coord *co, uint64_t token, const char *shfp)
 {
-    if (co->ops->counter_drop)
+    if (counters_of(co))
         co->ops->counter_drop(co, token);
     else
         unlink(shfp);
@@ -617,8 +629,8 @@ static void decide(srv_store *ss, const pxs_json *plan, int all, const char *nam
         return;
     }
     uint64_t token = 0;
-    pxs_coord *co = ss->st->co;
-    if (co->ops->counter_make ? make_counter(co, &token, err, sizeof err) : make_shadow(root, &token, err, sizeof err)) {
+    pxs_coord *co = counters_of(ss->st->co);
+    if (co ? make_counter(co, &token, err, sizeof err) : make_shadow(root, &token, err, sizeof err)) {
         say("%s: %s", name, err);
         dec[1] = MPI_ERR_IO;
         return;
@@ -710,7 +722,7 @@ static int srv_open(MPI_Comm comm, const char *filename, int amode, MPI_Info inf
             drop_shfp(ss->st->co, (uint64_t)dec[2], shfp);
         goto done;
     }
-    pxs_coord *counters = ss->st->co->ops->counter_lock ? ss->st->co : NULL;
+    pxs_coord *counters = counters_of(ss->st->co);
     int here = !counters || local_shadow(root, shadow) == 0, everywhere = 0;
     PMPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, comm);
     rc = everywhere ? PMPI_File_open(comm, shadow, MPI_MODE_RDWR | MPI_MODE_CREATE, info, fh) : MPI_ERR_IO;
